@@ -1,0 +1,580 @@
+/*
+ * grit: a gRPC client channel in C.
+ *
+ * This header is the whole public API. It includes only libc headers.
+ *
+ * Threading: every function may be called from any thread unless its
+ * comment says otherwise. Work is handed to the runtime's I/O thread (a libuv
+ * loop); blocking functions wait for it. Callbacks run on the I/O thread and
+ * must not block it; inside a callback every grit function is safe except the
+ * blocking ones (they would wait for the thread they run on and return
+ * GRIT_ERR_WOULD_DEADLOCK).
+ *
+ * Ownership words, as in jansson: "copied" (grit keeps its own copy, the
+ * default), "borrowed, valid while ..." (grit or the caller keeps ownership),
+ * "new" (the receiver must release it with the named function).
+ */
+#ifndef GRIT_GRIT_H
+#define GRIT_GRIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "grit/grit_version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(BUILDING_GRIT) && defined(__GNUC__)
+#  define GRIT_EXTERN __attribute__((visibility("default")))
+#else
+#  define GRIT_EXTERN
+#endif
+
+/* ------------------------------------------------------------------------
+ * Library errors. A grit_err says whether a library call worked; it is never
+ * a gRPC status. Values are stable: never renumbered or removed.
+ */
+#define GRIT_ERR_MAP(XX)                                                      \
+  XX(OK, 0, "success")                                                        \
+  XX(ERR_NOMEM, -1, "out of memory")                                          \
+  XX(ERR_INVALID_ARG, -2, "invalid argument")                                 \
+  XX(ERR_INVALID_TARGET, -3, "invalid target")                                \
+  XX(ERR_INVALID_CONFIG, -4, "invalid service config")                        \
+  XX(ERR_INVALID_METADATA, -5, "invalid metadata key or value")               \
+  XX(ERR_SHUTDOWN, -6, "object is shutting down")                             \
+  XX(ERR_CALL_STATE, -7, "operation not valid in the call's state")           \
+  XX(ERR_SYSTEM, -8, "system call failed")                                    \
+  XX(ERR_TLS, -9, "TLS set-up failed")                                        \
+  XX(ERR_WOULD_DEADLOCK, -10, "blocking call made on the I/O thread")         \
+  XX(ERR_PARSE, -11, "input could not be parsed")                             \
+  XX(ERR_TIMEOUT, -12, "timed out")                                           \
+  XX(ERR_NOT_FOUND, -13, "not found")
+
+typedef enum grit_err {
+#define GRIT_ERR_GEN(name, val, text) GRIT_##name = (val),
+  GRIT_ERR_MAP(GRIT_ERR_GEN)
+#undef GRIT_ERR_GEN
+} grit_err;
+
+/** Describe a library error in plain words.
+ *
+ * Ownership: returns a static string. Thread: any.
+ * Returns "unknown error" for values outside GRIT_ERR_MAP. */
+GRIT_EXTERN const char *grit_strerror(grit_err err);
+
+/** Name of a library error ("ERR_NOMEM"), "OK" for GRIT_OK.
+ *
+ * Ownership: static string. Thread: any. Unknown values give "UNKNOWN". */
+GRIT_EXTERN const char *grit_err_name(grit_err err);
+
+/* ------------------------------------------------------------------------
+ * gRPC status codes, 0..16 as on the wire.
+ */
+#define GRIT_STATUS_MAP(XX)                                                   \
+  XX(OK, 0)                                                                   \
+  XX(CANCELLED, 1)                                                            \
+  XX(UNKNOWN, 2)                                                              \
+  XX(INVALID_ARGUMENT, 3)                                                     \
+  XX(DEADLINE_EXCEEDED, 4)                                                    \
+  XX(NOT_FOUND, 5)                                                            \
+  XX(ALREADY_EXISTS, 6)                                                       \
+  XX(PERMISSION_DENIED, 7)                                                    \
+  XX(RESOURCE_EXHAUSTED, 8)                                                   \
+  XX(FAILED_PRECONDITION, 9)                                                  \
+  XX(ABORTED, 10)                                                             \
+  XX(OUT_OF_RANGE, 11)                                                        \
+  XX(UNIMPLEMENTED, 12)                                                       \
+  XX(INTERNAL, 13)                                                            \
+  XX(UNAVAILABLE, 14)                                                         \
+  XX(DATA_LOSS, 15)                                                           \
+  XX(UNAUTHENTICATED, 16)
+
+typedef enum grit_status_code {
+#define GRIT_STATUS_GEN(name, val) GRIT_STATUS_##name = (val),
+  GRIT_STATUS_MAP(GRIT_STATUS_GEN)
+#undef GRIT_STATUS_GEN
+} grit_status_code;
+
+#define GRIT_STATUS_COUNT 17
+
+/** Canonical upper-case name of a status code ("UNAVAILABLE").
+ *
+ * Ownership: static string. Thread: any. Values outside 0..16 give NULL. */
+GRIT_EXTERN const char *grit_status_code_name(grit_status_code code);
+
+/** Parse a status code name, case-insensitively ("unavailable" -> 14).
+ *
+ * |name| is |len| bytes, not necessarily NUL-terminated.
+ * Thread: any.
+ * Returns GRIT_OK and sets |*out|, or GRIT_ERR_NOT_FOUND. */
+GRIT_EXTERN grit_err grit_status_code_parse(const char *name, size_t len,
+                                            grit_status_code *out);
+
+/* ------------------------------------------------------------------------
+ * Allocator hook, shaped like nghttp2_mem. Install it before any other grit
+ * call; it applies to the whole process's use of grit (and to nghttp2
+ * sessions grit creates). grit never changes a dependency's global hooks.
+ */
+typedef struct grit_allocator {
+  void *user_data;
+  void *(*malloc)(size_t size, void *user_data);
+  void (*free)(void *ptr, void *user_data);
+  void *(*calloc)(size_t nmemb, size_t size, void *user_data);
+  void *(*realloc)(void *ptr, size_t size, void *user_data);
+} grit_allocator;
+
+/** Install |a| as the allocator for everything grit allocates, or restore
+ * libc's when |a| is NULL.
+ *
+ * Ownership: copied. Thread: any, but only while no grit object exists.
+ * Returns nothing. */
+GRIT_EXTERN void grit_set_allocator(const grit_allocator *a);
+
+/** Release memory grit returned as "new, release with grit_free".
+ *
+ * Thread: any. NULL is a no-op. */
+GRIT_EXTERN void grit_free(void *ptr);
+
+/* ------------------------------------------------------------------------
+ * Error detail for parsers: the code, the JSON path of the offending value
+ * ("$.methodConfig[1].retryPolicy.maxAttempts") and the rule broken. Lives
+ * in caller storage.
+ */
+typedef struct grit_error_detail {
+  grit_err code;
+  char path[256];
+  char reason[256];
+} grit_error_detail;
+
+/* ------------------------------------------------------------------------
+ * Byte buffers handed to the caller.
+ */
+typedef struct grit_bytes {
+  uint8_t *data; /* new; release with grit_bytes_free */
+  size_t len;
+} grit_bytes;
+
+/** Release the data of |b| and set it empty. Thread: any. NULL is a no-op. */
+GRIT_EXTERN void grit_bytes_free(grit_bytes *b);
+
+/* ------------------------------------------------------------------------
+ * Metadata: an ordered list of (key, value) pairs. Keys are lower-case
+ * [0-9a-z_.-]; keys ending in "-bin" carry arbitrary bytes (grit base64s
+ * them on the wire and decodes received ones); other values are printable
+ * ASCII (0x20-0x7E). Reserved keys (":..." names, "content-type", "te",
+ * "user-agent", "grpc-*") cannot be added by the application.
+ */
+typedef struct grit_metadata grit_metadata;
+
+/** Create an empty metadata list.
+ *
+ * Ownership: |*out| is new; release with grit_metadata_destroy.
+ * Thread: any.
+ * Returns GRIT_OK, or GRIT_ERR_NOMEM (|*out| set to NULL). */
+GRIT_EXTERN grit_err grit_metadata_create(grit_metadata **out);
+
+/** Destroy |md|. Thread: any. NULL is a no-op. */
+GRIT_EXTERN void grit_metadata_destroy(grit_metadata *md);
+
+/** Append one pair. |key| is NUL-terminated; |value| is |len| bytes.
+ *
+ * Ownership: key and value copied. Thread: any, one thread at a time per
+ * list.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_METADATA if the key is not lower-case
+ * [0-9a-z_.-], is reserved, or a non-"-bin" value has a byte outside
+ * 0x20-0x7E; GRIT_ERR_INVALID_ARG if |md| or |key| is NULL;
+ * GRIT_ERR_NOMEM. On error the list is unchanged. */
+GRIT_EXTERN grit_err grit_metadata_add(grit_metadata *md, const char *key,
+                                       const void *value, size_t len);
+
+/** Number of pairs in |md| (0 for NULL). Thread: any. */
+GRIT_EXTERN size_t grit_metadata_count(const grit_metadata *md);
+
+/** The |i|-th pair, in insertion (or wire) order.
+ *
+ * Ownership: |*key| and |*value| are borrowed, valid while |md| lives
+ * unchanged. |*value| is followed by a NUL byte not counted in |*len|.
+ * Thread: any.
+ * Returns GRIT_OK, or GRIT_ERR_INVALID_ARG when |i| is out of range. */
+GRIT_EXTERN grit_err grit_metadata_get(const grit_metadata *md, size_t i,
+                                       const char **key,
+                                       const uint8_t **value, size_t *len);
+
+/** The first value for |key|, or NULL (and |*len| untouched) if absent.
+ *
+ * Ownership: borrowed, valid while |md| lives unchanged. |len| may be NULL.
+ * Thread: any. */
+GRIT_EXTERN const uint8_t *grit_metadata_find(const grit_metadata *md,
+                                              const char *key, size_t *len);
+
+/* ------------------------------------------------------------------------
+ * Status: the outcome of a call.
+ */
+typedef struct grit_status {
+  grit_status_code code;
+  char *message;           /* decoded grpc-message; never NULL once set */
+  grit_metadata *trailers; /* trailing metadata; never NULL once set */
+} grit_status;
+
+/** Release what a status filled by grit holds and zero it. Thread: any.
+ * NULL is a no-op. */
+GRIT_EXTERN void grit_status_free(grit_status *st);
+
+/* ------------------------------------------------------------------------
+ * Runtime: a libuv loop on its own I/O thread.
+ */
+typedef struct grit_runtime grit_runtime;
+
+/** Create a runtime and start its I/O thread.
+ *
+ * Ownership: |*out| is new; release with grit_runtime_destroy after every
+ * channel using it is destroyed.
+ * Thread: any.
+ * Returns GRIT_OK; GRIT_ERR_NOMEM; GRIT_ERR_SYSTEM if the loop or thread
+ * could not be started. |*out| is NULL on error. */
+GRIT_EXTERN grit_err grit_runtime_create(grit_runtime **out);
+
+/** Stop the I/O thread and free the runtime. Channels still open on it are
+ * a caller bug (the runtime waits for them). Must not be called from the
+ * runtime's own thread. Thread: any other. NULL is a no-op. */
+GRIT_EXTERN void grit_runtime_destroy(grit_runtime *rt);
+
+/* ------------------------------------------------------------------------
+ * Channel arguments: string keys with typed values. Unknown keys are an
+ * error, so a typo never passes silently.
+ */
+typedef struct grit_channel_args grit_channel_args;
+
+/** String. A default service config JSON, used when the resolver gives none
+ * (SPEC SC-03). It must be valid, or channel creation fails. */
+#define GRIT_ARG_SERVICE_CONFIG "grit.service_config"
+/** Int 0/1. Ignore service configs from the resolver (SPEC SC-03). */
+#define GRIT_ARG_IGNORE_RESOLVER_CONFIG "grit.ignore_resolver_config"
+/** Int 0/1, default 0. Look up _grpc_config.<host> TXT records (DNS-01). */
+#define GRIT_ARG_DNS_ENABLE_TXT "grit.dns_enable_txt"
+/** String "addr:port[,addr:port]". DNS servers for dns: targets. */
+#define GRIT_ARG_DNS_SERVER "grit.dns_server"
+/** Int ms, default 30000. Minimum time between re-resolutions (DNS-05). */
+#define GRIT_ARG_DNS_MIN_RERESOLVE_MS "grit.dns_min_reresolve_ms"
+/** Int, default 5. Cap on maxAttempts in retry and hedging policies. */
+#define GRIT_ARG_MAX_ATTEMPTS_CAP "grit.max_attempts_cap"
+/** Int 0/1, default 1. 0 disables retries, hedging and transparent retries. */
+#define GRIT_ARG_ENABLE_RETRIES "grit.enable_retries"
+/** Int bytes, default 262144. Replay buffer limit per call (RT-07). */
+#define GRIT_ARG_PER_CALL_RETRY_BUFFER "grit.per_call_retry_buffer_size"
+/** Int bytes, default 16 MiB. Replay buffer limit per channel (RT-07). */
+#define GRIT_ARG_PER_CHANNEL_RETRY_BUFFER "grit.per_channel_retry_buffer_size"
+/** Int. Seed for the channel's backoff PRNG; unset = random (RT-03). */
+#define GRIT_ARG_RNG_SEED "grit.rng_seed"
+/** Int bytes, default 4194304; -1 unlimited. Largest response message. */
+#define GRIT_ARG_MAX_RECV_MESSAGE "grit.max_receive_message_length"
+/** Int bytes, default -1 (unlimited). Largest request message. */
+#define GRIT_ARG_MAX_SEND_MESSAGE "grit.max_send_message_length"
+/** Int bytes, default 16384. Largest response header list (HS-06). */
+#define GRIT_ARG_MAX_HEADER_LIST "grit.max_metadata_size"
+/** String. :authority for every call (default: the target's host:port). */
+#define GRIT_ARG_DEFAULT_AUTHORITY "grit.default_authority"
+/** Int 0/1, default 0. Use TLS (HS-07). */
+#define GRIT_ARG_TLS "grit.tls"
+/** String path. PEM root certificates; default: the system store. */
+#define GRIT_ARG_TLS_ROOT_CERTS_FILE "grit.tls_root_certs_file"
+/** String path. PEM client certificate chain (with the key below). */
+#define GRIT_ARG_TLS_CERT_CHAIN_FILE "grit.tls_cert_chain_file"
+/** String path. PEM private key of the client certificate. */
+#define GRIT_ARG_TLS_PRIVATE_KEY_FILE "grit.tls_private_key_file"
+/** String. Name used for SNI and hostname checks instead of the target host
+ * (tests; the gRPC "ssl_target_name_override"). */
+#define GRIT_ARG_TLS_TARGET_NAME_OVERRIDE "grit.tls_target_name_override"
+/** Int 0/1, default 1. Verify the server's hostname. */
+#define GRIT_ARG_TLS_VERIFY_HOSTNAME "grit.tls_verify_hostname"
+/** Int ms, defaults 1000, 120000, 20000. Reconnect backoff (CB-01). */
+#define GRIT_ARG_INITIAL_RECONNECT_BACKOFF_MS "grit.initial_reconnect_backoff_ms"
+#define GRIT_ARG_MAX_RECONNECT_BACKOFF_MS "grit.max_reconnect_backoff_ms"
+#define GRIT_ARG_MIN_CONNECT_TIMEOUT_MS "grit.min_connect_timeout_ms"
+/** Int ms, default 0 (off). HTTP/2 keepalive ping interval (LB-04). */
+#define GRIT_ARG_KEEPALIVE_TIME_MS "grit.keepalive_time_ms"
+/** Int ms, default 20000. Keepalive ping ack timeout. */
+#define GRIT_ARG_KEEPALIVE_TIMEOUT_MS "grit.keepalive_timeout_ms"
+/** Int 0/1, default 0. Send keepalive pings with no calls in flight. */
+#define GRIT_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS                                \
+  "grit.keepalive_permit_without_calls"
+/** Int ms, default 1800000. Idle time after which connections close. */
+#define GRIT_ARG_IDLE_TIMEOUT_MS "grit.client_idle_timeout_ms"
+/** String, appended to the user-agent ("grit-c/<version> <this>"). */
+#define GRIT_ARG_USER_AGENT "grit.primary_user_agent"
+
+/** Create an empty argument set.
+ *
+ * Ownership: |*out| is new; release with grit_channel_args_destroy.
+ * Thread: any.
+ * Returns GRIT_OK or GRIT_ERR_NOMEM (|*out| NULL). */
+GRIT_EXTERN grit_err grit_channel_args_create(grit_channel_args **out);
+
+/** Destroy |a|. Thread: any. NULL is a no-op. */
+GRIT_EXTERN void grit_channel_args_destroy(grit_channel_args *a);
+
+/** Set integer argument |key| (one of the GRIT_ARG_ keys documented Int).
+ *
+ * Ownership: key copied. Thread: any, one thread at a time per set.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG if the key is unknown, takes a
+ * string, or |value| is out of its range; GRIT_ERR_NOMEM. */
+GRIT_EXTERN grit_err grit_channel_args_set_int(grit_channel_args *a,
+                                               const char *key,
+                                               int64_t value);
+
+/** Set string argument |key| (one of the GRIT_ARG_ keys documented String).
+ *
+ * Ownership: key and value copied. Thread: any, one thread at a time.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG if the key is unknown or takes an
+ * integer, or |value| is NULL; GRIT_ERR_NOMEM. */
+GRIT_EXTERN grit_err grit_channel_args_set_string(grit_channel_args *a,
+                                                  const char *key,
+                                                  const char *value);
+
+/* ------------------------------------------------------------------------
+ * Channel.
+ */
+typedef struct grit_channel grit_channel;
+
+typedef enum grit_connectivity_state {
+  GRIT_STATE_IDLE = 0,
+  GRIT_STATE_CONNECTING = 1,
+  GRIT_STATE_READY = 2,
+  GRIT_STATE_TRANSIENT_FAILURE = 3,
+  GRIT_STATE_SHUTDOWN = 4,
+} grit_connectivity_state;
+
+/** Name of a connectivity state ("READY"); NULL for unknown values.
+ * Ownership: static. Thread: any. */
+GRIT_EXTERN const char *grit_connectivity_state_name(grit_connectivity_state s);
+
+/** Create a channel to |target| on runtime |rt| (NULL: the process's shared
+ * default runtime, started on first use).
+ *
+ * |target| is "dns:[//authority/]host[:port]", "host:port",
+ * "ipv4:addr:port[,addr:port...]", "ipv6:[addr]:port[,...]", "unix:path"
+ * or "unix:///abs/path" (SPEC DNS-06). The channel starts IDLE and connects
+ * on the first call or on grit_channel_connect.
+ *
+ * Ownership: target and |args| copied (|args| may be NULL); |*out| is new,
+ * release with grit_channel_destroy.
+ * Thread: any.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_TARGET if the target does not parse;
+ * GRIT_ERR_INVALID_CONFIG if GRIT_ARG_SERVICE_CONFIG is invalid (the
+ * reason goes to |detail| when not NULL); GRIT_ERR_TLS if a certificate
+ * or key file cannot be loaded (reason in |detail|); GRIT_ERR_NOMEM;
+ * GRIT_ERR_SYSTEM if the default runtime could not start. */
+GRIT_EXTERN grit_err grit_channel_create(grit_runtime *rt, const char *target,
+                                         const grit_channel_args *args,
+                                         grit_error_detail *detail,
+                                         grit_channel **out);
+
+/** Destroy |ch|: calls still in flight are cancelled (they end CANCELLED
+ * with their callbacks run), connections close. Returns after the I/O
+ * thread has released the channel; when called from a grit callback it
+ * returns at once and the release completes later.
+ * Thread: any. NULL is a no-op. */
+GRIT_EXTERN void grit_channel_destroy(grit_channel *ch);
+
+/** Current connectivity state of |ch|. With |try_to_connect| an IDLE
+ * channel starts connecting. Thread: any. */
+GRIT_EXTERN grit_connectivity_state
+grit_channel_get_state(grit_channel *ch, bool try_to_connect);
+
+/** Callback for grit_channel_watch_state: |state| is the new state, or the
+ * unchanged one when |timed_out|. Runs on the I/O thread. */
+typedef void (*grit_state_cb)(grit_channel *ch, grit_connectivity_state state,
+                              bool timed_out, void *user_data);
+
+/** Call |cb| once, when the state differs from |last_seen| or after
+ * |timeout_ms| (0: no timeout).
+ *
+ * Ownership: |user_data| is never dereferenced by grit. Thread: any.
+ * Returns GRIT_OK; GRIT_ERR_NOMEM; GRIT_ERR_SHUTDOWN if the channel is
+ * being destroyed. */
+GRIT_EXTERN grit_err grit_channel_watch_state(grit_channel *ch,
+                                              grit_connectivity_state last_seen,
+                                              uint64_t timeout_ms,
+                                              grit_state_cb cb,
+                                              void *user_data);
+
+/** Block until the state differs from |last_seen| or |timeout_ms| passes
+ * (0: forever), and return the state then.
+ * Thread: any but the I/O thread (there it returns |last_seen| at once). */
+GRIT_EXTERN grit_connectivity_state
+grit_channel_wait_for_state_change(grit_channel *ch,
+                                   grit_connectivity_state last_seen,
+                                   uint64_t timeout_ms);
+
+/* ------------------------------------------------------------------------
+ * Calls.
+ */
+typedef struct grit_call grit_call;
+
+#define GRIT_CALL_OPTS_VERSION 1
+
+/** Per-call options. Zero-initialise, then set version. */
+typedef struct grit_call_opts {
+  unsigned version;         /* GRIT_CALL_OPTS_VERSION */
+  uint64_t timeout_ms;      /* deadline = start + timeout_ms; 0 = none */
+  int wait_for_ready;       /* -1 or 0: config decides (default false); 1 on;
+                               set wait_for_ready_set to force 0 */
+  bool wait_for_ready_set;  /* true: wait_for_ready (0/1) overrides config */
+  const grit_metadata *metadata; /* copied; may be NULL */
+  const char *authority;         /* copied; NULL = channel default */
+  const char *idempotency_key;   /* copied; NULL = generated if enabled */
+} grit_call_opts;
+
+/** Callbacks of an asynchronous call. Any member may be NULL. Each runs on
+ * the I/O thread; pointers passed in are borrowed for the callback only. */
+typedef struct grit_call_cbs {
+  unsigned version; /* GRIT_CALL_CBS_VERSION */
+  /** Response headers arrived (not called for a Trailers-Only response). */
+  void (*on_headers)(grit_call *call, const grit_metadata *headers,
+                     void *user_data);
+  /** One response message. */
+  void (*on_message)(grit_call *call, const uint8_t *data, size_t len,
+                     void *user_data);
+  /** The call ended; exactly once, last. |st| is borrowed. */
+  void (*on_done)(grit_call *call, const grit_status *st, void *user_data);
+} grit_call_cbs;
+
+#define GRIT_CALL_CBS_VERSION 1
+
+/** Start a call to |method| ("/pkg.Service/Method").
+ *
+ * With |cbs| NULL the call is in blocking mode: read with grit_call_recv
+ * and grit_call_finish. With |cbs| the results arrive by callback and
+ * grit_call_recv/grit_call_finish return GRIT_ERR_CALL_STATE.
+ * Send with grit_call_send and grit_call_close_send in either mode.
+ *
+ * Ownership: method and |opts| copied (|opts| may be NULL); |*out| is new,
+ * release with grit_call_destroy (which cancels an unfinished call).
+ * |user_data| is never dereferenced.
+ * Thread: any.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (NULL channel or method, method
+ * not starting with '/', unknown opts version); GRIT_ERR_SHUTDOWN;
+ * GRIT_ERR_NOMEM. |*out| is NULL on error. */
+GRIT_EXTERN grit_err grit_call_start(grit_channel *ch, const char *method,
+                                     const grit_call_opts *opts,
+                                     const grit_call_cbs *cbs,
+                                     void *user_data, grit_call **out);
+
+/** Queue one request message of |len| bytes.
+ *
+ * Ownership: data copied (once, into the frame that goes on the wire).
+ * Thread: any, one thread at a time per call.
+ * Returns GRIT_OK; GRIT_ERR_CALL_STATE after grit_call_close_send or once
+ * the call has ended (the message is dropped; the call's status says why);
+ * GRIT_ERR_NOMEM. An oversize message is not an error here: the call ends
+ * RESOURCE_EXHAUSTED (SPEC SC-07). */
+GRIT_EXTERN grit_err grit_call_send(grit_call *call, const void *data,
+                                    size_t len);
+
+/** Half-close: no more request messages. Thread: any.
+ * Returns GRIT_OK or GRIT_ERR_CALL_STATE if already half-closed. */
+GRIT_EXTERN grit_err grit_call_close_send(grit_call *call);
+
+/** Blocking mode: wait for the next response message.
+ *
+ * Ownership: |out| receives new data; release with grit_bytes_free.
+ * Thread: any but the I/O thread.
+ * Returns GRIT_OK with a message; GRIT_ERR_NOT_FOUND at the end of the
+ * response stream (then call grit_call_finish for the status);
+ * GRIT_ERR_CALL_STATE for an async call; GRIT_ERR_WOULD_DEADLOCK on the
+ * I/O thread. */
+GRIT_EXTERN grit_err grit_call_recv(grit_call *call, grit_bytes *out);
+
+/** Blocking mode: wait for the call's final status. Response messages not
+ * yet read are discarded.
+ *
+ * Ownership: |st| is filled with new data; release with grit_status_free.
+ * Thread: any but the I/O thread.
+ * Returns GRIT_OK; GRIT_ERR_CALL_STATE for an async call or a second
+ * finish; GRIT_ERR_WOULD_DEADLOCK on the I/O thread. */
+GRIT_EXTERN grit_err grit_call_finish(grit_call *call, grit_status *st);
+
+/** Blocking mode: the response headers, waiting for them (or for the end
+ * of a Trailers-Only call, which gives an empty list).
+ *
+ * Ownership: borrowed, valid until grit_call_destroy.
+ * Thread: any but the I/O thread. Returns NULL on an async call. */
+GRIT_EXTERN const grit_metadata *grit_call_headers(grit_call *call);
+
+/** Cancel the call: it ends CANCELLED unless it has already ended, the
+ * server sees RST_STREAM CANCEL, and no retry follows (SPEC RT-11).
+ * Thread: any, including inside the call's callbacks. Idempotent. */
+GRIT_EXTERN void grit_call_cancel(grit_call *call);
+
+/** Release |call|; cancels it first if it has not ended. In async mode no
+ * callback runs after this returns unless called on the I/O thread, where
+ * on_done may still run later for an unfinished call... it will not: the
+ * callbacks are detached. Thread: any. NULL is a no-op. */
+GRIT_EXTERN void grit_call_destroy(grit_call *call);
+
+/** Kind of attempt, for grit_attempt_record. */
+typedef enum grit_attempt_kind {
+  GRIT_ATTEMPT_FIRST = 0,
+  GRIT_ATTEMPT_RETRY = 1,
+  GRIT_ATTEMPT_HEDGE = 2,
+  GRIT_ATTEMPT_TRANSPARENT = 3,
+} grit_attempt_kind;
+
+/** Per-call result information (SPEC MX-02). */
+typedef struct grit_call_info {
+  uint32_t attempts;            /* attempts started, transparent included */
+  uint32_t transparent_retries; /* of which transparent */
+  uint32_t hedges;              /* hedges beyond the first attempt */
+  uint64_t backoff_ms;          /* total time waiting in backoff */
+  char peer[64];                /* committed attempt's peer, "" if none */
+} grit_call_info;
+
+/** Fill |info| for |call|. Meaningful once the call has ended.
+ * Thread: any. Returns GRIT_OK or GRIT_ERR_INVALID_ARG. */
+GRIT_EXTERN grit_err grit_call_get_info(grit_call *call, grit_call_info *info);
+
+/* ------------------------------------------------------------------------
+ * Unary convenience.
+ */
+
+/** Blocking unary call: send |req| (|req_len| bytes), half-close, wait.
+ *
+ * Ownership: req copied; |resp| receives new data (empty unless the call
+ * ended OK with a message; release with grit_bytes_free); |st| filled with
+ * new data (release with grit_status_free). Either may be NULL.
+ * Thread: any but the I/O thread.
+ * Returns GRIT_OK when the call ran (its outcome is in |st|, which may be
+ * an error status); GRIT_ERR_INVALID_ARG; GRIT_ERR_SHUTDOWN; GRIT_ERR_NOMEM;
+ * GRIT_ERR_WOULD_DEADLOCK on the I/O thread. */
+GRIT_EXTERN grit_err grit_unary_call(grit_channel *ch, const char *method,
+                                     const void *req, size_t req_len,
+                                     const grit_call_opts *opts,
+                                     grit_bytes *resp, grit_status *st);
+
+/** Completion of grit_unary_call_async. |resp| is the response message
+ * (NULL and 0 when none), |st| the status; both borrowed for the callback.
+ * |info| is the call's result information. Runs on the I/O thread. */
+typedef void (*grit_unary_cb)(const grit_status *st, const uint8_t *resp,
+                              size_t resp_len, const grit_call_info *info,
+                              void *user_data);
+
+/** Asynchronous unary call; |cb| runs exactly once unless this returns an
+ * error.
+ *
+ * Ownership: req, method and opts copied. Thread: any.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG; GRIT_ERR_SHUTDOWN; GRIT_ERR_NOMEM.
+ */
+GRIT_EXTERN grit_err grit_unary_call_async(grit_channel *ch,
+                                           const char *method,
+                                           const void *req, size_t req_len,
+                                           const grit_call_opts *opts,
+                                           grit_unary_cb cb, void *user_data);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

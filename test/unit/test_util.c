@@ -1,0 +1,124 @@
+/* Unit tests for util/: slices, lists, buffers, the PRNG, metadata checks
+ * (SPEC HS-06) and the generated status names. */
+#include "util/util.h"
+
+#include "test/harness.h"
+
+static void test_slice_refcount(void) {
+  grit_slice *s = grit_slice_from_copy("abc", 3);
+  ASSERT_NOT_NULL(s);
+  ASSERT_EQ(s->len, 3);
+  ASSERT_MEM_EQ(s->data, "abc", 3);
+  ASSERT(grit_slice_ref(s) == s);
+  ASSERT_EQ(s->refs, 2);
+  grit_slice_unref(s);
+  ASSERT_EQ(s->refs, 1);
+  grit_slice_unref(s);
+  grit_slice_unref(NULL);
+}
+
+typedef struct item {
+  int v;
+  grit_list link;
+} item;
+
+static void test_list_order(void) {
+  grit_list head;
+  grit_list_init(&head);
+  ASSERT(grit_list_empty(&head));
+  item a = {.v = 1}, b = {.v = 2}, c = {.v = 3};
+  grit_list_insert_tail(&head, &a.link);
+  grit_list_insert_tail(&head, &b.link);
+  grit_list_insert_tail(&head, &c.link);
+  grit_list_remove(&b.link);
+  grit_list *e = grit_list_pop_head(&head);
+  ASSERT_EQ(GRIT_CONTAINER_OF(e, item, link)->v, 1);
+  e = grit_list_pop_head(&head);
+  ASSERT_EQ(GRIT_CONTAINER_OF(e, item, link)->v, 3);
+  ASSERT_NULL(grit_list_pop_head(&head));
+}
+
+static void test_buf_append(void) {
+  grit_buf b;
+  grit_buf_init(&b);
+  for (int i = 0; i < 100; i++)
+    ASSERT_OK(grit_buf_appendf(&b, "%d,", i));
+  ASSERT_EQ(b.len, 290);
+  ASSERT_MEM_EQ(b.data, "0,1,2,", 6);
+  ASSERT_EQ(b.data[b.len], 0);
+  grit_buf_free(&b);
+  ASSERT_NULL(b.data);
+}
+
+static void test_rng_replay(void) {
+  grit_rng a, b;
+  grit_rng_seed(&a, 42);
+  grit_rng_seed(&b, 42);
+  for (int i = 0; i < 1000; i++)
+    ASSERT_EQ(grit_rng_next(&a), grit_rng_next(&b));
+  for (int i = 0; i < 1000; i++) {
+    double u = grit_rng_uniform(&a, 0.8, 1.2);
+    ASSERT(u >= 0.8 && u < 1.2);
+    ASSERT_CMP(grit_rng_below(&a, 7), <, 7);
+  }
+}
+
+static void test_metadata_keys(void) {
+  grit_metadata *md;
+  ASSERT_OK(grit_metadata_create(&md));
+  ASSERT_OK(grit_metadata_add(md, "x-user", "v1", 2));
+  ASSERT_EQ(grit_metadata_add(md, "X-Upper", "v", 1),
+            GRIT_ERR_INVALID_METADATA);
+  ASSERT_EQ(grit_metadata_add(md, "grpc-timeout", "1S", 2),
+            GRIT_ERR_INVALID_METADATA);
+  ASSERT_EQ(grit_metadata_add(md, ":path", "/", 1), GRIT_ERR_INVALID_METADATA);
+  ASSERT_EQ(grit_metadata_add(md, "te", "trailers", 8),
+            GRIT_ERR_INVALID_METADATA);
+  ASSERT_EQ(grit_metadata_add(md, "x-ctl", "a\nb", 3),
+            GRIT_ERR_INVALID_METADATA);
+  ASSERT_OK(grit_metadata_add(md, "x-raw-bin", "\0\1\xff", 3));
+  ASSERT_EQ(grit_metadata_count(md), 2);
+  size_t len = 0;
+  const uint8_t *v = grit_metadata_find(md, "x-raw-bin", &len);
+  ASSERT_NOT_NULL(v);
+  ASSERT_EQ(len, 3);
+  ASSERT_EQ(v[2], 0xff);
+  grit_metadata *copy;
+  ASSERT_OK(grit_metadata_copy(md, &copy));
+  const char *k;
+  ASSERT_OK(grit_metadata_get(copy, 0, &k, &v, &len));
+  ASSERT_STR_EQ(k, "x-user");
+  ASSERT_EQ(grit_metadata_get(copy, 2, &k, &v, &len), GRIT_ERR_INVALID_ARG);
+  grit_metadata_destroy(copy);
+  grit_metadata_destroy(md);
+}
+
+static void test_status_names(void) {
+  ASSERT_STR_EQ(grit_status_code_name(GRIT_STATUS_UNAVAILABLE), "UNAVAILABLE");
+  ASSERT_STR_EQ(grit_status_code_name(GRIT_STATUS_UNAUTHENTICATED),
+                "UNAUTHENTICATED");
+  ASSERT_NULL(grit_status_code_name((grit_status_code)17));
+  grit_status_code c;
+  ASSERT_OK(grit_status_code_parse("unavailable", 11, &c));
+  ASSERT_EQ(c, 14);
+  ASSERT_OK(grit_status_code_parse("Deadline_Exceeded", 17, &c));
+  ASSERT_EQ(c, 4);
+  ASSERT_EQ(grit_status_code_parse("UNAVAIL", 7, &c), GRIT_ERR_NOT_FOUND);
+  ASSERT_STR_EQ(grit_err_name(GRIT_ERR_NOMEM), "ERR_NOMEM");
+  ASSERT_STR_EQ(grit_strerror(GRIT_OK), "success");
+  ASSERT_STR_EQ(grit_connectivity_state_name(GRIT_STATE_READY), "READY");
+}
+
+static const test_case tests[] = {
+    {"slice_refcount", test_slice_refcount},
+    {"list_order", test_list_order},
+    {"buf_append", test_buf_append},
+    {"rng_replay", test_rng_replay},
+    {"metadata_keys", test_metadata_keys},
+    {"status_names", test_status_names},
+    {NULL, NULL},
+};
+
+int main(int argc, char **argv) {
+  return test_main(tests, argc, argv);
+}

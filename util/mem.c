@@ -1,0 +1,86 @@
+/* Allocation wrappers over the process allocator (grit_set_allocator). */
+#include "util/util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void *libc_malloc(size_t size, void *ud) {
+  (void)ud;
+  return malloc(size);
+}
+
+static void libc_free(void *p, void *ud) {
+  (void)ud;
+  free(p);
+}
+
+static void *libc_calloc(size_t n, size_t size, void *ud) {
+  (void)ud;
+  return calloc(n, size);
+}
+
+static void *libc_realloc(void *p, size_t size, void *ud) {
+  (void)ud;
+  return realloc(p, size);
+}
+
+static const grit_allocator libc_allocator = {
+    .user_data = NULL,
+    .malloc = libc_malloc,
+    .free = libc_free,
+    .calloc = libc_calloc,
+    .realloc = libc_realloc,
+};
+
+static grit_allocator current = {
+    .user_data = NULL,
+    .malloc = libc_malloc,
+    .free = libc_free,
+    .calloc = libc_calloc,
+    .realloc = libc_realloc,
+};
+
+void grit_set_allocator(const grit_allocator *a) {
+  current = a ? *a : libc_allocator;
+}
+
+const grit_allocator *grit_allocator_get(void) {
+  return &current;
+}
+
+void *grit_malloc(size_t size) {
+  return current.malloc(size, current.user_data);
+}
+
+void *grit_calloc(size_t n, size_t size) {
+  return current.calloc(n, size, current.user_data);
+}
+
+void *grit_realloc(void *p, size_t size) {
+  return current.realloc(p, size, current.user_data);
+}
+
+void grit_free(void *p) {
+  if (p)
+    current.free(p, current.user_data);
+}
+
+void *grit_memdup(const void *p, size_t n) {
+  void *q = grit_malloc(n ? n : 1);
+  if (q && n)
+    memcpy(q, p, n);
+  return q;
+}
+
+char *grit_strndup(const char *s, size_t n) {
+  char *q = grit_malloc(n + 1);
+  if (!q)
+    return NULL;
+  memcpy(q, s, n);
+  q[n] = '\0';
+  return q;
+}
+
+char *grit_strdup(const char *s) {
+  return s ? grit_strndup(s, strlen(s)) : NULL;
+}

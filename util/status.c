@@ -1,0 +1,101 @@
+/* Names of library errors and gRPC status codes, generated from the
+ * X-macro lists in grit.h; status and byte-buffer release. */
+#include "util/util.h"
+
+#include <string.h>
+#include <strings.h>
+
+const char *grit_strerror(grit_err err) {
+  switch (err) {
+#define GRIT_ERR_TEXT(name, val, text)                                        \
+  case GRIT_##name:                                                           \
+    return text;
+    GRIT_ERR_MAP(GRIT_ERR_TEXT)
+#undef GRIT_ERR_TEXT
+  }
+  return "unknown error";
+}
+
+const char *grit_err_name(grit_err err) {
+  switch (err) {
+#define GRIT_ERR_NAME(name, val, text)                                        \
+  case GRIT_##name:                                                           \
+    return #name;
+    GRIT_ERR_MAP(GRIT_ERR_NAME)
+#undef GRIT_ERR_NAME
+  }
+  return "UNKNOWN";
+}
+
+const char *grit_status_code_name(grit_status_code code) {
+  switch (code) {
+#define GRIT_STATUS_NAME(name, val)                                           \
+  case GRIT_STATUS_##name:                                                    \
+    return #name;
+    GRIT_STATUS_MAP(GRIT_STATUS_NAME)
+#undef GRIT_STATUS_NAME
+  }
+  return NULL;
+}
+
+grit_err grit_status_code_parse(const char *name, size_t len,
+                                grit_status_code *out) {
+  if (!name || !out)
+    return GRIT_ERR_INVALID_ARG;
+  for (int c = 0; c < GRIT_STATUS_COUNT; c++) {
+    const char *n = grit_status_code_name((grit_status_code)c);
+    if (strlen(n) == len && strncasecmp(n, name, len) == 0) {
+      *out = (grit_status_code)c;
+      return GRIT_OK;
+    }
+  }
+  return GRIT_ERR_NOT_FOUND;
+}
+
+const char *grit_connectivity_state_name(grit_connectivity_state s) {
+  switch (s) {
+  case GRIT_STATE_IDLE:
+    return "IDLE";
+  case GRIT_STATE_CONNECTING:
+    return "CONNECTING";
+  case GRIT_STATE_READY:
+    return "READY";
+  case GRIT_STATE_TRANSIENT_FAILURE:
+    return "TRANSIENT_FAILURE";
+  case GRIT_STATE_SHUTDOWN:
+    return "SHUTDOWN";
+  }
+  return NULL;
+}
+
+grit_err grit_status_set(grit_status *st, grit_status_code code,
+                         const char *message, const grit_metadata *trailers) {
+  st->code = code;
+  st->message = grit_strdup(message ? message : "");
+  grit_err rv = GRIT_OK;
+  if (trailers)
+    rv = grit_metadata_copy(trailers, &st->trailers);
+  else
+    rv = grit_metadata_create(&st->trailers);
+  if (!st->message)
+    rv = GRIT_ERR_NOMEM;
+  return rv;
+}
+
+void grit_status_free(grit_status *st) {
+  if (!st)
+    return;
+  grit_free(st->message);
+  grit_metadata_destroy(st->trailers);
+  st->message = NULL;
+  st->trailers = NULL;
+  st->code = GRIT_STATUS_OK;
+}
+
+void grit_bytes_free(grit_bytes *b) {
+  if (!b)
+    return;
+  grit_free(b->data);
+  b->data = NULL;
+  b->len = 0;
+}

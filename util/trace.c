@@ -1,0 +1,78 @@
+/* Tracing to stderr, switched on by GRIT_TRACE and GRIT_VERBOSITY
+ * (SPEC MX-04). The environment is read once, thread-safely. */
+#include "util/util.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static pthread_once_t trace_once = PTHREAD_ONCE_INIT;
+static unsigned trace_flags;
+static grit_trace_level trace_level = GRIT_LEVEL_INFO;
+
+static const struct {
+  const char *name;
+  unsigned flag;
+} trace_names[] = {
+    {"retry", GRIT_TRACE_RETRY},         {"hedging", GRIT_TRACE_HEDGING},
+    {"transport", GRIT_TRACE_TRANSPORT}, {"lb", GRIT_TRACE_LB},
+    {"dns", GRIT_TRACE_DNS},             {"config", GRIT_TRACE_CONFIG},
+    {"channel", GRIT_TRACE_CHANNEL},
+};
+
+static unsigned trace_parse_one(const char *w, size_t n) {
+  if (n == 3 && strncasecmp(w, "all", 3) == 0)
+    return ~0u;
+  for (size_t i = 0; i < sizeof(trace_names) / sizeof(trace_names[0]); i++) {
+    if (strlen(trace_names[i].name) == n &&
+        strncasecmp(w, trace_names[i].name, n) == 0)
+      return trace_names[i].flag;
+  }
+  return 0;
+}
+
+static void trace_init(void) {
+  const char *env = getenv("GRIT_TRACE");
+  while (env && *env) {
+    size_t n = strcspn(env, ", ");
+    trace_flags |= trace_parse_one(env, n);
+    env += n;
+    env += strspn(env, ", ");
+  }
+  const char *v = getenv("GRIT_VERBOSITY");
+  if (v && strcasecmp(v, "debug") == 0)
+    trace_level = GRIT_LEVEL_DEBUG;
+  else if (v && strcasecmp(v, "error") == 0)
+    trace_level = GRIT_LEVEL_ERROR;
+}
+
+bool grit_trace_on(grit_trace_flag flag, grit_trace_level level) {
+  pthread_once(&trace_once, trace_init);
+  return (trace_flags & (unsigned)flag) && level >= trace_level;
+}
+
+static const char *trace_flag_name(grit_trace_flag flag) {
+  for (size_t i = 0; i < sizeof(trace_names) / sizeof(trace_names[0]); i++) {
+    if (trace_names[i].flag == (unsigned)flag)
+      return trace_names[i].name;
+  }
+  return "?";
+}
+
+void grit_trace_log(grit_trace_flag flag, grit_trace_level level,
+                    const char *fmt, ...) {
+  static const char lv[] = {'D', 'I', 'E'};
+  char line[1024];
+  uint64_t us = grit_clock_now_us();
+  int n = snprintf(line, sizeof(line), "%c %llu.%06llu grit %s: ",
+                   lv[level], (unsigned long long)(us / 1000000u),
+                   (unsigned long long)(us % 1000000u), trace_flag_name(flag));
+  va_list ap;
+  va_start(ap, fmt);
+  if (n > 0 && (size_t)n < sizeof(line))
+    vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "%s\n", line);
+}

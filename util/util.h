@@ -1,0 +1,151 @@
+/*
+ * util: the internal library every grit module uses. Allocation wrappers
+ * (all memory goes through the hook set by grit_set_allocator), refcounted
+ * slices, intrusive lists, the monotonic clock, a seedable PRNG, tracing and
+ * error details. It depends on libc only and knows nothing of gRPC.
+ */
+#ifndef GRIT_UTIL_H
+#define GRIT_UTIL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "grit/grit.h"
+
+/* Allocation through the process allocator (util/mem.c). Sizes of zero are
+ * legal and may return NULL. grit_free(NULL) is a no-op. */
+void *grit_malloc(size_t size);
+void *grit_calloc(size_t n, size_t size);
+void *grit_realloc(void *p, size_t size);
+char *grit_strdup(const char *s);
+char *grit_strndup(const char *s, size_t n);
+void *grit_memdup(const void *p, size_t n);
+/* The nghttp2-shaped allocator struct in force, for handing to dependencies
+ * that accept one (nghttp2_session_client_new3). */
+const grit_allocator *grit_allocator_get(void);
+
+/* A refcounted immutable byte buffer. grit_slice_new returns one reference
+ * with writable data; once shared it must not be written. The header and
+ * the bytes are one allocation. Refcounts are atomic: a slice made on a user
+ * thread may be released on the loop thread. */
+typedef struct grit_slice {
+  uint32_t refs;
+  size_t len;
+  uint8_t *data;
+} grit_slice;
+
+grit_slice *grit_slice_new(size_t len);
+grit_slice *grit_slice_from_copy(const void *p, size_t len);
+grit_slice *grit_slice_ref(grit_slice *s);
+void grit_slice_unref(grit_slice *s);
+
+/* Intrusive circular doubly linked list, libuv QUEUE style. A list head and
+ * an element are the same type; an empty head points at itself. */
+typedef struct grit_list {
+  struct grit_list *next, *prev;
+} grit_list;
+
+#define GRIT_CONTAINER_OF(ptr, type, field)                                   \
+  ((type *)((char *)(ptr)-offsetof(type, field)))
+#define GRIT_LIST_FOREACH(it, head)                                           \
+  for ((it) = (head)->next; (it) != (head); (it) = (it)->next)
+
+void grit_list_init(grit_list *head);
+bool grit_list_empty(const grit_list *head);
+void grit_list_insert_tail(grit_list *head, grit_list *elem);
+void grit_list_remove(grit_list *elem); /* leaves elem as an empty list */
+grit_list *grit_list_pop_head(grit_list *head); /* NULL when empty */
+
+/* Growable byte buffer (value type in caller storage). */
+typedef struct grit_buf {
+  uint8_t *data;
+  size_t len, cap;
+} grit_buf;
+
+void grit_buf_init(grit_buf *b);
+void grit_buf_free(grit_buf *b);
+grit_err grit_buf_append(grit_buf *b, const void *p, size_t n);
+grit_err grit_buf_appendf(grit_buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+grit_err grit_buf_reserve(grit_buf *b, size_t extra);
+
+/* Monotonic clock. Pure modules never call these; they take now_ms. */
+uint64_t grit_clock_now_ms(void);
+uint64_t grit_clock_now_us(void);
+
+/* Seedable PRNG (xoshiro256**). Value type; grit_rng_seed with the same
+ * seed replays the same sequence. */
+typedef struct grit_rng {
+  uint64_t s[4];
+} grit_rng;
+
+void grit_rng_seed(grit_rng *r, uint64_t seed);
+void grit_rng_seed_os(grit_rng *r); /* from getrandom(); clock on failure */
+uint64_t grit_rng_next(grit_rng *r);
+double grit_rng_uniform(grit_rng *r, double lo, double hi); /* [lo, hi) */
+uint32_t grit_rng_below(grit_rng *r, uint32_t n);           /* [0, n) */
+
+/* Tracing to stderr (SPEC MX-04). GRIT_TRACE=retry,hedging,transport,lb,
+ * dns,config,channel or all; GRIT_VERBOSITY=debug|info|error (default info
+ * when GRIT_TRACE is set). The environment is read once. */
+typedef enum grit_trace_flag {
+  GRIT_TRACE_RETRY = 1u << 0,
+  GRIT_TRACE_HEDGING = 1u << 1,
+  GRIT_TRACE_TRANSPORT = 1u << 2,
+  GRIT_TRACE_LB = 1u << 3,
+  GRIT_TRACE_DNS = 1u << 4,
+  GRIT_TRACE_CONFIG = 1u << 5,
+  GRIT_TRACE_CHANNEL = 1u << 6,
+} grit_trace_flag;
+
+typedef enum grit_trace_level {
+  GRIT_LEVEL_DEBUG = 0,
+  GRIT_LEVEL_INFO = 1,
+  GRIT_LEVEL_ERROR = 2,
+} grit_trace_level;
+
+bool grit_trace_on(grit_trace_flag flag, grit_trace_level level);
+void grit_trace_log(grit_trace_flag flag, grit_trace_level level,
+                    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#define GRIT_TRACE(flag, level, ...)                                          \
+  do {                                                                        \
+    if (grit_trace_on((flag), (level)))                                       \
+      grit_trace_log((flag), (level), __VA_ARGS__);                           \
+  } while (0)
+
+/* Error detail helpers: set the code, the JSON path and a formatted reason
+ * into a caller's grit_error_detail (NULL is allowed and ignored). */
+void grit_error_set(grit_error_detail *d, grit_err code, const char *path,
+                    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Metadata internals (util/metadata.c implements the public grit_metadata
+ * functions too). add_unchecked skips key/value validation, for received
+ * headers; keys are stored as given. */
+grit_err grit_metadata_add_unchecked(grit_metadata *md, const char *key,
+                                     size_t key_len, const void *value,
+                                     size_t len);
+grit_err grit_metadata_copy(const grit_metadata *src, grit_metadata **out);
+/* Whether |key| (|len| bytes) is a valid key an application may set. */
+bool grit_metadata_key_ok(const char *key, size_t len, bool allow_reserved);
+/* Total bytes of keys and values, as HPACK would count them (+32 each). */
+size_t grit_metadata_wire_size(const grit_metadata *md);
+
+/* Fill a status (caller storage) with a copy of |message| and an empty or
+ * copied trailer list. Returns GRIT_ERR_NOMEM (status left valid: code set,
+ * message "" and trailers empty or NULL-safe). */
+grit_err grit_status_set(grit_status *st, grit_status_code code,
+                         const char *message, const grit_metadata *trailers);
+
+/* Assertion that stays on in release builds for invariants whose violation
+ * would corrupt memory. */
+#define GRIT_ASSERT(cond)                                                     \
+  do {                                                                        \
+    if (!(cond))                                                              \
+      grit_assert_fail(#cond, __FILE__, __LINE__);                            \
+  } while (0)
+_Noreturn void grit_assert_fail(const char *expr, const char *file, int line);
+
+#endif
