@@ -509,10 +509,10 @@ GRIT_EXTERN const grit_metadata *grit_call_headers(grit_call *call);
  * Thread: any, including inside the call's callbacks. Idempotent. */
 GRIT_EXTERN void grit_call_cancel(grit_call *call);
 
-/** Release |call|; cancels it first if it has not ended. In async mode no
- * callback runs after this returns unless called on the I/O thread, where
- * on_done may still run later for an unfinished call... it will not: the
- * callbacks are detached. Thread: any. NULL is a no-op. */
+/** Release the caller's handle on |call|, cancelling it first if it has not
+ * ended. For an async call on_done still runs exactly once (with CANCELLED
+ * if the cancel decided the outcome); grit keeps the call alive until then.
+ * Thread: any, including the call's own callbacks. NULL is a no-op. */
 GRIT_EXTERN void grit_call_destroy(grit_call *call);
 
 /** Kind of attempt, for grit_attempt_record. */
@@ -529,7 +529,7 @@ typedef struct grit_call_info {
   uint32_t transparent_retries; /* of which transparent */
   uint32_t hedges;              /* hedges beyond the first attempt */
   uint64_t backoff_ms;          /* total time waiting in backoff */
-  char peer[64];                /* committed attempt's peer, "" if none */
+  char peer[128];               /* committed attempt's peer, "" if none */
 } grit_call_info;
 
 /** Fill |info| for |call|. Meaningful once the call has ended.
@@ -572,6 +572,53 @@ GRIT_EXTERN grit_err grit_unary_call_async(grit_channel *ch,
                                            const void *req, size_t req_len,
                                            const grit_call_opts *opts,
                                            grit_unary_cb cb, void *user_data);
+
+/* ------------------------------------------------------------------------
+ * Service config checks, for operators and the `grit config check` command.
+ */
+
+/** Validate a service config JSON of |len| bytes and describe it.
+ *
+ * On success |*report| describes, for each method name, the effective
+ * policy in plain words (timeout, wait-for-ready, retry or hedging, limits),
+ * then throttling and load balancing. On a rejection it lists every problem
+ * with its JSON path and the rule broken (SPEC SC-02).
+ *
+ * Ownership: |*report| is new (release with grit_free); NULL on NOMEM.
+ * |report| may be NULL. Thread: any.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_CONFIG (problems in the report);
+ * GRIT_ERR_INVALID_ARG (|json| NULL); GRIT_ERR_NOMEM. */
+GRIT_EXTERN grit_err grit_service_config_check(const char *json, size_t len,
+                                               char **report);
+
+/** Explain a DNS TXT config value (the text after "grpc_config=", a JSON
+ * array of choices): each choice, which one this client picks for
+ * language "c" and |hostname| (NULL: the machine's), and why; then the
+ * chosen config checked as grit_service_config_check does (SPEC DNS-03).
+ *
+ * Ownership: |*report| new (grit_free); may be NULL. Thread: any.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_CONFIG (the TXT value or the chosen
+ * config is invalid); GRIT_ERR_NOT_FOUND (no choice matches);
+ * GRIT_ERR_INVALID_ARG; GRIT_ERR_NOMEM. */
+GRIT_EXTERN grit_err grit_service_config_check_txt(const char *txt,
+                                                   size_t len,
+                                                   const char *hostname,
+                                                   char **report);
+
+/** Fetch the _grpc_config.<host> TXT record through DNS (server
+ * |dns_server| "addr:port", or NULL for the system's) and explain it like
+ * grit_service_config_check_txt. Blocks up to |timeout_ms| (0: 5000).
+ *
+ * Ownership: |*report| new (grit_free); may be NULL. Thread: any but a
+ * runtime's I/O thread.
+ * Returns what grit_service_config_check_txt returns, plus
+ * GRIT_ERR_NOT_FOUND when there is no such record (NXDOMAIN, no TXT, no
+ * "grpc_config=" record), GRIT_ERR_TIMEOUT, GRIT_ERR_SYSTEM (DNS failure,
+ * reason in the report), GRIT_ERR_INVALID_ARG (bad |dns_server|). */
+GRIT_EXTERN grit_err grit_service_config_check_dns(const char *host,
+                                                   const char *dns_server,
+                                                   uint64_t timeout_ms,
+                                                   char **report);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,511 @@
+/* The channel on the loop: resolver results, config choice and swap
+ * (SPEC SC-03), the LB policy and its state, queued calls, watchers and
+ * teardown. Public entry points hand their work to the loop. */
+#include "channel/channel_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void ch_update_state(void *ctx, grit_connectivity_state s);
+static void ch_request_reresolution(void *ctx);
+
+void grit_channel_ref(grit_channel *ch) {
+  __atomic_add_fetch(&ch->refs, 1, __ATOMIC_RELAXED);
+}
+
+static void ch_free(grit_channel *ch) {
+  grit_svccfg_unref(ch->default_config);
+  grit_tls_ctx_unref(ch->tls);
+  grit_target_free(&ch->target);
+  grit_chan_opts_free(&ch->o);
+  grit_free(ch->user_agent);
+  grit_free(ch->tls_server_name);
+  pthread_mutex_destroy(&ch->mu);
+  pthread_cond_destroy(&ch->cv);
+  grit_free(ch);
+}
+
+void grit_channel_unref(grit_channel *ch) {
+  if (__atomic_sub_fetch(&ch->refs, 1, __ATOMIC_ACQ_REL) == 0)
+    ch_free(ch);
+}
+
+static grit_connectivity_state ch_state(const grit_channel *ch) {
+  return (grit_connectivity_state)__atomic_load_n(&ch->state,
+                                                  __ATOMIC_ACQUIRE);
+}
+
+/* ---- watchers ---- */
+
+static void watcher_closed(uv_handle_t *h) {
+  grit_watcher *w = h->data;
+  grit_channel_unref(w->ch);
+  grit_free(w);
+}
+
+static void watcher_fire(grit_watcher *w, bool timed_out) {
+  grit_list_remove(&w->link);
+  uv_timer_stop(&w->timer);
+  w->cb(w->ch, ch_state(w->ch), timed_out, w->user_data);
+  uv_close((uv_handle_t *)&w->timer, watcher_closed);
+}
+
+static void watcher_timeout(uv_timer_t *t) {
+  watcher_fire(t->data, true);
+}
+
+static void watcher_on_loop(grit_task *t) {
+  grit_watcher *w = GRIT_CONTAINER_OF(t, grit_watcher, task);
+  grit_channel *ch = w->ch;
+  uv_timer_init(&ch->rt->loop, &w->timer);
+  w->timer.data = w;
+  grit_list_insert_tail(&ch->watchers, &w->link);
+  if (ch_state(ch) != w->last_seen || ch->shutting_down) {
+    watcher_fire(w, false);
+    return;
+  }
+  if (w->timeout_ms)
+    uv_timer_start(&w->timer, watcher_timeout, w->timeout_ms, 0);
+}
+
+static void ch_notify_watchers(grit_channel *ch) {
+  grit_list *e = ch->watchers.next;
+  while (e != &ch->watchers) {
+    grit_watcher *w = GRIT_CONTAINER_OF(e, grit_watcher, link);
+    e = e->next;
+    if (w->last_seen != ch_state(ch))
+      watcher_fire(w, false);
+  }
+}
+
+grit_err grit_channel_watch_state(grit_channel *ch,
+                                  grit_connectivity_state last_seen,
+                                  uint64_t timeout_ms, grit_state_cb cb,
+                                  void *user_data) {
+  if (!ch || !cb)
+    return GRIT_ERR_INVALID_ARG;
+  if (ch_state(ch) == GRIT_STATE_SHUTDOWN)
+    return GRIT_ERR_SHUTDOWN;
+  grit_watcher *w = grit_calloc(1, sizeof(*w));
+  if (!w)
+    return GRIT_ERR_NOMEM;
+  grit_channel_ref(ch);
+  w->ch = ch;
+  w->last_seen = last_seen;
+  w->timeout_ms = timeout_ms;
+  w->cb = cb;
+  w->user_data = user_data;
+  grit_list_init(&w->link);
+  w->task.fn = watcher_on_loop;
+  grit_rt_post(ch->rt, &w->task);
+  return GRIT_OK;
+}
+
+typedef struct state_waiter {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool fired;
+  grit_connectivity_state state;
+} state_waiter;
+
+static void state_waiter_cb(grit_channel *ch, grit_connectivity_state s,
+                            bool timed_out, void *ud) {
+  state_waiter *sw = ud;
+  pthread_mutex_lock(&sw->mu);
+  sw->fired = true;
+  sw->state = s;
+  pthread_cond_signal(&sw->cv);
+  pthread_mutex_unlock(&sw->mu);
+}
+
+grit_connectivity_state
+grit_channel_wait_for_state_change(grit_channel *ch,
+                                   grit_connectivity_state last_seen,
+                                   uint64_t timeout_ms) {
+  if (!ch || grit_rt_on_loop(ch->rt))
+    return last_seen;
+  state_waiter sw = {.fired = false, .state = last_seen};
+  pthread_mutex_init(&sw.mu, NULL);
+  pthread_cond_init(&sw.cv, NULL);
+  grit_connectivity_state s = last_seen;
+  if (grit_channel_watch_state(ch, last_seen, timeout_ms, state_waiter_cb,
+                               &sw) == GRIT_OK) {
+    pthread_mutex_lock(&sw.mu);
+    while (!sw.fired)
+      pthread_cond_wait(&sw.cv, &sw.mu);
+    s = sw.state;
+    pthread_mutex_unlock(&sw.mu);
+  }
+  pthread_mutex_destroy(&sw.mu);
+  pthread_cond_destroy(&sw.cv);
+  return s;
+}
+
+/* ---- config and LB ---- */
+
+static const grit_lb_policy_vtable *ch_lb_choice(const grit_svccfg *cfg) {
+  const grit_svccfg_global *g = cfg ? grit_svccfg_get_global(cfg) : NULL;
+  if (g && g->lb == GRIT_LB_ROUND_ROBIN)
+    return &grit_lb_round_robin;
+  return &grit_lb_pick_first; /* SC-08 default */
+}
+
+static bool ch_shuffle(const grit_channel *ch) {
+  const grit_svccfg_global *g =
+      ch->config ? grit_svccfg_get_global(ch->config) : NULL;
+  return g && g->shuffle_address_list;
+}
+
+/* Create or switch the LB policy to the one the config names. */
+static grit_err ch_ensure_lb(grit_channel *ch) {
+  const grit_lb_policy_vtable *vt = ch_lb_choice(ch->config);
+  if (ch->lb && ch->lb_vt == vt)
+    return GRIT_OK;
+  grit_lb_helper h = {.update_state = ch_update_state,
+                      .request_reresolution = ch_request_reresolution,
+                      .ctx = ch};
+  grit_lb_policy *p;
+  grit_err rv = vt->create(&ch->sc_args, &h, &p);
+  if (rv != GRIT_OK)
+    return rv;
+  grit_lb_policy *old = ch->lb;
+  ch->lb = p;
+  ch->lb_vt = vt;
+  GRIT_TRACE(GRIT_TRACE_LB, GRIT_LEVEL_INFO, "channel %s: lb policy %s",
+             ch->target.authority, vt->name);
+  if (old)
+    old->vt->destroy(old);
+  return GRIT_OK;
+}
+
+static void ch_set_config(grit_channel *ch, grit_svccfg *cfg) {
+  grit_svccfg_unref(ch->config);
+  ch->config = cfg;
+  grit_free(ch->config_error);
+  ch->config_error = NULL;
+}
+
+/* SPEC SC-03: choose the config after a resolver result. */
+static void ch_apply_resolver_config(grit_channel *ch,
+                                     const grit_resolver_result *r) {
+  if (ch->o.ignore_resolver_config || r->txt == GRIT_TXT_NONE) {
+    ch_set_config(ch, grit_svccfg_ref(ch->default_config));
+    return;
+  }
+  if (r->txt == GRIT_TXT_KEEP)
+    return;
+  grit_error_detail d = {0};
+  grit_svccfg *cfg = NULL;
+  if (r->txt == GRIT_TXT_CONFIG)
+    cfg = grit_svccfg_parse(r->config_json, r->config_len, &ch->cfg_opts, &d);
+  else
+    grit_error_set(&d, GRIT_ERR_INVALID_CONFIG, "", "%s", r->txt_error);
+  if (cfg) {
+    GRIT_TRACE(GRIT_TRACE_CONFIG, GRIT_LEVEL_INFO,
+               "channel %s: new service config from DNS",
+               ch->target.authority);
+    ch_set_config(ch, cfg);
+    return;
+  }
+  GRIT_TRACE(GRIT_TRACE_CONFIG, GRIT_LEVEL_ERROR,
+             "channel %s: rejected service config: %s: %s",
+             ch->target.authority, d.path, d.reason);
+  if (ch->config || ch->have_resolver_result)
+    return; /* keep the last good one */
+  char buf[600];
+  snprintf(buf, sizeof(buf), "invalid service config: %s%s%s", d.path,
+           d.path[0] ? ": " : "", d.reason);
+  grit_free(ch->config_error);
+  ch->config_error = grit_strdup(buf);
+}
+
+static void ch_on_resolved(void *ctx, const grit_resolver_result *r) {
+  grit_channel *ch = ctx;
+  if (ch->shutting_down)
+    return;
+  ch_apply_resolver_config(ch, r);
+  ch->have_resolver_result = true;
+  if (r->addr_error) {
+    snprintf(ch->resolve_error, sizeof(ch->resolve_error), "%s",
+             r->addr_error);
+    if (!ch->lb || ch_state(ch) != GRIT_STATE_READY)
+      ch_update_state(ch, GRIT_STATE_TRANSIENT_FAILURE);
+    return;
+  }
+  ch->resolve_error[0] = '\0';
+  if (ch_ensure_lb(ch) != GRIT_OK ||
+      ch->lb->vt->update_addresses(ch->lb, r->addrs, r->naddrs,
+                                   ch_shuffle(ch)) != GRIT_OK) {
+    snprintf(ch->resolve_error, sizeof(ch->resolve_error),
+             "out of memory applying resolver result");
+    ch_update_state(ch, GRIT_STATE_TRANSIENT_FAILURE);
+    return;
+  }
+  if (ch->config_error)
+    ch_update_state(ch, GRIT_STATE_TRANSIENT_FAILURE);
+  else
+    ch->lb->vt->exit_idle(ch->lb);
+  grit_channel_retry_queued(ch);
+}
+
+static void ch_update_state(void *ctx, grit_connectivity_state s) {
+  grit_channel *ch = ctx;
+  if (ch->config_error && s != GRIT_STATE_SHUTDOWN)
+    s = GRIT_STATE_TRANSIENT_FAILURE;
+  if (ch_state(ch) == s)
+    return;
+  GRIT_TRACE(GRIT_TRACE_CHANNEL, GRIT_LEVEL_INFO, "channel %s: %s -> %s",
+             ch->target.authority, grit_connectivity_state_name(ch_state(ch)),
+             grit_connectivity_state_name(s));
+  __atomic_store_n(&ch->state, (uint32_t)s, __ATOMIC_RELEASE);
+  ch_notify_watchers(ch);
+  grit_channel_retry_queued(ch);
+}
+
+static void ch_request_reresolution(void *ctx) {
+  grit_channel *ch = ctx;
+  if (ch->resolver)
+    grit_resolver_request(ch->resolver);
+}
+
+/* First use: build the resolver (or the static address list). */
+static void ch_start(grit_channel *ch) {
+  if (ch->have_resolver_result || ch->resolver || ch->shutting_down)
+    return;
+  if (ch->target.kind == GRIT_TARGET_DNS && ch->target.naddrs == 0) {
+    ch_update_state(ch, GRIT_STATE_CONNECTING);
+    if (grit_resolver_create(&ch->rt->loop, &ch->target, &ch->o, &ch->rng,
+                             ch_on_resolved, ch, &ch->resolver) != GRIT_OK) {
+      snprintf(ch->resolve_error, sizeof(ch->resolve_error),
+               "cannot start the DNS resolver");
+      ch_update_state(ch, GRIT_STATE_TRANSIENT_FAILURE);
+      return;
+    }
+    grit_resolver_request(ch->resolver);
+    return;
+  }
+  grit_resolver_result r = {.addrs = ch->target.addrs,
+                            .naddrs = ch->target.naddrs,
+                            .txt = GRIT_TXT_NONE};
+  ch_on_resolved(ch, &r);
+}
+
+grit_pick_result grit_channel_pick(grit_channel *ch) {
+  grit_pick_result r = {.kind = GRIT_PICK_QUEUE};
+  ch_start(ch);
+  if (ch->config_error) {
+    r.kind = GRIT_PICK_FAIL;
+    r.code = GRIT_STATUS_UNAVAILABLE;
+    r.message = ch->config_error;
+    return r;
+  }
+  if (ch->resolve_error[0] && (!ch->lb || ch_state(ch) != GRIT_STATE_READY)) {
+    r.kind = GRIT_PICK_FAIL;
+    r.code = GRIT_STATUS_UNAVAILABLE;
+    r.message = ch->resolve_error;
+    return r;
+  }
+  if (!ch->lb)
+    return r;
+  return ch->lb->vt->pick(ch->lb);
+}
+
+grit_svccfg *grit_channel_config_ref(grit_channel *ch) {
+  if (ch->config)
+    return grit_svccfg_ref(ch->config);
+  if (!ch->have_resolver_result)
+    return grit_svccfg_ref(ch->default_config);
+  return NULL;
+}
+
+void grit_channel_retry_queued(grit_channel *ch) {
+  /* Take the queue first: a call may queue itself again. */
+  grit_list q;
+  grit_list_init(&q);
+  while (!grit_list_empty(&ch->queued_calls)) {
+    grit_list *e = grit_list_pop_head(&ch->queued_calls);
+    grit_list_insert_tail(&q, e);
+  }
+  grit_list *e;
+  while ((e = grit_list_pop_head(&q)) != NULL)
+    grit_call_on_pick_ready(GRIT_CONTAINER_OF(e, grit_call, link));
+}
+
+/* ---- public entry points ---- */
+
+static void ch_connect_on_loop(grit_task *t) {
+  grit_channel *ch = GRIT_CONTAINER_OF(t, grit_channel, connect_task);
+  ch_start(ch);
+  if (ch->lb && !ch->shutting_down)
+    ch->lb->vt->exit_idle(ch->lb);
+}
+
+grit_connectivity_state grit_channel_get_state(grit_channel *ch,
+                                               bool try_to_connect) {
+  if (!ch)
+    return GRIT_STATE_SHUTDOWN;
+  grit_connectivity_state s = ch_state(ch);
+  if (try_to_connect && s == GRIT_STATE_IDLE)
+    grit_rt_post(ch->rt, &ch->connect_task);
+  return s;
+}
+
+static void ch_destroy_on_loop(grit_task *t) {
+  grit_channel *ch = GRIT_CONTAINER_OF(t, grit_channel, destroy_task);
+  ch->shutting_down = true;
+  /* Cancel every call; each removes itself from the lists. */
+  while (!grit_list_empty(&ch->live_calls)) {
+    grit_call *c = GRIT_CONTAINER_OF(ch->live_calls.next, grit_call,
+                                     live_link);
+    grit_call_fail_on_loop(c, GRIT_STATUS_CANCELLED, "channel destroyed");
+  }
+  if (ch->lb)
+    ch->lb->vt->destroy(ch->lb);
+  ch->lb = NULL;
+  grit_resolver_destroy(ch->resolver);
+  ch->resolver = NULL;
+  __atomic_store_n(&ch->state, (uint32_t)GRIT_STATE_SHUTDOWN,
+                   __ATOMIC_RELEASE);
+  ch_notify_watchers(ch);
+  ch_set_config(ch, NULL);
+  pthread_mutex_lock(&ch->mu);
+  ch->destroy_done = true;
+  pthread_cond_signal(&ch->cv);
+  pthread_mutex_unlock(&ch->mu);
+  grit_channel_unref(ch); /* the user's handle */
+}
+
+void grit_channel_destroy(grit_channel *ch) {
+  if (!ch)
+    return;
+  bool on_loop = grit_rt_on_loop(ch->rt);
+  if (!on_loop)
+    grit_channel_ref(ch); /* keep it while we wait */
+  grit_rt_post(ch->rt, &ch->destroy_task);
+  if (on_loop)
+    return;
+  pthread_mutex_lock(&ch->mu);
+  while (!ch->destroy_done)
+    pthread_cond_wait(&ch->cv, &ch->mu);
+  pthread_mutex_unlock(&ch->mu);
+  grit_channel_unref(ch);
+}
+
+/* ---- creation ---- */
+
+static grit_err ch_make_tls(grit_channel *ch, grit_error_detail *d) {
+  if (!ch->o.tls)
+    return GRIT_OK;
+  grit_tls_opts to = {.root_certs_file = ch->o.tls_root_certs_file,
+                      .cert_chain_file = ch->o.tls_cert_chain_file,
+                      .private_key_file = ch->o.tls_private_key_file};
+  grit_err rv = grit_tls_ctx_create(&to, d, &ch->tls);
+  if (rv != GRIT_OK)
+    return rv;
+  const char *name = ch->o.tls_target_name_override;
+  if (!name)
+    name = ch->target.host ? ch->target.host : "localhost";
+  ch->tls_server_name = grit_strdup(name);
+  return ch->tls_server_name ? GRIT_OK : GRIT_ERR_NOMEM;
+}
+
+static grit_err ch_make_user_agent(grit_channel *ch) {
+  grit_buf b;
+  grit_buf_init(&b);
+  grit_err rv =
+      ch->o.user_agent
+          ? grit_buf_appendf(&b, "%s grit-c/%s", ch->o.user_agent, GRIT_VERSION)
+          : grit_buf_appendf(&b, "grit-c/%s", GRIT_VERSION);
+  ch->user_agent = (char *)b.data;
+  return rv;
+}
+
+static void ch_fill_transport_opts(grit_channel *ch) {
+  grit_transport_opts *t = &ch->topts;
+  t->tls = ch->tls;
+  t->tls_server_name = ch->tls_server_name;
+  t->tls_verify_hostname = ch->o.tls_verify_hostname != 0;
+  t->max_header_list_bytes = (uint32_t)ch->o.max_header_list;
+  t->max_recv_message_bytes = ch->o.max_recv_message;
+  t->keepalive_time_ms = (uint64_t)ch->o.keepalive_time_ms;
+  t->keepalive_timeout_ms = (uint64_t)ch->o.keepalive_timeout_ms;
+  t->keepalive_permit_without_calls = ch->o.keepalive_permit_without_calls;
+  t->user_agent = ch->user_agent;
+  ch->sc_args = (grit_subchannel_args){
+      .loop = &ch->rt->loop,
+      .topts = ch->topts,
+      .rng = &ch->rng,
+      .initial_backoff_ms = (uint64_t)ch->o.initial_reconnect_backoff_ms,
+      .max_backoff_ms = (uint64_t)ch->o.max_reconnect_backoff_ms,
+      .min_connect_timeout_ms = (uint64_t)ch->o.min_connect_timeout_ms,
+  };
+}
+
+static grit_err ch_init(grit_channel *ch, const char *target,
+                        const grit_channel_args *args, grit_error_detail *d) {
+  grit_chan_opts defaults;
+  grit_chan_opts_defaults(&defaults);
+  grit_err rv = grit_chan_opts_copy(args ? &args->o : &defaults, &ch->o);
+  if (rv != GRIT_OK)
+    return rv;
+  rv = grit_target_parse(target, &ch->target, d);
+  if (rv != GRIT_OK)
+    return rv;
+  if (ch->o.default_authority) {
+    grit_free(ch->target.authority);
+    ch->target.authority = grit_strdup(ch->o.default_authority);
+    if (!ch->target.authority)
+      return GRIT_ERR_NOMEM;
+  }
+  ch->cfg_opts.max_attempts_cap = (uint32_t)ch->o.max_attempts_cap;
+  if (ch->o.service_config) {
+    ch->default_config = grit_svccfg_parse(
+        ch->o.service_config, strlen(ch->o.service_config), &ch->cfg_opts, d);
+    if (!ch->default_config)
+      return d && d->code == GRIT_ERR_NOMEM ? GRIT_ERR_NOMEM
+                                            : GRIT_ERR_INVALID_CONFIG;
+  }
+  if (ch->o.rng_seed_set)
+    grit_rng_seed(&ch->rng, (uint64_t)ch->o.rng_seed);
+  else
+    grit_rng_seed_os(&ch->rng);
+  rv = ch_make_tls(ch, d);
+  if (rv == GRIT_OK)
+    rv = ch_make_user_agent(ch);
+  if (rv == GRIT_OK)
+    ch_fill_transport_opts(ch);
+  return rv;
+}
+
+grit_err grit_channel_create(grit_runtime *rt, const char *target,
+                             const grit_channel_args *args,
+                             grit_error_detail *detail, grit_channel **out) {
+  if (!out)
+    return GRIT_ERR_INVALID_ARG;
+  *out = NULL;
+  if (!target)
+    return GRIT_ERR_INVALID_TARGET;
+  grit_err rv = rt ? GRIT_OK : grit_rt_default(&rt);
+  if (rv != GRIT_OK)
+    return rv;
+  grit_channel *ch = grit_calloc(1, sizeof(*ch));
+  if (!ch)
+    return GRIT_ERR_NOMEM;
+  ch->rt = rt;
+  ch->refs = 1;
+  pthread_mutex_init(&ch->mu, NULL);
+  pthread_cond_init(&ch->cv, NULL);
+  grit_list_init(&ch->queued_calls);
+  grit_list_init(&ch->live_calls);
+  grit_list_init(&ch->watchers);
+  ch->connect_task.fn = ch_connect_on_loop;
+  ch->destroy_task.fn = ch_destroy_on_loop;
+  ch->state = GRIT_STATE_IDLE;
+  rv = ch_init(ch, target, args, detail);
+  if (rv != GRIT_OK) {
+    ch_free(ch);
+    return rv;
+  }
+  *out = ch;
+  return GRIT_OK;
+}

@@ -1,0 +1,260 @@
+/* Shared by the channel module's files only. */
+#ifndef GRIT_CHANNEL_INT_H
+#define GRIT_CHANNEL_INT_H
+
+#include <pthread.h>
+
+#include "channel/channel.h"
+#include "lb/lb.h"
+#include "service_config/service_config.h"
+
+/* ---- runtime.c: the loop thread and its task queue ---- */
+
+/* A unit of work posted to the loop. Embedded in the object it serves, so
+ * posting never allocates; posting a queued task again is a no-op. */
+typedef struct grit_task {
+  grit_list link;
+  void (*fn)(struct grit_task *t);
+  bool queued;
+} grit_task;
+
+struct grit_runtime {
+  uv_loop_t loop;
+  uv_async_t wake;
+  uv_thread_t thread;
+  pthread_t tid;
+  pthread_mutex_t mu;
+  grit_list tasks; /* under mu */
+  bool stopping;   /* under mu */
+};
+
+void grit_rt_post(grit_runtime *rt, grit_task *t);
+bool grit_rt_on_loop(const grit_runtime *rt);
+/* The shared default runtime, started on first use. */
+grit_err grit_rt_default(grit_runtime **out);
+
+/* ---- args.c: channel arguments, resolved ---- */
+
+typedef struct grit_chan_opts {
+  char *service_config;
+  int64_t ignore_resolver_config;
+  int64_t dns_enable_txt;
+  char *dns_server;
+  int64_t dns_min_reresolve_ms;
+  int64_t max_attempts_cap;
+  int64_t enable_retries;
+  int64_t per_call_retry_buffer;
+  int64_t per_channel_retry_buffer;
+  int64_t rng_seed;
+  bool rng_seed_set;
+  int64_t max_recv_message;
+  int64_t max_send_message;
+  int64_t max_header_list;
+  char *default_authority;
+  int64_t tls;
+  char *tls_root_certs_file;
+  char *tls_cert_chain_file;
+  char *tls_private_key_file;
+  char *tls_target_name_override;
+  int64_t tls_verify_hostname;
+  int64_t initial_reconnect_backoff_ms;
+  int64_t max_reconnect_backoff_ms;
+  int64_t min_connect_timeout_ms;
+  int64_t keepalive_time_ms;
+  int64_t keepalive_timeout_ms;
+  int64_t keepalive_permit_without_calls;
+  int64_t idle_timeout_ms;
+  char *user_agent;
+} grit_chan_opts;
+
+struct grit_channel_args {
+  grit_chan_opts o;
+};
+
+void grit_chan_opts_defaults(grit_chan_opts *o);
+grit_err grit_chan_opts_copy(const grit_chan_opts *src, grit_chan_opts *dst);
+void grit_chan_opts_free(grit_chan_opts *o);
+
+/* ---- resolver.c: c-ares A/AAAA (+ TXT) on the loop ---- */
+
+typedef enum grit_txt_state {
+  GRIT_TXT_NONE = 0,  /* disabled, NXDOMAIN, no record, no choice matched */
+  GRIT_TXT_CONFIG = 1, /* config_json holds the chosen service config */
+  GRIT_TXT_ERROR = 2,  /* the TXT config is invalid: txt_error says why */
+  GRIT_TXT_KEEP = 3,   /* TXT lookup timed out: keep what we have */
+} grit_txt_state;
+
+typedef struct grit_resolver_result {
+  const grit_addr *addrs;
+  size_t naddrs;
+  const char *addr_error; /* non-NULL when the address lookup failed */
+  grit_txt_state txt;
+  const char *config_json;
+  size_t config_len;
+  const char *txt_error;
+} grit_resolver_result;
+
+typedef void (*grit_resolver_cb)(void *ctx, const grit_resolver_result *r);
+typedef struct grit_resolver grit_resolver;
+
+grit_err grit_resolver_create(uv_loop_t *loop, const grit_target *t,
+                              const grit_chan_opts *o, grit_rng *rng,
+                              grit_resolver_cb cb, void *ctx,
+                              grit_resolver **out);
+/* Ask for a resolution; rate-limited (DNS-05), coalesced if one runs. */
+void grit_resolver_request(grit_resolver *r);
+void grit_resolver_destroy(grit_resolver *r);
+
+/* ---- channel.c ---- */
+
+typedef struct grit_watcher {
+  grit_list link;
+  grit_channel *ch;
+  grit_connectivity_state last_seen;
+  uint64_t timeout_ms;
+  grit_state_cb cb;
+  void *user_data;
+  uv_timer_t timer;
+  grit_task task;
+} grit_watcher;
+
+struct grit_channel {
+  grit_runtime *rt;
+  uint32_t refs; /* atomic: the user's handle plus one per live call */
+  grit_chan_opts o;
+  grit_target target;
+  grit_tls_ctx *tls;
+  grit_transport_opts topts;
+  char *user_agent;
+  char *tls_server_name;
+  grit_rng rng;
+  grit_svccfg *default_config; /* from the channel argument, or NULL */
+  grit_svccfg_opts cfg_opts;
+
+  /* Loop-only state. */
+  grit_svccfg *config; /* in force; NULL = empty config */
+  char *config_error;  /* no good config yet and the last one was bad */
+  bool have_resolver_result;
+  grit_resolver *resolver;
+  const grit_lb_policy_vtable *lb_vt;
+  grit_lb_policy *lb;
+  grit_subchannel_args sc_args;
+  grit_list queued_calls; /* waiting for a pick */
+  grit_list live_calls;   /* every call started on the loop, not done */
+  grit_list watchers;
+  bool shutting_down;
+  char resolve_error[256];
+  grit_task connect_task;
+  grit_task destroy_task;
+
+  uint32_t state; /* grit_connectivity_state; atomic for any-thread reads */
+
+  /* destroy handshake with the user thread */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool destroy_done;
+};
+
+void grit_channel_ref(grit_channel *ch);
+void grit_channel_unref(grit_channel *ch);
+/* Offer every queued call a pick again (state changed). */
+void grit_channel_retry_queued(grit_channel *ch);
+grit_pick_result grit_channel_pick(grit_channel *ch);
+/* The config a new call should use: a new reference or NULL (empty). */
+grit_svccfg *grit_channel_config_ref(grit_channel *ch);
+
+/* ---- call.c ---- */
+
+typedef enum call_op_kind {
+  CALL_OP_START,
+  CALL_OP_SEND,
+  CALL_OP_CLOSE,
+  CALL_OP_CANCEL,
+} call_op_kind;
+
+typedef struct call_op {
+  grit_list link;
+  call_op_kind kind;
+  grit_slice *slice;
+} call_op;
+
+typedef struct recv_msg {
+  grit_list link;
+  grit_slice *slice;
+} recv_msg;
+
+typedef enum call_state {
+  CALL_NEW = 0,
+  CALL_PICKING = 1,
+  CALL_ACTIVE = 2,
+  CALL_DONE = 3,
+} call_state;
+
+struct grit_call {
+  grit_channel *ch;
+  uint32_t refs; /* atomic: user handle + loop side */
+  uint64_t id;
+  char *method;
+  grit_metadata *metadata;
+  char *authority;
+  uint64_t timeout_ms;
+  int wait_for_ready_opt; /* -1 unset, else 0/1 */
+  grit_call_cbs cbs;
+  void *user_data;
+  bool blocking;
+  grit_unary_cb unary_cb; /* grit_unary_call_async */
+  grit_slice *unary_resp;
+
+  /* Shared with user threads, under mu. */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  grit_list ops;
+  bool send_closed_user;
+  bool finish_taken;
+  grit_list recvq;
+  bool headers_set;
+  grit_metadata *headers;
+  bool done;
+  grit_status status;
+  grit_call_info info;
+  grit_task task;
+
+  /* Loop-only. */
+  call_state state;
+  grit_svccfg *config;
+  const grit_method_cfg *mcfg;
+  bool wait_for_ready;
+  int64_t max_send;
+  int64_t max_recv;
+  uint64_t deadline_at_ms; /* loop time; 0 = none */
+  uv_timer_t timer;
+  grit_stream *stream;
+  grit_transport *transport;
+  grit_list sent;       /* framed slices kept for replay until commit */
+  grit_list link;       /* in ch->queued_calls */
+  grit_list live_link;  /* in ch->live_calls */
+  bool close_sent;
+  bool committed;
+  bool refused_retry_used;
+  uint32_t transparent;
+  unsigned loop_holds; /* timer open, stream open */
+  bool started_on_loop;
+};
+
+/* User-thread halves (call.c): create, then launch to the loop; queue
+ * sends, half-close and cancel as ops the loop drains in order. */
+grit_err grit_call_create_internal(grit_channel *ch, const char *method,
+                                   const grit_call_opts *opts,
+                                   grit_call **out);
+grit_err grit_call_launch(grit_call *c);
+grit_err grit_call_queue_send(grit_call *c, grit_slice *framed);
+grit_err grit_call_queue_close(grit_call *c);
+grit_err grit_call_queue_cancel(grit_call *c);
+
+/* Loop halves. */
+void grit_call_on_pick_ready(grit_call *c);
+void grit_call_fail_on_loop(grit_call *c, grit_status_code code,
+                            const char *msg);
+void grit_call_unref(grit_call *c);
+
+#endif

@@ -1,0 +1,401 @@
+/* DNS resolution through c-ares on the loop (SPEC DNS-01..DNS-05): A and
+ * AAAA by ares_getaddrinfo, and the _grpc_config.<host> TXT record when
+ * enabled. c-ares reports socket interest through ARES_OPT_SOCK_STATE_CB;
+ * each fd gets a uv_poll_t, and one uv_timer_t is re-armed from
+ * ares_timeout() after every entry into c-ares. Re-resolution is rate
+ * limited, and failures retry with backoff 1 s x1.6 up to 120 s. */
+#include "channel/channel_int.h"
+
+#include <ares.h>
+#include <arpa/inet.h>
+#include <arpa/nameser.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define RETRY_INITIAL_MS 1000
+#define RETRY_MAX_MS 120000
+
+typedef struct dns_poll {
+  grit_list link;
+  uv_poll_t poll;
+  ares_socket_t fd;
+  struct grit_resolver *r;
+} dns_poll;
+
+struct grit_resolver {
+  uv_loop_t *loop;
+  ares_channel ares;
+  const grit_target *target; /* borrowed from the channel */
+  bool want_txt;
+  grit_rng *rng;
+  grit_resolver_cb cb;
+  void *ctx;
+  uint64_t min_interval_ms;
+  uv_timer_t ares_timer;  /* c-ares' own timeouts */
+  uv_timer_t sched_timer; /* rate limit and failure backoff */
+  grit_list polls;
+  unsigned pending_closes;
+  bool destroyed;
+
+  bool running;
+  bool again; /* a request came while running */
+  int outstanding;
+  uint64_t last_start_ms;
+  bool has_run;
+  uint64_t retry_ms;
+
+  /* The result being assembled. */
+  grit_addr *addrs;
+  size_t naddrs;
+  char addr_error[256];
+  grit_txt_state txt;
+  char *config_json;
+  size_t config_len;
+  char txt_error[600];
+};
+
+static void res_maybe_free(grit_resolver *r) {
+  if (r->destroyed && r->pending_closes == 0)
+    grit_free(r);
+}
+
+static void res_handle_closed(uv_handle_t *h) {
+  grit_resolver *r = h->data;
+  r->pending_closes--;
+  res_maybe_free(r);
+}
+
+static void poll_closed(uv_handle_t *h) {
+  dns_poll *p = h->data;
+  grit_resolver *r = p->r;
+  grit_free(p);
+  r->pending_closes--;
+  res_maybe_free(r);
+}
+
+static void res_ares_timer_fire(uv_timer_t *t);
+
+/* After every entry into c-ares: arm the timer for its next timeout. */
+static void res_rearm(grit_resolver *r) {
+  if (r->destroyed)
+    return;
+  struct timeval tv;
+  if (!ares_timeout(r->ares, NULL, &tv)) {
+    uv_timer_stop(&r->ares_timer);
+    return;
+  }
+  uint64_t ms = (uint64_t)tv.tv_sec * 1000 + ((uint64_t)tv.tv_usec + 999) / 1000;
+  uv_timer_start(&r->ares_timer, res_ares_timer_fire, ms, 0);
+}
+
+static void res_ares_timer_fire(uv_timer_t *t) {
+  grit_resolver *r = t->data;
+  ares_process_fd(r->ares, ARES_SOCKET_BAD, ARES_SOCKET_BAD);
+  res_rearm(r);
+}
+
+static void res_poll_cb(uv_poll_t *h, int status, int events) {
+  dns_poll *p = h->data;
+  grit_resolver *r = p->r;
+  ares_socket_t rfd = ARES_SOCKET_BAD, wfd = ARES_SOCKET_BAD;
+  if (status < 0 || (events & UV_READABLE))
+    rfd = p->fd;
+  if (status < 0 || (events & UV_WRITABLE))
+    wfd = p->fd;
+  ares_process_fd(r->ares, rfd, wfd);
+  res_rearm(r);
+}
+
+static dns_poll *res_find_poll(grit_resolver *r, ares_socket_t fd) {
+  grit_list *e;
+  GRIT_LIST_FOREACH(e, &r->polls) {
+    dns_poll *p = GRIT_CONTAINER_OF(e, dns_poll, link);
+    if (p->fd == fd)
+      return p;
+  }
+  return NULL;
+}
+
+/* c-ares tells us which sockets to watch; (0, 0) means it is about to
+ * close the fd, so the poll handle goes first. */
+static void res_sock_state(void *data, ares_socket_t fd, int readable,
+                           int writable) {
+  grit_resolver *r = data;
+  dns_poll *p = res_find_poll(r, fd);
+  if (!readable && !writable) {
+    if (p) {
+      uv_poll_stop(&p->poll);
+      grit_list_remove(&p->link);
+      uv_close((uv_handle_t *)&p->poll, poll_closed);
+    }
+    return;
+  }
+  if (!p) {
+    p = grit_calloc(1, sizeof(*p));
+    if (!p)
+      return; /* c-ares' own timeout will fail the query */
+    if (uv_poll_init_socket(r->loop, &p->poll, fd) != 0) {
+      grit_free(p);
+      return;
+    }
+    p->fd = fd;
+    p->r = r;
+    p->poll.data = p;
+    r->pending_closes++;
+    grit_list_insert_tail(&r->polls, &p->link);
+  }
+  int ev = (readable ? UV_READABLE : 0) | (writable ? UV_WRITABLE : 0);
+  uv_poll_start(&p->poll, ev, res_poll_cb);
+}
+
+static void res_deliver(grit_resolver *r);
+
+static void res_one_done(grit_resolver *r) {
+  if (--r->outstanding == 0)
+    res_deliver(r);
+}
+
+static void res_addrinfo_cb(void *arg, int status, int timeouts,
+                            struct ares_addrinfo *ai) {
+  grit_resolver *r = arg;
+  if (status == ARES_EDESTRUCTION || r->destroyed) {
+    ares_freeaddrinfo(ai);
+    return;
+  }
+  size_t n = 0;
+  for (struct ares_addrinfo_node *nd = ai ? ai->nodes : NULL; nd;
+       nd = nd->ai_next)
+    n++;
+  if (status == ARES_SUCCESS && n > 0) {
+    r->addrs = grit_calloc(n, sizeof(*r->addrs));
+    for (struct ares_addrinfo_node *nd = ai->nodes; nd && r->addrs;
+         nd = nd->ai_next) {
+      char host[INET6_ADDRSTRLEN];
+      const void *ip =
+          nd->ai_family == AF_INET6
+              ? (const void *)&((struct sockaddr_in6 *)nd->ai_addr)->sin6_addr
+              : (const void *)&((struct sockaddr_in *)nd->ai_addr)->sin_addr;
+      if (!inet_ntop(nd->ai_family, ip, host, sizeof(host)))
+        continue;
+      if (grit_addr_from_ip(&r->addrs[r->naddrs], host, r->target->port) ==
+          GRIT_OK)
+        r->naddrs++;
+    }
+    if (!r->addrs)
+      snprintf(r->addr_error, sizeof(r->addr_error), "out of memory");
+  } else {
+    snprintf(r->addr_error, sizeof(r->addr_error),
+             "DNS resolution failed for %s: %s", r->target->host,
+             status == ARES_SUCCESS ? "no addresses" : ares_strerror(status));
+  }
+  ares_freeaddrinfo(ai);
+  res_one_done(r);
+}
+
+/* DNS-02..04: turn a TXT answer into a config choice. */
+static void res_txt_parse(grit_resolver *r, const unsigned char *abuf,
+                          int alen) {
+  struct ares_txt_ext *txt = NULL;
+  if (ares_parse_txt_reply_ext(abuf, alen, &txt) != ARES_SUCCESS) {
+    r->txt = GRIT_TXT_NONE;
+    return;
+  }
+  size_t n = 0;
+  for (struct ares_txt_ext *t = txt; t; t = t->next)
+    n++;
+  grit_txt_chunk *chunks = grit_calloc(n ? n : 1, sizeof(*chunks));
+  char *value = NULL;
+  size_t vlen = 0;
+  grit_err rv = chunks ? GRIT_OK : GRIT_ERR_NOMEM;
+  if (rv == GRIT_OK) {
+    size_t i = 0;
+    for (struct ares_txt_ext *t = txt; t; t = t->next, i++)
+      chunks[i] = (grit_txt_chunk){.data = t->txt, .len = t->length,
+                                   .record_start = t->record_start != 0};
+    rv = grit_svccfg_txt_extract(chunks, n, &value, &vlen);
+  }
+  grit_free(chunks);
+  ares_free_data(txt);
+  if (rv != GRIT_OK) {
+    r->txt = rv == GRIT_ERR_NOT_FOUND ? GRIT_TXT_NONE : GRIT_TXT_KEEP;
+    return;
+  }
+  char hostname[256] = "";
+  gethostname(hostname, sizeof(hostname) - 1);
+  grit_error_detail d = {0};
+  rv = grit_svccfg_choose_txt(value, vlen, hostname, r->rng, &r->config_json,
+                              &r->config_len, &d);
+  grit_free(value);
+  if (rv == GRIT_OK) {
+    r->txt = GRIT_TXT_CONFIG;
+  } else if (rv == GRIT_ERR_INVALID_CONFIG) {
+    r->txt = GRIT_TXT_ERROR;
+    snprintf(r->txt_error, sizeof(r->txt_error), "TXT record %s: %s", d.path,
+             d.reason);
+  } else {
+    r->txt = rv == GRIT_ERR_NOT_FOUND ? GRIT_TXT_NONE : GRIT_TXT_KEEP;
+  }
+}
+
+static void res_txt_cb(void *arg, int status, int timeouts,
+                       unsigned char *abuf, int alen) {
+  grit_resolver *r = arg;
+  if (status == ARES_EDESTRUCTION || r->destroyed)
+    return;
+  if (status == ARES_SUCCESS)
+    res_txt_parse(r, abuf, alen);
+  else if (status == ARES_ENOTFOUND || status == ARES_ENODATA)
+    r->txt = GRIT_TXT_NONE; /* DNS-04: silently no config */
+  else
+    r->txt = GRIT_TXT_KEEP; /* timeout and the like: keep what we have */
+  GRIT_TRACE(GRIT_TRACE_DNS, GRIT_LEVEL_INFO, "TXT _grpc_config.%s: %s",
+             r->target->host, ares_strerror(status));
+  res_one_done(r);
+}
+
+static void res_start(grit_resolver *r) {
+  r->running = true;
+  r->again = false;
+  r->has_run = true;
+  r->last_start_ms = uv_now(r->loop);
+  r->naddrs = 0;
+  r->addr_error[0] = '\0';
+  r->txt = GRIT_TXT_NONE;
+  r->outstanding = 1 + (r->want_txt ? 1 : 0);
+  GRIT_TRACE(GRIT_TRACE_DNS, GRIT_LEVEL_INFO, "resolving %s%s",
+             r->target->host, r->want_txt ? " (+TXT)" : "");
+  char port[8];
+  snprintf(port, sizeof(port), "%u", (unsigned)r->target->port);
+  struct ares_addrinfo_hints hints = {.ai_family = AF_UNSPEC,
+                                      .ai_socktype = SOCK_STREAM};
+  ares_getaddrinfo(r->ares, r->target->host, port, &hints, res_addrinfo_cb, r);
+  if (r->want_txt && !r->destroyed) {
+    char name[300];
+    snprintf(name, sizeof(name), "_grpc_config.%s", r->target->host);
+    ares_query(r->ares, name, ns_c_in, ns_t_txt, res_txt_cb, r);
+  }
+  res_rearm(r);
+}
+
+static void res_sched_fire(uv_timer_t *t) {
+  grit_resolver *r = t->data;
+  if (!r->running)
+    res_start(r);
+}
+
+static void res_deliver(grit_resolver *r) {
+  r->running = false;
+  grit_resolver_result res = {
+      .addrs = r->addrs,
+      .naddrs = r->naddrs,
+      .addr_error = r->addr_error[0] ? r->addr_error : NULL,
+      .txt = r->txt,
+      .config_json = r->config_json,
+      .config_len = r->config_len,
+      .txt_error = r->txt_error,
+  };
+  GRIT_TRACE(GRIT_TRACE_DNS, GRIT_LEVEL_INFO, "%s: %zu addresses%s%s",
+             r->target->host, r->naddrs, r->addr_error[0] ? ", " : "",
+             r->addr_error);
+  if (r->addr_error[0]) {
+    /* DNS-05: retry failures with backoff, even without a request. */
+    r->retry_ms = grit_lb_backoff_next_ms(r->retry_ms, RETRY_INITIAL_MS,
+                                          RETRY_MAX_MS, NULL);
+    uv_timer_start(&r->sched_timer, res_sched_fire, r->retry_ms, 0);
+  } else {
+    r->retry_ms = 0;
+    if (r->again)
+      grit_resolver_request(r);
+  }
+  r->cb(r->ctx, &res);
+  grit_free(r->addrs);
+  r->addrs = NULL;
+  grit_free(r->config_json);
+  r->config_json = NULL;
+}
+
+void grit_resolver_request(grit_resolver *r) {
+  if (!r || r->destroyed)
+    return;
+  if (r->running) {
+    r->again = true;
+    return;
+  }
+  if (uv_is_active((uv_handle_t *)&r->sched_timer))
+    return; /* already scheduled */
+  uint64_t now = uv_now(r->loop);
+  uint64_t next = r->last_start_ms + r->min_interval_ms;
+  if (!r->has_run || now >= next)
+    res_start(r);
+  else
+    uv_timer_start(&r->sched_timer, res_sched_fire, next - now, 0);
+}
+
+static grit_err res_set_servers(grit_resolver *r, const grit_chan_opts *o) {
+  const char *servers = o->dns_server;
+  if (r->target->dns_authority)
+    servers = r->target->dns_authority;
+  if (!servers)
+    return GRIT_OK;
+  return ares_set_servers_ports_csv(r->ares, servers) == ARES_SUCCESS
+             ? GRIT_OK
+             : GRIT_ERR_INVALID_ARG;
+}
+
+static void res_library_init(void) {
+  ares_library_init(ARES_LIB_INIT_ALL); /* a no-op on Linux */
+}
+
+grit_err grit_resolver_create(uv_loop_t *loop, const grit_target *t,
+                              const grit_chan_opts *o, grit_rng *rng,
+                              grit_resolver_cb cb, void *ctx,
+                              grit_resolver **out) {
+  *out = NULL;
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, res_library_init);
+  grit_resolver *r = grit_calloc(1, sizeof(*r));
+  if (!r)
+    return GRIT_ERR_NOMEM;
+  r->loop = loop;
+  r->target = t;
+  r->rng = rng;
+  r->cb = cb;
+  r->ctx = ctx;
+  r->min_interval_ms = (uint64_t)o->dns_min_reresolve_ms;
+  /* DNS-01: TXT only when enabled, never for literals or localhost. */
+  r->want_txt = o->dns_enable_txt && !t->host_is_literal;
+  grit_list_init(&r->polls);
+  struct ares_options opts = {.sock_state_cb = res_sock_state,
+                              .sock_state_cb_data = r};
+  if (ares_init_options(&r->ares, &opts, ARES_OPT_SOCK_STATE_CB) !=
+      ARES_SUCCESS) {
+    grit_free(r);
+    return GRIT_ERR_NOMEM;
+  }
+  if (res_set_servers(r, o) != GRIT_OK) {
+    ares_destroy(r->ares);
+    grit_free(r);
+    return GRIT_ERR_INVALID_ARG;
+  }
+  uv_timer_init(loop, &r->ares_timer);
+  uv_timer_init(loop, &r->sched_timer);
+  r->ares_timer.data = r;
+  r->sched_timer.data = r;
+  *out = r;
+  return GRIT_OK;
+}
+
+void grit_resolver_destroy(grit_resolver *r) {
+  if (!r)
+    return;
+  r->destroyed = true;
+  /* Callbacks see ARES_EDESTRUCTION; sockets report (0, 0) and their poll
+   * handles close. */
+  ares_destroy(r->ares);
+  grit_free(r->addrs);
+  grit_free(r->config_json);
+  r->pending_closes += 2;
+  uv_close((uv_handle_t *)&r->ares_timer, res_handle_closed);
+  uv_close((uv_handle_t *)&r->sched_timer, res_handle_closed);
+}

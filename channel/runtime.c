@@ -1,0 +1,110 @@
+/* The runtime: a libuv loop on its own thread, and a locked task queue that
+ * other threads post to (one uv_async_send wakes the loop for a batch). */
+#include "channel/channel_int.h"
+
+#include <string.h>
+
+static void rt_drain(uv_async_t *a) {
+  grit_runtime *rt = a->data;
+  grit_list batch;
+  grit_list_init(&batch);
+  pthread_mutex_lock(&rt->mu);
+  bool stopping = rt->stopping;
+  if (!grit_list_empty(&rt->tasks)) {
+    /* Move the whole queue at once: one lock per batch, not per task. */
+    batch = rt->tasks;
+    batch.next->prev = &batch;
+    batch.prev->next = &batch;
+    grit_list_init(&rt->tasks);
+  }
+  pthread_mutex_unlock(&rt->mu);
+  grit_list *e;
+  while ((e = grit_list_pop_head(&batch)) != NULL) {
+    grit_task *t = GRIT_CONTAINER_OF(e, grit_task, link);
+    pthread_mutex_lock(&rt->mu);
+    t->queued = false;
+    pthread_mutex_unlock(&rt->mu);
+    t->fn(t);
+  }
+  if (stopping)
+    uv_close((uv_handle_t *)&rt->wake, NULL);
+}
+
+void grit_rt_post(grit_runtime *rt, grit_task *t) {
+  pthread_mutex_lock(&rt->mu);
+  bool wake = !t->queued;
+  if (!t->queued) {
+    t->queued = true;
+    grit_list_insert_tail(&rt->tasks, &t->link);
+  }
+  pthread_mutex_unlock(&rt->mu);
+  if (wake)
+    uv_async_send(&rt->wake);
+}
+
+bool grit_rt_on_loop(const grit_runtime *rt) {
+  return pthread_equal(pthread_self(), rt->tid);
+}
+
+static void rt_thread(void *arg) {
+  grit_runtime *rt = arg;
+  uv_run(&rt->loop, UV_RUN_DEFAULT);
+}
+
+grit_err grit_runtime_create(grit_runtime **out) {
+  grit_runtime *rt = grit_calloc(1, sizeof(*rt));
+  *out = NULL;
+  if (!rt)
+    return GRIT_ERR_NOMEM;
+  grit_list_init(&rt->tasks);
+  if (uv_loop_init(&rt->loop) != 0)
+    goto fail_loop;
+  if (uv_async_init(&rt->loop, &rt->wake, rt_drain) != 0)
+    goto fail_async;
+  rt->wake.data = rt;
+  pthread_mutex_init(&rt->mu, NULL);
+  if (uv_thread_create(&rt->thread, rt_thread, rt) != 0)
+    goto fail_thread;
+  rt->tid = (pthread_t)rt->thread;
+  *out = rt;
+  return GRIT_OK;
+
+fail_thread:
+  pthread_mutex_destroy(&rt->mu);
+  uv_close((uv_handle_t *)&rt->wake, NULL);
+  uv_run(&rt->loop, UV_RUN_NOWAIT);
+fail_async:
+  uv_loop_close(&rt->loop);
+fail_loop:
+  grit_free(rt);
+  return GRIT_ERR_SYSTEM;
+}
+
+void grit_runtime_destroy(grit_runtime *rt) {
+  if (!rt || grit_rt_on_loop(rt))
+    return;
+  pthread_mutex_lock(&rt->mu);
+  rt->stopping = true;
+  pthread_mutex_unlock(&rt->mu);
+  uv_async_send(&rt->wake);
+  uv_thread_join(&rt->thread);
+  uv_loop_close(&rt->loop);
+  pthread_mutex_destroy(&rt->mu);
+  grit_free(rt);
+}
+
+static pthread_once_t default_once = PTHREAD_ONCE_INIT;
+static grit_runtime *default_rt;
+static grit_err default_err;
+
+static void default_start(void) {
+  default_err = grit_runtime_create(&default_rt);
+}
+
+grit_err grit_rt_default(grit_runtime **out) {
+  /* The default runtime lives for the rest of the process, like
+   * grpc-core's; its thread holds no memory a leak checker would blame. */
+  pthread_once(&default_once, default_start);
+  *out = default_rt;
+  return default_err;
+}

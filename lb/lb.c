@@ -1,0 +1,79 @@
+/* Policy lookup, reconnect backoff arithmetic and the subchannel-list
+ * reconciliation both policies use on address updates. */
+#include "lb/lb_int.h"
+
+#include <string.h>
+
+const grit_lb_policy_vtable *grit_lb_find(const char *name) {
+  static const grit_lb_policy_vtable *const all[] = {&grit_lb_pick_first,
+                                                     &grit_lb_round_robin};
+  for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+    if (strcmp(all[i]->name, name) == 0)
+      return all[i];
+  }
+  return NULL;
+}
+
+/* SPEC CB-01: 1 s, then x1.6 up to the maximum. Jitter is applied by the
+ * caller, so this stays a pure function of its inputs. */
+uint64_t grit_lb_backoff_next_ms(uint64_t current_ms, uint64_t initial_ms,
+                                 uint64_t max_ms, grit_rng *rng) {
+  (void)rng;
+  if (current_ms == 0)
+    return initial_ms < max_ms ? initial_ms : max_ms;
+  double next = (double)current_ms * 1.6;
+  return next >= (double)max_ms ? max_ms : (uint64_t)next;
+}
+
+size_t lb_sclist_index(const lb_sclist *l, const grit_subchannel *sc) {
+  for (size_t i = 0; i < l->n; i++) {
+    if (l->scs[i] == sc)
+      return i;
+  }
+  return l->n;
+}
+
+static grit_subchannel *take_matching(lb_sclist *old, const grit_addr *a) {
+  for (size_t i = 0; old && i < old->n; i++) {
+    grit_subchannel *sc = old->scs[i];
+    if (sc && strcmp(grit_subchannel_addr(sc)->text, a->text) == 0) {
+      old->scs[i] = NULL;
+      return sc;
+    }
+  }
+  return NULL;
+}
+
+grit_err lb_sclist_reconcile(lb_sclist *old, const grit_addr *addrs, size_t n,
+                             const grit_subchannel_args *a,
+                             grit_subchannel_state_cb cb, void *ud,
+                             lb_sclist *out) {
+  out->n = 0;
+  out->scs = grit_calloc(n ? n : 1, sizeof(*out->scs));
+  if (!out->scs)
+    return GRIT_ERR_NOMEM;
+  grit_err rv = GRIT_OK;
+  for (size_t i = 0; i < n && rv == GRIT_OK; i++) {
+    grit_subchannel *sc = take_matching(old, &addrs[i]);
+    if (!sc)
+      rv = grit_subchannel_create(a, &addrs[i], cb, ud, &sc);
+    if (rv == GRIT_OK)
+      out->scs[out->n++] = sc;
+  }
+  if (rv != GRIT_OK) {
+    lb_sclist_free(out);
+    return rv;
+  }
+  lb_sclist_free(old);
+  return GRIT_OK;
+}
+
+void lb_sclist_free(lb_sclist *l) {
+  if (!l)
+    return;
+  for (size_t i = 0; i < l->n; i++)
+    grit_subchannel_destroy(l->scs[i]);
+  grit_free(l->scs);
+  l->scs = NULL;
+  l->n = 0;
+}

@@ -1,0 +1,93 @@
+/*
+ * lb: subchannels (one transport each, with connectivity state and reconnect
+ * backoff, SPEC CB-01) and the load-balancing policies pick_first (LB-01) and
+ * round_robin (LB-02) behind one small vtable looked up by name. channel/
+ * drives it on the loop thread; it knows nothing of calls or configs.
+ */
+#ifndef GRIT_LB_H
+#define GRIT_LB_H
+
+#include "transport/transport.h"
+
+typedef struct grit_subchannel grit_subchannel;
+
+/* What every subchannel of a channel shares. */
+typedef struct grit_subchannel_args {
+  uv_loop_t *loop;
+  grit_transport_opts topts;      /* borrowed; lives as long as the channel */
+  grit_rng *rng;                  /* the channel's PRNG, for jitter */
+  uint64_t initial_backoff_ms;    /* CB-01: 1 s */
+  uint64_t max_backoff_ms;        /* 120 s */
+  uint64_t min_connect_timeout_ms; /* 20 s */
+} grit_subchannel_args;
+
+/* Results of a pick (SPEC LB-03, RT-12). */
+typedef enum grit_pick_kind {
+  GRIT_PICK_COMPLETE = 0, /* use |transport| */
+  GRIT_PICK_QUEUE = 1,    /* wait for a state change */
+  GRIT_PICK_FAIL = 2,     /* fail a non-wait-for-ready call with |code| */
+} grit_pick_kind;
+
+typedef struct grit_pick_result {
+  grit_pick_kind kind;
+  grit_transport *transport;
+  grit_status_code code;
+  const char *message; /* borrowed until the next LB event */
+} grit_pick_result;
+
+/* The channel side of a policy: state publication and re-resolution. */
+typedef struct grit_lb_helper {
+  void (*update_state)(void *ctx, grit_connectivity_state state);
+  void (*request_reresolution)(void *ctx);
+  void *ctx;
+} grit_lb_helper;
+
+typedef struct grit_lb_policy grit_lb_policy;
+
+typedef struct grit_lb_policy_vtable {
+  const char *name;
+  grit_err (*create)(const grit_subchannel_args *a, const grit_lb_helper *h,
+                     grit_lb_policy **out);
+  /* New address list (copied); |shuffle| for pick_first's
+   * shuffleAddressList. Connections to addresses still present survive. */
+  grit_err (*update_addresses)(grit_lb_policy *p, const grit_addr *addrs,
+                               size_t n, bool shuffle);
+  void (*exit_idle)(grit_lb_policy *p);
+  grit_pick_result (*pick)(grit_lb_policy *p);
+  /* Reset every subchannel's backoff and reconnect (on address change). */
+  void (*destroy)(grit_lb_policy *p);
+} grit_lb_policy_vtable;
+
+/* Every policy object starts with its vtable. */
+struct grit_lb_policy {
+  const grit_lb_policy_vtable *vt;
+};
+
+extern const grit_lb_policy_vtable grit_lb_pick_first;
+extern const grit_lb_policy_vtable grit_lb_round_robin;
+/* The vtable for |name| ("pick_first", "round_robin"), or NULL. */
+const grit_lb_policy_vtable *grit_lb_find(const char *name);
+
+/* Subchannels, used by the policies. on_state runs on every change. */
+typedef void (*grit_subchannel_state_cb)(grit_subchannel *sc,
+                                         grit_connectivity_state s,
+                                         void *user_data);
+grit_err grit_subchannel_create(const grit_subchannel_args *a,
+                                const grit_addr *addr,
+                                grit_subchannel_state_cb cb, void *user_data,
+                                grit_subchannel **out);
+void grit_subchannel_connect(grit_subchannel *sc); /* IDLE -> CONNECTING */
+grit_connectivity_state grit_subchannel_state(const grit_subchannel *sc);
+/* The READY transport, or NULL. */
+grit_transport *grit_subchannel_transport(const grit_subchannel *sc);
+const grit_addr *grit_subchannel_addr(const grit_subchannel *sc);
+/* Last failure reason ("connect: connection refused"), "" if none. */
+const char *grit_subchannel_error(const grit_subchannel *sc);
+void grit_subchannel_reset_backoff(grit_subchannel *sc);
+void grit_subchannel_destroy(grit_subchannel *sc);
+
+/* Reconnect backoff (CB-01): next delay in ms from |current| (0 = first). */
+uint64_t grit_lb_backoff_next_ms(uint64_t current_ms, uint64_t initial_ms,
+                                 uint64_t max_ms, grit_rng *rng);
+
+#endif

@@ -1,0 +1,179 @@
+/* A subchannel: one transport to one address, its connectivity state and
+ * its reconnect backoff (SPEC CB-01). After a failed connect it stays
+ * TRANSIENT_FAILURE for the backoff, then goes IDLE; its policy decides
+ * when to connect again. A READY connection that closes goes IDLE. */
+#include "lb/lb.h"
+
+#include <stdio.h>
+#include <string.h>
+
+struct grit_subchannel {
+  grit_subchannel_args a;
+  grit_addr addr;
+  grit_subchannel_state_cb cb;
+  void *ud;
+  grit_connectivity_state state;
+  grit_transport *t;
+  uv_timer_t timer; /* backoff; closed in destroy, memory freed after */
+  uint64_t backoff_ms;
+  char error[256];
+  unsigned live_transports; /* created, on_closed not yet seen */
+  bool timer_closed;
+  bool destroyed;
+};
+
+static void sc_maybe_free(grit_subchannel *sc) {
+  if (sc->destroyed && sc->timer_closed && sc->live_transports == 0)
+    grit_free(sc);
+}
+
+static void sc_set_state(grit_subchannel *sc, grit_connectivity_state s) {
+  if (sc->state == s)
+    return;
+  GRIT_TRACE(GRIT_TRACE_LB, GRIT_LEVEL_INFO, "subchannel %s: %s -> %s",
+             sc->addr.text, grit_connectivity_state_name(sc->state),
+             grit_connectivity_state_name(s));
+  sc->state = s;
+  sc->cb(sc, s, sc->ud);
+}
+
+static void sc_on_ready(grit_transport *t, void *ud) {
+  grit_subchannel *sc = ud;
+  sc->backoff_ms = 0; /* CB-01: reset after a successful connection */
+  sc->error[0] = '\0';
+  sc_set_state(sc, GRIT_STATE_READY);
+}
+
+static void sc_on_goaway(grit_transport *t, uint32_t last, uint32_t code,
+                         void *ud) {
+  grit_subchannel *sc = ud;
+  /* No new streams may go here: the subchannel leaves READY at once and
+   * the draining transport finishes its streams on its own. */
+  snprintf(sc->error, sizeof(sc->error), "GOAWAY received (error %u)", code);
+  sc->t = NULL;
+  grit_transport_drain(t);
+  sc_set_state(sc, GRIT_STATE_IDLE);
+}
+
+static void sc_backoff_done(uv_timer_t *timer) {
+  grit_subchannel *sc = timer->data;
+  sc_set_state(sc, GRIT_STATE_IDLE);
+}
+
+static void sc_on_closed(grit_transport *t, const grit_transport_close_info *ci,
+                         void *ud) {
+  grit_subchannel *sc = ud;
+  grit_transport_destroy(t);
+  sc->live_transports--;
+  if (sc->destroyed) {
+    sc_maybe_free(sc);
+    return;
+  }
+  if (sc->t != t) /* a drained transport from before a GOAWAY */
+    return;
+  sc->t = NULL;
+  snprintf(sc->error, sizeof(sc->error), "%s", ci->reason);
+  if (ci->was_ready) {
+    sc_set_state(sc, GRIT_STATE_IDLE);
+    return;
+  }
+  sc->backoff_ms = grit_lb_backoff_next_ms(
+      sc->backoff_ms, sc->a.initial_backoff_ms, sc->a.max_backoff_ms, NULL);
+  /* CB-01: +-20 % jitter on each wait. */
+  uint64_t wait = (uint64_t)((double)sc->backoff_ms *
+                             grit_rng_uniform(sc->a.rng, 0.8, 1.2));
+  GRIT_TRACE(GRIT_TRACE_LB, GRIT_LEVEL_INFO,
+             "subchannel %s: connect failed (%s), retry in %llu ms",
+             sc->addr.text, ci->reason, (unsigned long long)wait);
+  uv_timer_start(&sc->timer, sc_backoff_done, wait, 0);
+  sc_set_state(sc, GRIT_STATE_TRANSIENT_FAILURE);
+}
+
+static const grit_transport_cbs sc_transport_cbs = {
+    .on_ready = sc_on_ready,
+    .on_goaway = sc_on_goaway,
+    .on_closed = sc_on_closed,
+};
+
+grit_err grit_subchannel_create(const grit_subchannel_args *a,
+                                const grit_addr *addr,
+                                grit_subchannel_state_cb cb, void *user_data,
+                                grit_subchannel **out) {
+  grit_subchannel *sc = grit_calloc(1, sizeof(*sc));
+  *out = sc;
+  if (!sc)
+    return GRIT_ERR_NOMEM;
+  sc->a = *a;
+  sc->addr = *addr;
+  sc->cb = cb;
+  sc->ud = user_data;
+  sc->state = GRIT_STATE_IDLE;
+  uv_timer_init(a->loop, &sc->timer);
+  sc->timer.data = sc;
+  return GRIT_OK;
+}
+
+void grit_subchannel_connect(grit_subchannel *sc) {
+  if (sc->state != GRIT_STATE_IDLE || sc->destroyed)
+    return;
+  grit_transport_opts o = sc->a.topts;
+  /* CB-01: the attempt may take max(min connect timeout, current backoff). */
+  o.connect_timeout_ms = sc->a.min_connect_timeout_ms > sc->backoff_ms
+                             ? sc->a.min_connect_timeout_ms
+                             : sc->backoff_ms;
+  grit_err rv = grit_transport_create(sc->a.loop, &sc->addr, &o,
+                                      &sc_transport_cbs, sc, &sc->t);
+  if (rv != GRIT_OK) {
+    sc->t = NULL;
+    snprintf(sc->error, sizeof(sc->error), "connect: %s", grit_strerror(rv));
+    sc->backoff_ms = grit_lb_backoff_next_ms(
+        sc->backoff_ms, sc->a.initial_backoff_ms, sc->a.max_backoff_ms, NULL);
+    uv_timer_start(&sc->timer, sc_backoff_done, sc->backoff_ms, 0);
+    sc_set_state(sc, GRIT_STATE_TRANSIENT_FAILURE);
+    return;
+  }
+  sc->live_transports++;
+  sc_set_state(sc, GRIT_STATE_CONNECTING);
+}
+
+grit_connectivity_state grit_subchannel_state(const grit_subchannel *sc) {
+  return sc->state;
+}
+
+grit_transport *grit_subchannel_transport(const grit_subchannel *sc) {
+  return sc->state == GRIT_STATE_READY ? sc->t : NULL;
+}
+
+const grit_addr *grit_subchannel_addr(const grit_subchannel *sc) {
+  return &sc->addr;
+}
+
+const char *grit_subchannel_error(const grit_subchannel *sc) {
+  return sc->error;
+}
+
+void grit_subchannel_reset_backoff(grit_subchannel *sc) {
+  sc->backoff_ms = 0;
+  if (sc->state == GRIT_STATE_TRANSIENT_FAILURE && !sc->t) {
+    uv_timer_stop(&sc->timer);
+    sc_set_state(sc, GRIT_STATE_IDLE);
+  }
+}
+
+static void sc_timer_closed(uv_handle_t *h) {
+  grit_subchannel *sc = h->data;
+  sc->timer_closed = true;
+  sc_maybe_free(sc);
+}
+
+void grit_subchannel_destroy(grit_subchannel *sc) {
+  if (!sc)
+    return;
+  sc->destroyed = true;
+  grit_transport *t = sc->t;
+  sc->t = NULL;
+  /* Its on_closed arrives later and releases the last hold on |sc|. */
+  if (t)
+    grit_transport_destroy(t);
+  uv_close((uv_handle_t *)&sc->timer, sc_timer_closed);
+}

@@ -1,0 +1,190 @@
+/* Plain-English rendering of a parsed config, for `grit config check`. */
+#include "service_config/service_config_int.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+grit_err grit_sc_append_duration(grit_buf *b, int64_t ns) {
+  int64_t sec = ns / 1000000000LL, frac = ns % 1000000000LL;
+  if (frac == 0)
+    return grit_buf_appendf(b, "%" PRId64 "s", sec);
+  char digits[10];
+  int w = 9;
+  /* Trailing zeros of the fraction are dropped: 1.5s, not 1.500000000s. */
+  while (frac % 10 == 0) {
+    frac /= 10;
+    w--;
+  }
+  snprintf(digits, sizeof(digits), "%0*" PRId64, w, frac);
+  return grit_buf_appendf(b, "%" PRId64 ".%ss", sec, digits);
+}
+
+grit_err grit_sc_append_codes(grit_buf *b, uint32_t mask) {
+  if (mask == 0)
+    return grit_buf_appendf(b, "none");
+  grit_err rv = GRIT_OK;
+  bool first = true;
+  for (int code = 0; code < GRIT_STATUS_COUNT && rv == GRIT_OK; code++) {
+    if (!(mask & GRIT_CODE_BIT(code)))
+      continue;
+    rv = grit_buf_appendf(b, "%s%s", first ? "" : ", ",
+                          grit_status_code_name((grit_status_code)code));
+    first = false;
+  }
+  return rv;
+}
+
+static grit_err append_name(grit_buf *b, const char *key) {
+  size_t n = strlen(key);
+  if (n == 0)
+    return grit_buf_appendf(b, "default (every method not named elsewhere)");
+  if (key[n - 1] == '/')
+    return grit_buf_appendf(b, "%s* (every method of %.*s)", key,
+                            (int)(n - 2), key + 1);
+  return grit_buf_appendf(b, "%s", key);
+}
+
+/* Each append below returns early on failure; |rv| carries it out. */
+#define TRY(expr)                                                             \
+  do {                                                                        \
+    grit_err rv_ = (expr);                                                    \
+    if (rv_ != GRIT_OK)                                                       \
+      return rv_;                                                             \
+  } while (0)
+
+static grit_err describe_attempts(grit_buf *b, uint32_t attempts,
+                                  int64_t requested) {
+  TRY(grit_buf_appendf(b, "up to %" PRIu32 " attempts, the first included",
+                       attempts));
+  if (requested > (int64_t)attempts)
+    TRY(grit_buf_appendf(b, " (maxAttempts %" PRId64 " lowered to the cap)",
+                         requested));
+  return GRIT_OK;
+}
+
+static grit_err describe_entry(grit_buf *b, const grit_svccfg *cfg,
+                               const sc_entry *e, const char *in) {
+  const grit_method_cfg *mc = &e->cfg;
+  TRY(grit_buf_appendf(b, "%smethodConfig[%zu] applies to: ", in,
+                       e->json_index));
+  for (size_t i = 0; i < e->n_names; i++) {
+    if (i)
+      TRY(grit_buf_appendf(b, ", "));
+    TRY(append_name(b, cfg->names[e->first_name + i].key));
+  }
+  TRY(grit_buf_appendf(b, "\n%s  timeout: ", in));
+  if (mc->has_timeout) {
+    TRY(grit_sc_append_duration(b, mc->timeout_ns));
+    TRY(grit_buf_appendf(b, " (or the call's deadline if sooner)"));
+  } else {
+    TRY(grit_buf_appendf(b, "not set (only the call's deadline)"));
+  }
+  TRY(grit_buf_appendf(b, "\n%s  wait for ready: %s\n", in,
+                       mc->wait_for_ready == GRIT_WFR_TRUE ? "yes"
+                       : mc->wait_for_ready == GRIT_WFR_FALSE
+                           ? "no"
+                           : "not set (no, unless the call asks)"));
+  if (mc->has_max_request_bytes)
+    TRY(grit_buf_appendf(b, "%s  largest request message: %" PRIu64
+                            " bytes (or the channel's limit if smaller)\n",
+                         in, mc->max_request_bytes));
+  if (mc->has_max_response_bytes)
+    TRY(grit_buf_appendf(b, "%s  largest response message: %" PRIu64
+                            " bytes (or the channel's limit if smaller)\n",
+                         in, mc->max_response_bytes));
+  switch (mc->policy) {
+  case GRIT_POLICY_NONE:
+    TRY(grit_buf_appendf(b, "%s  retries: none configured (transparent "
+                            "retries only)\n",
+                         in));
+    break;
+  case GRIT_POLICY_RETRY: {
+    const grit_retry_policy *r = &mc->retry;
+    TRY(grit_buf_appendf(b, "%s  retry: ", in));
+    TRY(describe_attempts(b, r->max_attempts, e->attempts_requested));
+    TRY(grit_buf_appendf(b, "\n%s    backoff: first ", in));
+    TRY(grit_sc_append_duration(b, r->initial_backoff_ns));
+    TRY(grit_buf_appendf(b, ", x%g per retry, at most ", r->backoff_multiplier));
+    TRY(grit_sc_append_duration(b, r->max_backoff_ns));
+    TRY(grit_buf_appendf(b, ", each randomised by +-20%%\n%s    retried on: ",
+                         in));
+    TRY(grit_sc_append_codes(b, r->retryable_codes));
+    TRY(grit_buf_appendf(b, "\n"));
+    if (r->has_per_attempt_recv_timeout) {
+      TRY(grit_buf_appendf(b, "%s    per-attempt receive timeout: ", in));
+      TRY(grit_sc_append_duration(b, r->per_attempt_recv_timeout_ns));
+      TRY(grit_buf_appendf(b, " (an attempt silent that long is cancelled "
+                              "and may be retried)\n"));
+    }
+    break;
+  }
+  case GRIT_POLICY_HEDGING: {
+    const grit_hedging_policy *h = &mc->hedging;
+    TRY(grit_buf_appendf(b, "%s  hedging: ", in));
+    TRY(describe_attempts(b, h->max_attempts, e->attempts_requested));
+    if (h->hedging_delay_ns == 0) {
+      TRY(grit_buf_appendf(b, ", all sent at once\n"));
+    } else {
+      TRY(grit_buf_appendf(b, ", a new one every "));
+      TRY(grit_sc_append_duration(b, h->hedging_delay_ns));
+      TRY(grit_buf_appendf(b, " until one gets a response\n"));
+    }
+    TRY(grit_buf_appendf(b, "%s    non-fatal codes (send the next hedge at "
+                            "once): ",
+                         in));
+    TRY(grit_sc_append_codes(b, h->non_fatal_codes));
+    TRY(grit_buf_appendf(b, "; any other failure ends the call\n"));
+    break;
+  }
+  }
+  return GRIT_OK;
+}
+
+grit_err grit_sc_describe_into(grit_buf *b, const grit_svccfg *cfg,
+                               const char *in) {
+  const grit_svccfg_global *g = &cfg->global;
+  if (cfg->n_entries == 0)
+    TRY(grit_buf_appendf(b, "%sno method configs: calls use the channel's "
+                            "defaults\n",
+                         in));
+  for (size_t i = 0; i < cfg->n_entries; i++)
+    TRY(describe_entry(b, cfg, &cfg->entries[i], in));
+  if (g->has_throttling) {
+    uint32_t max = g->max_tokens_milli, ratio = g->token_ratio_milli;
+    TRY(grit_buf_appendf(
+        b,
+        "%sretry throttling: %" PRIu32 " tokens per server name, -1 per "
+        "failed attempt, +%" PRIu32 ".%03" PRIu32 " per successful call; "
+        "retries and hedges stop while tokens <= %" PRIu32 ".%03" PRIu32 "\n",
+        in, max / 1000, ratio / 1000, ratio % 1000, max / 2000,
+        (max / 2) % 1000));
+  } else {
+    TRY(grit_buf_appendf(b, "%sretry throttling: off\n", in));
+  }
+  TRY(grit_buf_appendf(b, "%sload balancing: %s%s%s\n", in,
+                       g->lb == GRIT_LB_ROUND_ROBIN ? "round_robin"
+                                                    : "pick_first",
+                       g->lb == GRIT_LB_PICK_FIRST && g->shuffle_address_list
+                           ? ", addresses shuffled on every update"
+                           : "",
+                       cfg->lb_from_config ? " (from loadBalancingConfig)"
+                                           : ""));
+  return GRIT_OK;
+}
+
+grit_err grit_svccfg_describe(const grit_svccfg *cfg, char **out) {
+  *out = NULL;
+  if (!cfg)
+    return GRIT_ERR_INVALID_ARG;
+  grit_buf b;
+  grit_buf_init(&b);
+  grit_err rv = grit_buf_reserve(&b, 0);
+  if (rv == GRIT_OK)
+    rv = grit_sc_describe_into(&b, cfg, "");
+  if (rv != GRIT_OK) {
+    grit_buf_free(&b);
+    return rv;
+  }
+  *out = (char *)b.data;
+  return GRIT_OK;
+}

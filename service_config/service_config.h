@@ -1,0 +1,154 @@
+/*
+ * service_config: gRPC service config JSON -> immutable, refcounted policy
+ * structs (SPEC SC-01..SC-12), and the DNS TXT record choice (DNS-02..04).
+ * Called by channel/ (parse, choose, swap), retry/ and hedging/ (read the
+ * policy structs). Pure: no loop, no clock, no jansson type in this header.
+ */
+#ifndef GRIT_SERVICE_CONFIG_H
+#define GRIT_SERVICE_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/util.h"
+
+/* A parsed config: immutable once returned, shared by reference. */
+typedef struct grit_svccfg grit_svccfg;
+
+/* Bit (1u << code) for each gRPC status code in a code set. */
+#define GRIT_CODE_BIT(code) (1u << (unsigned)(code))
+
+/* retryPolicy (SPEC SC-10; gRFC A6). Durations in ns, saturated at
+ * INT64_MAX (about 292 years) when the JSON value is larger. */
+typedef struct grit_retry_policy {
+  uint32_t max_attempts;          /* >= 2 before the cap; after the cap */
+  int64_t initial_backoff_ns;     /* > 0 */
+  int64_t max_backoff_ns;         /* > 0 */
+  double backoff_multiplier;      /* > 0 */
+  uint32_t retryable_codes;       /* GRIT_CODE_BIT set; never has OK */
+  bool has_per_attempt_recv_timeout;
+  int64_t per_attempt_recv_timeout_ns; /* > 0 when present */
+} grit_retry_policy;
+
+/* hedgingPolicy (SPEC SC-11). */
+typedef struct grit_hedging_policy {
+  uint32_t max_attempts;   /* after the cap */
+  int64_t hedging_delay_ns; /* 0 when absent: all attempts at once */
+  uint32_t non_fatal_codes; /* GRIT_CODE_BIT set, may be 0 */
+} grit_hedging_policy;
+
+typedef enum grit_svccfg_wfr {
+  GRIT_WFR_UNSET = 0,
+  GRIT_WFR_FALSE = 1,
+  GRIT_WFR_TRUE = 2,
+} grit_svccfg_wfr;
+
+typedef enum grit_svccfg_policy {
+  GRIT_POLICY_NONE = 0,
+  GRIT_POLICY_RETRY = 1,
+  GRIT_POLICY_HEDGING = 2,
+} grit_svccfg_policy;
+
+/* One methodConfig entry (SPEC SC-07, SC-09). */
+typedef struct grit_method_cfg {
+  bool has_timeout;
+  int64_t timeout_ns; /* >= 0 */
+  grit_svccfg_wfr wait_for_ready;
+  bool has_max_request_bytes;
+  uint64_t max_request_bytes;
+  bool has_max_response_bytes;
+  uint64_t max_response_bytes;
+  grit_svccfg_policy policy; /* which of retry / hedging is meaningful */
+  grit_retry_policy retry;
+  grit_hedging_policy hedging;
+} grit_method_cfg;
+
+typedef enum grit_svccfg_lb {
+  GRIT_LB_PICK_FIRST = 0,
+  GRIT_LB_ROUND_ROBIN = 1,
+} grit_svccfg_lb;
+
+/* Top-level settings (SPEC SC-08, SC-12). */
+typedef struct grit_svccfg_global {
+  bool has_throttling;
+  uint32_t max_tokens_milli;  /* maxTokens * 1000, in (0, 1000000] */
+  uint32_t token_ratio_milli; /* truncated thousandths, in [1, 1000000] */
+  grit_svccfg_lb lb;          /* default pick_first */
+  bool shuffle_address_list;  /* pick_first's shuffleAddressList */
+} grit_svccfg_global;
+
+/* Parse options; NULL means all defaults. */
+typedef struct grit_svccfg_opts {
+  uint32_t max_attempts_cap; /* 0: 5 (GRIT_ARG_MAX_ATTEMPTS_CAP) */
+  /* When set, parsing goes on after a validation problem and this is called
+   * once per problem (borrowed detail, valid during the call), in document
+   * order; the result is still NULL when there was any. */
+  void (*on_problem)(const grit_error_detail *problem, void *user_data);
+  void *user_data;
+} grit_svccfg_opts;
+
+/* grit_svccfg_parse: parse and validate |len| bytes of JSON. Returns a new
+ * reference, or NULL with |d| (may be NULL) set: GRIT_ERR_INVALID_CONFIG
+ * with the JSON path of the first problem and the rule broken, or
+ * GRIT_ERR_NOMEM. JSON syntax errors (and duplicate object keys) are
+ * INVALID_CONFIG at path "$". */
+grit_svccfg *grit_svccfg_parse(const char *json, size_t len,
+                               const grit_svccfg_opts *o,
+                               grit_error_detail *d);
+/* grit_svccfg_ref / _unref: atomic; _unref(NULL) is a no-op. */
+grit_svccfg *grit_svccfg_ref(grit_svccfg *cfg);
+void grit_svccfg_unref(grit_svccfg *cfg);
+
+/* grit_svccfg_find: method config for |path| ("/S/M"): exact name, then
+ * the service's, then the default, else NULL (SPEC SC-05). Borrowed, valid
+ * while |cfg| lives. */
+const grit_method_cfg *grit_svccfg_find(const grit_svccfg *cfg,
+                                        const char *path);
+/* grit_svccfg_global: throttling and LB settings; borrowed like _find. */
+const grit_svccfg_global *grit_svccfg_get_global(const grit_svccfg *cfg);
+
+/* grit_svccfg_describe: plain-English rendering for `grit config check`.
+ * |*out| is new (grit_free), NUL-terminated. GRIT_OK or GRIT_ERR_NOMEM. */
+grit_err grit_svccfg_describe(const grit_svccfg *cfg, char **out);
+
+/* grit_svccfg_parse_duration: proto3 JSON duration text (without quotes),
+ * "<sec>[.<1-9 digits>]s", 0 <= sec <= 315576000000 (SPEC SC-06), into ns
+ * (saturated at INT64_MAX). GRIT_OK or GRIT_ERR_PARSE with |d| set. */
+grit_err grit_svccfg_parse_duration(const char *s, size_t len,
+                                    int64_t *out_ns, grit_error_detail *d);
+/* grit_svccfg_parse_status_code: one element of retryableStatusCodes or
+ * nonFatalStatusCodes, as JSON text: an integer 1..16 or a name matched
+ * case-insensitively. OK (0, "OK") is rejected. GRIT_OK or GRIT_ERR_PARSE
+ * with |d| set. */
+grit_err grit_svccfg_parse_status_code(const char *json, size_t len,
+                                       grit_status_code *out,
+                                       grit_error_detail *d);
+
+/* One character-string of a DNS TXT answer, in answer order, as c-ares'
+ * ares_txt_ext gives them; record_start marks the first string of a
+ * record (the first chunk always starts one). */
+typedef struct grit_txt_chunk {
+  const uint8_t *data;
+  size_t len;
+  bool record_start;
+} grit_txt_chunk;
+
+/* grit_svccfg_txt_extract: the first record whose first string starts with
+ * "grpc_config=": its strings concatenated, prefix removed (DNS-02).
+ * |*value| is new (grit_free), NUL-terminated, |*len| bytes. GRIT_OK;
+ * GRIT_ERR_NOT_FOUND (no such record); GRIT_ERR_NOMEM. */
+grit_err grit_svccfg_txt_extract(const grit_txt_chunk *chunks, size_t n,
+                                 char **value, size_t *len);
+/* grit_svccfg_choose_txt: pick from the JSON array of choices (DNS-03/04)
+ * for language "c", |hostname| (NULL matches no clientHostname list), with
+ * percentages drawn from |rng|. |*chosen| is the chosen serviceConfig as
+ * compact JSON, new (grit_free), for grit_svccfg_parse. GRIT_OK;
+ * GRIT_ERR_NOT_FOUND (no choice matched); GRIT_ERR_INVALID_CONFIG (|d|
+ * has the path, e.g. "$[1].percentage"); GRIT_ERR_NOMEM. */
+grit_err grit_svccfg_choose_txt(const char *txt, size_t len,
+                                const char *hostname, grit_rng *rng,
+                                char **chosen, size_t *chosen_len,
+                                grit_error_detail *d);
+
+#endif

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Run grit-interop-client --test_case=all against a grpcio interop server,
+# first over cleartext, then over TLS with a test CA made for this run.
+#
+#   run_interop.sh PATH/TO/grit-interop-client
+#
+# Installs nothing: it needs /usr/bin/python3 with grpcio and protobuf
+# (Debian: python3-grpcio python3-protobuf), protoc with
+# /usr/bin/grpc_python_plugin (protobuf-compiler, python3-grpc-tools or
+# protobuf-compiler-grpc), openssl and timeout. Without them it exits 77,
+# which meson reports as SKIP.
+#
+# Environment: GRIT_PYTHON (default /usr/bin/python3), GRIT_INTEROP_HOST
+# (default 127.0.0.1).
+set -euo pipefail
+
+if [[ $# -lt 1 ]]; then
+  echo "usage: $0 PATH/TO/grit-interop-client" >&2
+  exit 2
+fi
+client=$1
+[[ $client == /* ]] || client=$PWD/$client
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+python=${GRIT_PYTHON:-/usr/bin/python3}
+host=${GRIT_INTEROP_HOST:-127.0.0.1}
+
+skip() {
+  echo "run_interop.sh: SKIP: $*" >&2
+  exit 77
+}
+die() {
+  echo "run_interop.sh: FAIL: $*" >&2
+  exit 1
+}
+
+[[ -x $client ]] || die "interop client '$client' is not executable"
+command -v openssl >/dev/null || skip "openssl not found"
+command -v timeout >/dev/null || skip "timeout not found"
+"$python" -c 'import grpc, google.protobuf' 2>/dev/null ||
+  skip "$python lacks grpcio/protobuf (apt-get install python3-grpcio python3-protobuf)"
+if ! "$python" -c 'import grpc_tools' 2>/dev/null; then
+  command -v protoc >/dev/null && [[ -x /usr/bin/grpc_python_plugin ]] ||
+    skip "need grpc_tools, or protoc and /usr/bin/grpc_python_plugin"
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/grit-interop.XXXXXX")
+server_pid=
+
+# Stop the server started last: SIGTERM, then SIGKILL after 5 s.
+stop_server() {
+  if [[ -n $server_pid ]]; then
+    kill "$server_pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do
+      kill -0 "$server_pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=
+  fi
+}
+cleanup() {
+  stop_server
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$here/gen_certs.sh" "$work/certs" || die "gen_certs.sh failed"
+
+# start_server NAME [server flags...]: start it on port 0 and set $port from
+# its "PORT <n>" line, waiting at most 20 s.
+start_server() {
+  local name=$1
+  shift
+  local out=$work/$name.out err=$work/$name.err
+  "$python" "$here/interop_server.py" --port 0 --stub-dir "$work/stubs" "$@" \
+    >"$out" 2>"$err" &
+  server_pid=$!
+  port=
+  for _ in $(seq 1 200); do
+    port=$(awk '$1 == "PORT" { print $2; exit }' "$out")
+    [[ -n $port ]] && return 0
+    if ! kill -0 "$server_pid" 2>/dev/null; then
+      cat "$err" >&2
+      server_pid=
+      die "$name server exited before printing its port"
+    fi
+    sleep 0.1
+  done
+  cat "$err" >&2
+  die "$name server printed no PORT line within 20 s"
+}
+
+# run_client NAME [client flags...]
+run_client() {
+  local name=$1
+  shift
+  echo "run_interop.sh: $name: $client --server_host=$host --server_port=$port $*"
+  local rc=0
+  timeout 120 "$client" --server_host="$host" --server_port="$port" \
+    --test_case=all "$@" || rc=$?
+  if [[ $rc -ne 0 ]]; then
+    echo "--- $name server log:" >&2
+    cat "$work/$name.err" >&2 || true
+    [[ $rc -eq 124 ]] && die "$name: client timed out after 120 s"
+    die "$name: client exited with status $rc"
+  fi
+}
+
+start_server cleartext
+run_client cleartext
+stop_server
+
+start_server tls --tls-cert "$work/certs/server.pem" \
+  --tls-key "$work/certs/server.key"
+GRIT_TEST_CA=$work/certs/ca.pem run_client tls --use_tls=true \
+  --use_test_ca=true --server_host_override=foo.test.google.fr
+stop_server
+
+echo "run_interop.sh: PASS (cleartext and TLS)"

@@ -1,0 +1,29 @@
+/* Shared pieces of the grit command: argument helpers, latency stats. Only
+ * the public API (grit/grit.h) is used. */
+#ifndef GRIT_TOOLS_H
+#define GRIT_TOOLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <grit/grit.h>
+
+int cmd_call(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
+int cmd_config(int argc, char **argv);
+
+/* Read |spec|: "@path" reads the file, anything else is the text itself.
+ * Returns a malloc'd NUL-terminated buffer or NULL (message printed). */
+char *tool_read_text_or_file(const char *spec, size_t *len);
+/* Decode hex (whitespace allowed) into a malloc'd buffer. */
+bool tool_parse_hex(const char *s, uint8_t **out, size_t *len);
+uint64_t tool_now_us(void);
+
+/* Latency percentiles over |n| samples (sorted in place). */
+typedef struct tool_pcts {
+  uint64_t p50, p90, p99, p999, max;
+} tool_pcts;
+tool_pcts tool_percentiles(uint64_t *us, size_t n);
+
+#endif

@@ -1,0 +1,111 @@
+/* Helpers shared by the grit subcommands. */
+#include "tools.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+uint64_t tool_now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static char *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "grit: cannot open %s\n", path);
+    return NULL;
+  }
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  size_t got;
+  while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+    n += got;
+    if (cap - n - 1 == 0) {
+      char *nb = realloc(buf, cap * 2);
+      if (!nb) {
+        free(buf);
+        buf = NULL;
+      }
+      buf = nb;
+      cap *= 2;
+    }
+  }
+  fclose(f);
+  if (!buf)
+    return NULL;
+  buf[n] = '\0';
+  if (len)
+    *len = n;
+  return buf;
+}
+
+char *tool_read_text_or_file(const char *spec, size_t *len) {
+  if (spec[0] == '@')
+    return read_file(spec + 1, len);
+  char *s = strdup(spec);
+  if (s && len)
+    *len = strlen(s);
+  return s;
+}
+
+static int hexval(int c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  c = tolower(c);
+  return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+bool tool_parse_hex(const char *s, uint8_t **out, size_t *len) {
+  size_t n = strlen(s);
+  uint8_t *b = malloc(n / 2 + 1);
+  size_t k = 0;
+  int hi = -1;
+  for (size_t i = 0; b && i < n; i++) {
+    if (isspace((unsigned char)s[i]))
+      continue;
+    int v = hexval((unsigned char)s[i]);
+    if (v < 0) {
+      free(b);
+      return false;
+    }
+    if (hi < 0) {
+      hi = v;
+    } else {
+      b[k++] = (uint8_t)(hi << 4 | v);
+      hi = -1;
+    }
+  }
+  if (!b || hi >= 0) {
+    free(b);
+    return false;
+  }
+  *out = b;
+  *len = k;
+  return true;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static uint64_t pct(const uint64_t *v, size_t n, double p) {
+  if (n == 0)
+    return 0;
+  size_t i = (size_t)(p * (double)(n - 1) + 0.5);
+  return v[i < n ? i : n - 1];
+}
+
+tool_pcts tool_percentiles(uint64_t *us, size_t n) {
+  qsort(us, n, sizeof(*us), cmp_u64);
+  tool_pcts p = {.p50 = pct(us, n, 0.5),
+                 .p90 = pct(us, n, 0.9),
+                 .p99 = pct(us, n, 0.99),
+                 .p999 = pct(us, n, 0.999),
+                 .max = n ? us[n - 1] : 0};
+  return p;
+}

@@ -1,0 +1,500 @@
+/* The nghttp2 side of a transport: session set-up and every nghttp2
+ * callback. Nothing here calls a user callback: results are recorded on
+ * the stream and queued, and conn.c delivers them after
+ * nghttp2_session_mem_recv returns (transport.h contract). */
+#include "transport/transport.h"
+#include "transport/transport_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Our receive windows: wide enough that a fast server is not throttled by
+ * window updates (grpc-core probes bandwidth; a fixed large window is the
+ * simple equivalent). */
+#define H2_STREAM_WINDOW (4 * 1024 * 1024)
+#define H2_CONN_WINDOW (16 * 1024 * 1024)
+
+static grit_stream *h2_stream(nghttp2_session *session, int32_t id) {
+  grit_stream *s = nghttp2_session_get_stream_user_data(session, id);
+  return s && !s->finished ? s : NULL;
+}
+
+static bool h2_name_is(const uint8_t *name, size_t len, const char *lit) {
+  size_t n = strlen(lit);
+  return len == n && memcmp(name, lit, n) == 0;
+}
+
+static bool h2_is_grpc_content_type(const uint8_t *v, size_t len) {
+  static const char ct[] = "application/grpc";
+  size_t n = sizeof(ct) - 1;
+  if (len < n || memcmp(v, ct, n) != 0)
+    return false;
+  return len == n || v[n] == '+' || v[n] == ';';
+}
+
+static int h2_on_begin_headers(nghttp2_session *session,
+                               const nghttp2_frame *frame, void *user_data) {
+  (void)user_data;
+  if (frame->hd.type != NGHTTP2_HEADERS)
+    return 0;
+  grit_stream *s = h2_stream(session, frame->hd.stream_id);
+  if (!s)
+    return 0;
+  if (s->headers_received)
+    s->blk_kind = GRIT_BLK_TRAILERS;
+  else if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+    s->blk_kind = GRIT_BLK_TRAILERS_ONLY;
+  else
+    s->blk_kind = GRIT_BLK_HEADERS;
+  grit_metadata_destroy(s->blk);
+  s->blk = NULL;
+  s->blk_bytes = 0;
+  s->blk_failed = false;
+  s->http_status = s->blk_kind == GRIT_BLK_TRAILERS ? s->http_status : 0;
+  if (s->blk_kind != GRIT_BLK_TRAILERS)
+    s->content_type_ok = false;
+  s->have_grpc_status = false;
+  grit_free(s->grpc_message);
+  s->grpc_message = NULL;
+  if (grit_metadata_create(&s->blk) != GRIT_OK) {
+    grit_stream_finish(s, GRIT_STATUS_RESOURCE_EXHAUSTED,
+                       "out of memory receiving headers", GRIT_WIRE_SENT,
+                       true, NGHTTP2_CANCEL);
+    return 0;
+  }
+  return 0;
+}
+
+static int h2_on_header(nghttp2_session *session, const nghttp2_frame *frame,
+                        const uint8_t *name, size_t namelen,
+                        const uint8_t *value, size_t valuelen, uint8_t flags,
+                        void *user_data) {
+  (void)flags;
+  grit_transport *t = user_data;
+  if (frame->hd.type != NGHTTP2_HEADERS)
+    return 0;
+  grit_stream *s = h2_stream(session, frame->hd.stream_id);
+  if (!s || !s->blk)
+    return 0;
+  /* SPEC HS-06: the limit fails this call, not the connection. Returning
+   * TEMPORAL_CALLBACK_FAILURE makes nghttp2 reset just this stream. */
+  s->blk_bytes += namelen + valuelen + 32;
+  if (s->blk_bytes > t->max_header_list_bytes) {
+    char why[160];
+    snprintf(why, sizeof(why),
+             "response header list larger than max (%zu vs. %u bytes)",
+             s->blk_bytes, (unsigned)t->max_header_list_bytes);
+    grit_stream_finish(s, GRIT_STATUS_INTERNAL, why, GRIT_WIRE_SENT, true, -1);
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  }
+  if (namelen > 0 && name[0] == ':') {
+    if (h2_name_is(name, namelen, ":status")) {
+      int v = 0;
+      for (size_t i = 0; i < valuelen && i < 4; i++)
+        v = v * 10 + (value[i] - '0');
+      s->http_status = v;
+    }
+    return 0;
+  }
+  if (h2_name_is(name, namelen, "content-type")) {
+    s->content_type_ok = h2_is_grpc_content_type(value, valuelen);
+    return 0;
+  }
+  if (h2_name_is(name, namelen, "grpc-status")) {
+    s->have_grpc_status = true;
+    s->grpc_status = grit_status_from_text((const char *)value, valuelen);
+    return 0;
+  }
+  if (h2_name_is(name, namelen, "grpc-message")) {
+    grit_free(s->grpc_message);
+    s->grpc_message = grit_percent_decode(value, valuelen, NULL);
+    if (s->grpc_message)
+      return 0;
+    goto nomem;
+  }
+  grit_err rv;
+  if (namelen > 4 && memcmp(name + namelen - 4, "-bin", 4) == 0) {
+    size_t n;
+    uint8_t *bin = grit_base64_decode((const char *)value, valuelen, &n);
+    /* An undecodable value is kept as it came rather than dropped. */
+    rv = bin ? grit_metadata_add_unchecked(s->blk, (const char *)name, namelen,
+                                           bin, n)
+             : grit_metadata_add_unchecked(s->blk, (const char *)name, namelen,
+                                           value, valuelen);
+    grit_free(bin);
+  } else {
+    rv = grit_metadata_add_unchecked(s->blk, (const char *)name, namelen,
+                                     value, valuelen);
+  }
+  if (rv == GRIT_OK)
+    return 0;
+nomem:
+  grit_stream_finish(s, GRIT_STATUS_RESOURCE_EXHAUSTED,
+                     "out of memory receiving headers", GRIT_WIRE_SENT, true,
+                     -1);
+  return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+}
+
+/* The stream's end came (trailers, Trailers-Only or END_STREAM on DATA):
+ * fix the status from grpc-status, else from :status (SPEC HS-02). */
+static void h2_stream_ended(grit_stream *s, bool have_trailers) {
+  grit_status_code code;
+  const char *msg = s->grpc_message ? s->grpc_message : "";
+  char why[160];
+  if (s->have_grpc_status) {
+    code = s->grpc_status;
+  } else if (s->http_status != 0 && s->http_status != 200) {
+    code = grit_status_from_http(s->http_status);
+    snprintf(why, sizeof(why), "received HTTP status %d without grpc-status",
+             s->http_status);
+    msg = why;
+  } else {
+    code = GRIT_STATUS_UNKNOWN;
+    msg = have_trailers ? "missing grpc-status in trailers"
+                        : "stream ended without trailers (missing "
+                          "grpc-status)";
+  }
+  if (code == GRIT_STATUS_OK && grit_deframer_mid_message(&s->deframer)) {
+    code = GRIT_STATUS_INTERNAL;
+    msg = "stream ended in the middle of a message";
+  }
+  if (have_trailers && s->blk) {
+    grit_metadata_destroy(s->trailers);
+    s->trailers = s->blk;
+    s->blk = NULL;
+  }
+  /* SPEC HS-03: the server finished before we did: stop our side with
+   * RST_STREAM NO_ERROR instead of sending the rest. */
+  int rst = s->eos_sent ? -1 : NGHTTP2_NO_ERROR;
+  grit_stream_finish(s, code, msg, GRIT_WIRE_SENT, false, rst);
+}
+
+static void h2_headers_done(grit_stream *s, const nghttp2_frame *frame) {
+  grit_transport *t = s->t;
+  bool eos = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
+  if (s->blk_kind == GRIT_BLK_NONE || s->blk_failed)
+    return;
+  grit_blk_kind kind = s->blk_kind;
+  s->blk_kind = GRIT_BLK_NONE;
+  if (s->http_status >= 100 && s->http_status < 200 && !eos)
+    return; /* an informational response: the real one follows */
+  if (kind == GRIT_BLK_HEADERS) {
+    char why[200];
+    if (s->http_status != 200 && !s->have_grpc_status) {
+      snprintf(why, sizeof(why), "received HTTP status %d",
+               s->http_status);
+      grit_stream_finish(s, grit_status_from_http(s->http_status), why,
+                         GRIT_WIRE_SENT, true, NGHTTP2_CANCEL);
+      return;
+    }
+    if (!s->content_type_ok) {
+      grit_stream_finish(s, GRIT_STATUS_UNKNOWN,
+                         "response content-type is not application/grpc",
+                         GRIT_WIRE_SENT, true, NGHTTP2_CANCEL);
+      return;
+    }
+    s->headers_received = true;
+    s->ev_headers = s->blk;
+    s->blk = NULL;
+    GRIT_TRACE(GRIT_TRACE_TRANSPORT, GRIT_LEVEL_DEBUG,
+               "transport %s: stream %d: response headers", t->addr.text,
+               (int)s->id);
+    grit_stream_queue_event(s);
+    if (eos)
+      h2_stream_ended(s, false);
+    return;
+  }
+  if (kind == GRIT_BLK_TRAILERS_ONLY)
+    s->trailers_only = true;
+  h2_stream_ended(s, true);
+}
+
+static int h2_on_frame_recv(nghttp2_session *session,
+                            const nghttp2_frame *frame, void *user_data) {
+  grit_transport *t = user_data;
+  grit_stream *s;
+  switch (frame->hd.type) {
+  case NGHTTP2_HEADERS:
+    if ((s = h2_stream(session, frame->hd.stream_id)) != NULL)
+      h2_headers_done(s, frame);
+    break;
+  case NGHTTP2_DATA:
+    if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+        (s = h2_stream(session, frame->hd.stream_id)) != NULL)
+      h2_stream_ended(s, false);
+    break;
+  case NGHTTP2_RST_STREAM:
+    if ((s = h2_stream(session, frame->hd.stream_id)) != NULL) {
+      uint32_t code = frame->rst_stream.error_code;
+      char why[120];
+      snprintf(why, sizeof(why), "stream reset by server: %s (%u)",
+               nghttp2_http2_strerror(code), (unsigned)code);
+      /* SPEC TR-02: REFUSED_STREAM means the server did not process it. */
+      grit_stream_finish(s, grit_status_from_rst(code), why,
+                         code == NGHTTP2_REFUSED_STREAM ? GRIT_WIRE_REFUSED
+                                                        : GRIT_WIRE_SENT,
+                         false, -1);
+    }
+    break;
+  case NGHTTP2_SETTINGS:
+    if (!(frame->hd.flags & NGHTTP2_FLAG_ACK))
+      grit_transport_on_settings(t);
+    break;
+  case NGHTTP2_PING:
+    if (frame->hd.flags & NGHTTP2_FLAG_ACK)
+      grit_transport_on_ping_ack(t);
+    break;
+  case NGHTTP2_GOAWAY:
+    grit_h2_on_goaway(t, (uint32_t)frame->goaway.last_stream_id,
+                      frame->goaway.error_code, frame->goaway.opaque_data,
+                      frame->goaway.opaque_data_len);
+    break;
+  default:
+    break;
+  }
+  return 0;
+}
+
+typedef struct h2_deframe_ctx {
+  grit_stream *s;
+  bool nomem;
+} h2_deframe_ctx;
+
+static void h2_on_message(grit_slice *msg, void *ud) {
+  h2_deframe_ctx *c = ud;
+  if (c->nomem || !grit_slice_fifo_push(&c->s->recvq, msg)) {
+    grit_slice_unref(msg);
+    c->nomem = true;
+  }
+}
+
+static int h2_on_data_chunk_recv(nghttp2_session *session, uint8_t flags,
+                                 int32_t stream_id, const uint8_t *data,
+                                 size_t len, void *user_data) {
+  (void)flags;
+  (void)user_data;
+  grit_stream *s = h2_stream(session, stream_id);
+  if (!s)
+    return 0;
+  if (!s->headers_received) {
+    grit_stream_finish(s, GRIT_STATUS_INTERNAL,
+                       "received DATA before response headers",
+                       GRIT_WIRE_SENT, true, NGHTTP2_PROTOCOL_ERROR);
+    return 0;
+  }
+  h2_deframe_ctx c = {.s = s, .nomem = false};
+  const char *why = NULL;
+  size_t before = s->recvq.count;
+  grit_status_code code =
+      grit_deframer_feed(&s->deframer, data, len, h2_on_message, &c, &why);
+  if (c.nomem) {
+    grit_stream_finish(s, GRIT_STATUS_RESOURCE_EXHAUSTED,
+                       "out of memory receiving a message", GRIT_WIRE_SENT,
+                       true, NGHTTP2_CANCEL);
+    return 0;
+  }
+  if (s->recvq.count != before)
+    grit_stream_queue_event(s);
+  if (code != GRIT_STATUS_OK) {
+    char buf[160];
+    if (code == GRIT_STATUS_RESOURCE_EXHAUSTED && s->deframer.hdr_have == 5 &&
+        strstr(why, "larger") != NULL) {
+      const uint8_t *h = s->deframer.hdr;
+      uint32_t n = (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 |
+                   (uint32_t)h[3] << 8 | h[4];
+      snprintf(buf, sizeof(buf),
+               "received message larger than max (%u vs. %lld)", (unsigned)n,
+               (long long)s->deframer.max_len);
+      why = buf;
+    }
+    grit_stream_finish(s, code, why, GRIT_WIRE_SENT, false, NGHTTP2_CANCEL);
+  }
+  return 0;
+}
+
+static int h2_on_stream_close(nghttp2_session *session, int32_t stream_id,
+                              uint32_t error_code, void *user_data) {
+  (void)user_data;
+  grit_stream *s = h2_stream(session, stream_id);
+  if (!s)
+    return 0;
+  char why[120];
+  if (error_code == NGHTTP2_NO_ERROR) {
+    grit_stream_finish(s, GRIT_STATUS_UNKNOWN,
+                       "stream closed without grpc-status", GRIT_WIRE_SENT,
+                       false, -1);
+    return 0;
+  }
+  snprintf(why, sizeof(why), "stream closed: %s (%u)",
+           nghttp2_http2_strerror(error_code), (unsigned)error_code);
+  grit_wire_state wire = !s->headers_sent ? GRIT_WIRE_NOT_SENT
+                         : error_code == NGHTTP2_REFUSED_STREAM
+                             ? GRIT_WIRE_REFUSED
+                             : GRIT_WIRE_SENT;
+  grit_stream_finish(s, grit_status_from_rst(error_code), why, wire, false,
+                     -1);
+  return 0;
+}
+
+static int h2_on_frame_send(nghttp2_session *session,
+                            const nghttp2_frame *frame, void *user_data) {
+  grit_transport *t = user_data;
+  grit_stream *s = nghttp2_session_get_stream_user_data(session,
+                                                        frame->hd.stream_id);
+  if (!s || frame->hd.stream_id == 0)
+    return 0;
+  if (frame->hd.type == NGHTTP2_HEADERS) {
+    /* SPEC TR-01: from here on the server may have seen the request. */
+    s->headers_sent = true;
+    GRIT_TRACE(GRIT_TRACE_TRANSPORT, GRIT_LEVEL_DEBUG,
+               "transport %s: stream %d: request headers sent", t->addr.text,
+               (int)s->id);
+  }
+  if ((frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) &&
+      (frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+    s->eos_sent = true;
+  return 0;
+}
+
+static int h2_on_frame_not_send(nghttp2_session *session,
+                                const nghttp2_frame *frame, int lib_error_code,
+                                void *user_data) {
+  (void)user_data;
+  if (frame->hd.type != NGHTTP2_HEADERS)
+    return 0;
+  grit_stream *s = h2_stream(session, frame->hd.stream_id);
+  if (!s)
+    return 0;
+  char why[120];
+  snprintf(why, sizeof(why), "request not sent: %s",
+           nghttp2_strerror(lib_error_code));
+  grit_stream_finish(s, GRIT_STATUS_UNAVAILABLE, why,
+                     s->headers_sent ? GRIT_WIRE_SENT : GRIT_WIRE_NOT_SENT,
+                     false, -1);
+  return 0;
+}
+
+static int h2_on_error(nghttp2_session *session, int lib_error_code,
+                       const char *msg, size_t len, void *user_data) {
+  (void)session;
+  (void)lib_error_code;
+  grit_transport *t = user_data;
+  GRIT_TRACE(GRIT_TRACE_TRANSPORT, GRIT_LEVEL_DEBUG, "transport %s: h2: %.*s",
+             t->addr.text, (int)len, msg);
+  return 0;
+}
+
+void grit_h2_on_goaway(grit_transport *t, uint32_t last_id, uint32_t code,
+                       const uint8_t *debug, size_t debug_len) {
+  GRIT_TRACE(GRIT_TRACE_TRANSPORT, GRIT_LEVEL_INFO,
+             "transport %s: GOAWAY last_stream_id=%u code=%s debug=\"%.*s\"",
+             t->addr.text, (unsigned)last_id, nghttp2_http2_strerror(code),
+             (int)(debug_len > 100 ? 100 : debug_len),
+             debug ? (const char *)debug : "");
+  t->going_away = true;
+  t->goaway_received = true;
+  t->goaway_last_id = last_id;
+  if (code == NGHTTP2_ENHANCE_YOUR_CALM && debug_len == 14 &&
+      memcmp(debug, "too_many_pings", 14) == 0)
+    t->close_info.too_many_pings = true;
+  /* SPEC TR-02: streams above last_stream_id were not processed. */
+  char why[120];
+  snprintf(why, sizeof(why), "server sent GOAWAY (%s, last stream %u)",
+           nghttp2_http2_strerror(code), (unsigned)last_id);
+  grit_list *it;
+  GRIT_LIST_FOREACH(it, &t->streams) {
+    grit_stream *s = GRIT_CONTAINER_OF(it, grit_stream, node);
+    if (!s->finished && (s->id <= 0 || (uint32_t)s->id > last_id))
+      grit_stream_finish(s, GRIT_STATUS_UNAVAILABLE, why,
+                         s->headers_sent ? GRIT_WIRE_REFUSED
+                                         : GRIT_WIRE_NOT_SENT,
+                         false, -1);
+  }
+  t->ev_goaway = true;
+  t->ev_goaway_last_id = last_id;
+  t->ev_goaway_code = code;
+  if (t->active == 0)
+    grit_transport_fail(t, GRIT_STATUS_UNAVAILABLE, why);
+  grit_transport_schedule(t);
+}
+
+ssize_t grit_h2_data_read(nghttp2_session *session, int32_t stream_id,
+                          uint8_t *buf, size_t length, uint32_t *data_flags,
+                          nghttp2_data_source *source, void *user_data) {
+  (void)source;
+  (void)user_data;
+  /* Look the stream up rather than trusting source->ptr: the stream may
+   * have been finished and freed while nghttp2 still holds the item. */
+  grit_stream *s = h2_stream(session, stream_id);
+  if (!s)
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  size_t n = grit_stream_take_send(s, buf, length);
+  if (s->sendq.count == 0 && s->half_close) {
+    *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)n;
+  }
+  if (n == 0) {
+    s->data_deferred = true;
+    return NGHTTP2_ERR_DEFERRED;
+  }
+  return (ssize_t)n;
+}
+
+grit_err grit_h2_session_new(grit_transport *t) {
+  nghttp2_session_callbacks *cbs;
+  if (nghttp2_session_callbacks_new(&cbs) != 0)
+    return GRIT_ERR_NOMEM;
+  nghttp2_session_callbacks_set_on_begin_headers_callback(cbs,
+                                                          h2_on_begin_headers);
+  nghttp2_session_callbacks_set_on_header_callback(cbs, h2_on_header);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, h2_on_frame_recv);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(
+      cbs, h2_on_data_chunk_recv);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cbs,
+                                                         h2_on_stream_close);
+  nghttp2_session_callbacks_set_on_frame_send_callback(cbs, h2_on_frame_send);
+  nghttp2_session_callbacks_set_on_frame_not_send_callback(
+      cbs, h2_on_frame_not_send);
+  nghttp2_session_callbacks_set_error_callback2(cbs, h2_on_error);
+
+  nghttp2_option *opt;
+  if (nghttp2_option_new(&opt) != 0) {
+    nghttp2_session_callbacks_del(cbs);
+    return GRIT_ERR_NOMEM;
+  }
+  /* Our own limit is checked per header in h2_on_header. */
+  nghttp2_option_set_max_send_header_block_length(opt, 256 * 1024);
+
+  /* All of nghttp2's memory goes through grit's allocator (STYLE 3.5). */
+  const grit_allocator *a = grit_allocator_get();
+  nghttp2_mem mem = {
+      .mem_user_data = a->user_data,
+      .malloc = a->malloc,
+      .free = a->free,
+      .calloc = a->calloc,
+      .realloc = a->realloc,
+  };
+  int rv = nghttp2_session_client_new3(&t->h2, cbs, t, opt, &mem);
+  nghttp2_option_del(opt);
+  nghttp2_session_callbacks_del(cbs);
+  if (rv != 0) {
+    t->h2 = NULL;
+    return GRIT_ERR_NOMEM;
+  }
+  nghttp2_settings_entry iv[] = {
+      {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_STREAM_WINDOW},
+      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, t->max_header_list_bytes},
+  };
+  rv = nghttp2_submit_settings(t->h2, NGHTTP2_FLAG_NONE, iv,
+                               sizeof(iv) / sizeof(iv[0]));
+  if (rv == 0)
+    rv = nghttp2_session_set_local_window_size(t->h2, NGHTTP2_FLAG_NONE, 0,
+                                               H2_CONN_WINDOW);
+  if (rv != 0) {
+    nghttp2_session_del(t->h2);
+    t->h2 = NULL;
+    return GRIT_ERR_NOMEM;
+  }
+  return GRIT_OK;
+}

@@ -1,0 +1,207 @@
+/*
+ * transport internals shared by the transport/ sources only: the connection and
+ * stream objects, the TLS session wrapper (tls.c), and the hooks between
+ * the uv side (conn.c), the nghttp2 side (h2.c) and streams (stream.c).
+ * See transport/README.md for the state machines.
+ */
+#ifndef GRIT_TRANSPORT_INT_H
+#define GRIT_TRANSPORT_INT_H
+
+#include <nghttp2/nghttp2.h>
+
+#include "transport/transport.h"
+
+/* ---- tls.c: one TLS client session over memory BIOs ---- */
+
+typedef struct grit_tls_conn grit_tls_conn;
+
+/* Create a session for |ctx| with SNI and hostname check for
+ * |server_name|. Returns GRIT_OK; GRIT_ERR_NOMEM; GRIT_ERR_TLS (reason in
+ * |why|). */
+grit_err grit_tls_conn_create(grit_tls_ctx *ctx, const char *server_name,
+                              bool verify_hostname, grit_tls_conn **out,
+                              char *why, size_t whylen);
+void grit_tls_conn_destroy(grit_tls_conn *c);
+/* Start the handshake (the ClientHello is then pending output). */
+grit_err grit_tls_conn_start(grit_tls_conn *c, char *why, size_t whylen);
+/* Feed ciphertext; advance the handshake; append plaintext to |plain|.
+ * Returns GRIT_OK; GRIT_ERR_TLS (handshake, certificate, ALPN or record
+ * failure, reason in |why|); GRIT_ERR_SHUTDOWN on close_notify;
+ * GRIT_ERR_NOMEM. */
+grit_err grit_tls_conn_recv(grit_tls_conn *c, const uint8_t *p, size_t n,
+                            grit_buf *plain, char *why, size_t whylen);
+/* Encrypt plaintext; the records become pending output. */
+grit_err grit_tls_conn_send(grit_tls_conn *c, const uint8_t *p, size_t n,
+                            char *why, size_t whylen);
+/* Move pending ciphertext to the end of |out|. */
+grit_err grit_tls_conn_take(grit_tls_conn *c, grit_buf *out);
+bool grit_tls_conn_ready(const grit_tls_conn *c);
+
+/* ---- the connection ---- */
+
+/* A FIFO of slice references: a ring that doubles, never shrinks, so a
+ * steady stream of messages allocates nothing after warm-up. */
+typedef struct grit_slice_fifo {
+  grit_slice **v;
+  size_t head, count, cap;
+} grit_slice_fifo;
+
+typedef enum grit_tp_phase {
+  GRIT_TP_CONNECTING = 0, /* TCP or unix connect in progress */
+  GRIT_TP_HANDSHAKE,      /* TLS handshake */
+  GRIT_TP_SETTINGS,       /* waiting for the server's first SETTINGS */
+  GRIT_TP_READY,
+  GRIT_TP_CLOSED, /* connection over; on_closed queued or delivered */
+} grit_tp_phase;
+
+struct grit_transport {
+  uv_loop_t *loop;
+  grit_addr addr;
+  grit_transport_cbs cbs;
+  void *user_data;
+
+  /* Options (strings copied). */
+  grit_tls_ctx *tls_ctx;
+  char *server_name;
+  bool verify_hostname;
+  char *user_agent;
+  uint32_t max_header_list_bytes;
+  int64_t max_recv_message_bytes;
+  uint64_t connect_timeout_ms;
+  uint64_t keepalive_time_ms;
+  uint64_t keepalive_timeout_ms;
+  bool keepalive_permit_without_calls;
+
+  /* libuv handles; memory is freed only when open_handles drops to 0. */
+  union {
+    uv_handle_t handle;
+    uv_stream_t stream;
+    uv_tcp_t tcp;
+    uv_pipe_t pipe;
+  } sock;
+  uv_connect_t connect_req;
+  uv_write_t write_req;
+  uv_timer_t connect_timer;
+  uv_timer_t keepalive_timer;
+  uv_idle_t pump; /* deferred delivery and coalesced flushes */
+  int open_handles;
+
+  nghttp2_session *h2;
+  grit_tls_conn *tls;
+  grit_buf wbuf;  /* the bytes of the write in flight */
+  grit_buf plain; /* decrypted input of one read, reused */
+
+  grit_tp_phase phase;
+  bool connected; /* socket connected and not failed */
+  bool io_dead;   /* read/write failed or EOF: no more writes */
+  bool writing;
+  bool going_away; /* GOAWAY received or drain started: no new streams */
+  bool goaway_received;
+  uint32_t goaway_last_id;
+  bool ping_outstanding;
+  bool at_capacity;
+
+  /* Pending transport-level events (delivered by conn.c). */
+  bool ev_ready, ev_goaway, ev_capacity, ev_closed;
+  uint32_t ev_goaway_last_id, ev_goaway_code;
+  bool closed_delivered; /* on_closed ran: no callback after this */
+  bool destroying;       /* grit_transport_destroy was called */
+  bool shut;             /* uv_close started on every handle */
+  bool delivering;       /* inside the delivery loop */
+
+  grit_transport_close_info close_info;
+  char close_reason[256];
+
+  grit_list streams;    /* every stream not yet freed */
+  grit_list ev_streams; /* streams with undelivered events */
+  size_t active;        /* streams whose result is not yet fixed */
+
+  uint8_t rbuf[64 * 1024]; /* socket reads land here */
+};
+
+/* Block kinds while receiving a HEADERS frame. */
+typedef enum grit_blk_kind {
+  GRIT_BLK_NONE = 0,
+  GRIT_BLK_HEADERS,
+  GRIT_BLK_TRAILERS_ONLY,
+  GRIT_BLK_TRAILERS,
+} grit_blk_kind;
+
+struct grit_stream {
+  grit_transport *t;
+  grit_list node;    /* in t->streams */
+  grit_list ev_node; /* in t->ev_streams while in_ev */
+  bool in_ev;
+  int32_t id; /* nghttp2 stream id, 0 before submission */
+  grit_stream_cbs cbs;
+  void *user_data;
+
+  /* Send side. */
+  grit_slice_fifo sendq;
+  size_t send_off; /* bytes of the head slice already handed over */
+  size_t pending_bytes;
+  bool half_close;    /* grit_stream_close_send was called */
+  bool data_deferred; /* the data provider returned DEFERRED */
+  bool headers_sent;  /* our HEADERS frame went out: wire SENT */
+  bool eos_sent;      /* our END_STREAM went out */
+
+  /* Receive side. */
+  grit_deframer deframer;
+  grit_blk_kind blk_kind;
+  grit_metadata *blk; /* the header block being received */
+  size_t blk_bytes;
+  bool blk_failed;
+  int http_status;
+  bool content_type_ok;
+  bool have_grpc_status;
+  grit_status_code grpc_status;
+  char *grpc_message;
+  bool headers_received;
+  bool trailers_only;
+
+  /* Undelivered events. */
+  grit_metadata *ev_headers;
+  grit_slice_fifo recvq;
+
+  /* The result, fixed once finished is set. */
+  bool finished;
+  grit_status_code code;
+  char *message;
+  grit_metadata *trailers;
+  grit_wire_state wire;
+};
+
+/* conn.c */
+void grit_transport_schedule(grit_transport *t);
+void grit_transport_fail(grit_transport *t, grit_status_code code,
+                         const char *reason);
+void grit_transport_on_settings(grit_transport *t);
+void grit_transport_on_ping_ack(grit_transport *t);
+
+/* h2.c */
+grit_err grit_h2_session_new(grit_transport *t);
+void grit_h2_on_goaway(grit_transport *t, uint32_t last_id, uint32_t code,
+                       const uint8_t *debug, size_t debug_len);
+ssize_t grit_h2_data_read(nghttp2_session *session, int32_t stream_id,
+                          uint8_t *buf, size_t length, uint32_t *data_flags,
+                          nghttp2_data_source *source, void *user_data);
+
+/* stream.c */
+/* Fix the result of |s| and queue its on_done. |rst_code| >= 0 also
+ * submits RST_STREAM with that code; |drop| discards undelivered headers
+ * and messages (cancel). No-op when already finished. */
+void grit_stream_finish(grit_stream *s, grit_status_code code,
+                        const char *message, grit_wire_state wire, bool drop,
+                        int rst_code);
+void grit_stream_queue_event(grit_stream *s);
+/* Deliver the events of the head of t->ev_streams; may free the stream. */
+void grit_stream_deliver(grit_stream *s);
+/* Free a stream without callbacks (transport teardown). */
+void grit_stream_free(grit_stream *s);
+/* Copy up to |len| queued request bytes into |buf|. */
+size_t grit_stream_take_send(grit_stream *s, uint8_t *buf, size_t len);
+bool grit_slice_fifo_push(grit_slice_fifo *f, grit_slice *s);
+grit_slice *grit_slice_fifo_pop(grit_slice_fifo *f);
+void grit_slice_fifo_free(grit_slice_fifo *f);
+
+#endif
