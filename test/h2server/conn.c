@@ -25,8 +25,7 @@ static void conn_count(h2s_server *srv, uint64_t *counter) {
 static int conn_on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f,
                                  void *user_data) {
   h2s_conn *c = user_data;
-  if (f->hd.type != NGHTTP2_HEADERS ||
-      f->headers.cat != NGHTTP2_HCAT_REQUEST)
+  if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
     return 0;
   h2s_stream *s = h2s_stream_new(c, f->hd.stream_id);
   nghttp2_session_set_stream_user_data(ng, f->hd.stream_id, s);
@@ -35,8 +34,8 @@ static int conn_on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f,
 
 static int conn_on_header(nghttp2_session *ng, const nghttp2_frame *f,
                           const uint8_t *name, size_t namelen,
-                          const uint8_t *value, size_t valuelen,
-                          uint8_t flags, void *user_data) {
+                          const uint8_t *value, size_t valuelen, uint8_t flags,
+                          void *user_data) {
   h2s_conn *c = user_data;
   h2s_stream *s = conn_stream(c, f->hd.stream_id);
   /* Trailers from the client are logged as headers too. */
@@ -114,6 +113,14 @@ static int conn_on_frame_send(nghttp2_session *ng, const nghttp2_frame *f,
   h2s_conn *c = user_data;
   if (f->hd.type == NGHTTP2_GOAWAY)
     conn_count(c->srv, &c->srv->stats.goaways_sent);
+  if ((f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA) &&
+      (f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+    h2s_stream *s = conn_stream(c, f->hd.stream_id);
+    if (s && !s->rec->pub.half_closed) {
+      s->rst_after_end = true;
+      c->work = true;
+    }
+  }
   return 0;
 }
 
@@ -137,14 +144,12 @@ static nghttp2_session *conn_session_new(h2s_conn *c) {
   nghttp2_session_callbacks_set_on_begin_headers_callback(
       cbs, conn_on_begin_headers);
   nghttp2_session_callbacks_set_on_header_callback(cbs, conn_on_header);
-  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(
-      cbs, conn_on_data_chunk);
-  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs,
-                                                       conn_on_frame_recv);
-  nghttp2_session_callbacks_set_on_frame_send_callback(cbs,
-                                                       conn_on_frame_send);
-  nghttp2_session_callbacks_set_on_stream_close_callback(
-      cbs, conn_on_stream_close);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs,
+                                                            conn_on_data_chunk);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, conn_on_frame_recv);
+  nghttp2_session_callbacks_set_on_frame_send_callback(cbs, conn_on_frame_send);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cbs,
+                                                         conn_on_stream_close);
   nghttp2_option *opt;
   nghttp2_option_new(&opt);
   nghttp2_option_set_no_auto_ping_ack(opt, 1);
@@ -168,8 +173,8 @@ static void conn_submit_settings(h2s_conn *c) {
     iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE,
                                        cfg->initial_window_size};
   for (size_t i = 0; i < 8 && cfg->settings[i].id; i++)
-    iv[n++] = (nghttp2_settings_entry){cfg->settings[i].id,
-                                       cfg->settings[i].value};
+    iv[n++] =
+        (nghttp2_settings_entry){cfg->settings[i].id, cfg->settings[i].value};
   nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, n);
 }
 

@@ -117,14 +117,15 @@ struct h2s_stream {
   bool end_pending;  /* END_STREAM seen, not yet handled */
   bool started;      /* the action is applied or its delay runs */
   bool acted;
-  bool live;        /* answer each request message as it arrives */
-  h2s_buf out;      /* framed response bytes not yet given to nghttp2 */
+  bool live;   /* answer each request message as it arrives */
+  h2s_buf out; /* framed response bytes not yet given to nghttp2 */
   size_t out_off;
-  bool out_done;    /* no more messages will be added */
-  bool deferred;    /* the data provider returned DEFERRED */
-  bool post_eof;    /* the last DATA went out: apply act.end */
-  size_t unconsumed; /* received DATA bytes not yet consumed */
-  uv_timer_t *timer; /* delay_ms; closed and freed on its own */
+  bool out_done;      /* no more messages will be added */
+  bool deferred;      /* the data provider returned DEFERRED */
+  bool post_eof;      /* the last DATA went out: apply act.end */
+  bool rst_after_end; /* END_STREAM went out before the client's */
+  size_t unconsumed;  /* received DATA bytes not yet consumed */
+  uv_timer_t *timer;  /* delay_ms; closed and freed on its own */
 };
 
 /* util.c */

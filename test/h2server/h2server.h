@@ -67,14 +67,14 @@ typedef struct h2s_action {
   uint32_t delay_ms; /* wait this long (uv timer) before acting */
 
   /* Response headers and trailers (H2S_REPLY, H2S_TRAILERS_ONLY). */
-  int http_status;             /* :status; 0 means 200 */
-  const char *content_type;    /* NULL: application/grpc; "": omitted */
-  int grpc_status;             /* 0..16 or anything else, sent as a number */
-  const char *grpc_status_raw; /* sent verbatim instead, e.g. "abc" */
-  bool no_grpc_status;         /* send no grpc-status at all */
-  const char *grpc_message;    /* verbatim, NULL: none */
-  const char *pushback;        /* grpc-retry-pushback-ms, verbatim */
-  h2s_header headers[H2S_MAX_MD];  /* extra response headers */
+  int http_status;                /* :status; 0 means 200 */
+  const char *content_type;       /* NULL: application/grpc; "": omitted */
+  int grpc_status;                /* 0..16 or anything else, sent as a number */
+  const char *grpc_status_raw;    /* sent verbatim instead, e.g. "abc" */
+  bool no_grpc_status;            /* send no grpc-status at all */
+  const char *grpc_message;       /* verbatim, NULL: none */
+  const char *pushback;           /* grpc-retry-pushback-ms, verbatim */
+  h2s_header headers[H2S_MAX_MD]; /* extra response headers */
   h2s_header trailers[H2S_MAX_MD]; /* extra trailers */
   size_t big_header;               /* add a header with a value this big */
 
@@ -90,16 +90,16 @@ typedef struct h2s_action {
   uint32_t rst_code; /* H2S_RST, H2S_END_RST: an HTTP/2 error code */
 
   /* Connection effects. */
-  bool goaway;                /* send GOAWAY before acting on the stream */
-  int32_t goaway_last_delta;  /* last-stream-id = stream id + this */
-  uint32_t goaway_code;       /* GOAWAY error code */
-  bool goaway_now;            /* close right after GOAWAY, not on drain */
-  uint32_t ping_flood;        /* send this many PINGs */
-  uint32_t settings_flood;    /* send this many empty SETTINGS */
-  bool stop_reading;          /* stop reading the socket for good */
-  bool freeze_window;         /* stop sending WINDOW_UPDATEs */
-  bool no_ping_ack;           /* stop acking PINGs on this connection */
-  bool drop_reset;            /* H2S_DROP and H2S_END_DROP close with RST */
+  bool goaway;               /* send GOAWAY before acting on the stream */
+  int32_t goaway_last_delta; /* last-stream-id = stream id + this */
+  uint32_t goaway_code;      /* GOAWAY error code */
+  bool goaway_now;           /* close right after GOAWAY, not on drain */
+  uint32_t ping_flood;       /* send this many PINGs */
+  uint32_t settings_flood;   /* send this many empty SETTINGS */
+  bool stop_reading;         /* stop reading the socket for good */
+  bool freeze_window;        /* stop sending WINDOW_UPDATEs */
+  bool no_ping_ack;          /* stop acking PINGs on this connection */
+  bool drop_reset;           /* H2S_DROP and H2S_END_DROP close with RST */
 } h2s_action;
 
 /* A script step: |action| for the next |repeat| requests on |path|. */
@@ -134,21 +134,21 @@ typedef struct h2s_request {
   size_t n_headers;
   const h2s_msg *msgs; /* complete request messages */
   size_t n_msgs;
-  size_t msg_bytes;    /* total payload bytes of |msgs| */
-  bool truncated;      /* END_STREAM inside a message */
-  bool half_closed;    /* the client sent END_STREAM */
-  bool client_rst;     /* the client sent RST_STREAM ... */
+  size_t msg_bytes;         /* total payload bytes of |msgs| */
+  bool truncated;           /* END_STREAM inside a message */
+  bool half_closed;         /* the client sent END_STREAM */
+  bool client_rst;          /* the client sent RST_STREAM ... */
   uint32_t client_rst_code; /* ... with this code */
-  bool closed;         /* the stream is gone */
-  uint32_t close_code; /* nghttp2's error code at close */
-  bool acted;          /* the server applied an action ... */
-  h2s_kind kind;       /* ... of this kind */
-  int status_sent;     /* grpc-status number sent, -1 if none */
-  uint32_t rst_sent;   /* RST_STREAM code sent, 0 if none */
-  bool goaway_sent;    /* this request's action sent a GOAWAY */
-  uint64_t headers_ms; /* when HEADERS arrived */
-  uint64_t end_ms;     /* when END_STREAM arrived (0: never) */
-  uint64_t acted_ms;   /* when the action was applied */
+  bool closed;              /* the stream is gone */
+  uint32_t close_code;      /* nghttp2's error code at close */
+  bool acted;               /* the server applied an action ... */
+  h2s_kind kind;            /* ... of this kind */
+  int status_sent;          /* grpc-status number sent, -1 if none */
+  uint32_t rst_sent;        /* RST_STREAM code sent, 0 if none */
+  bool goaway_sent;         /* this request's action sent a GOAWAY */
+  uint64_t headers_ms;      /* when HEADERS arrived */
+  uint64_t end_ms;          /* when END_STREAM arrived (0: never) */
+  uint64_t acted_ms;        /* when the action was applied */
 } h2s_request;
 
 /*
@@ -168,10 +168,10 @@ typedef struct h2s_setting {
 } h2s_setting;
 
 typedef struct h2s_config {
-  uint16_t port;                /* 0: ephemeral */
-  const char *host;             /* NULL: 127.0.0.1 */
-  const char *unix_path;        /* also listen on this unix socket */
-  const char *tls_cert_file;    /* both set: TLS, ALPN h2 */
+  uint16_t port;             /* 0: ephemeral */
+  const char *host;          /* NULL: 127.0.0.1 */
+  const char *unix_path;     /* also listen on this unix socket */
+  const char *tls_cert_file; /* both set: TLS, ALPN h2 */
   const char *tls_key_file;
   uint32_t max_concurrent_streams; /* 0: not sent (unlimited) */
   uint32_t initial_window_size;    /* 0: not sent (65535) */
@@ -179,7 +179,7 @@ typedef struct h2s_config {
   bool no_ping_ack;                /* never ack PINGs */
   const h2s_step *script;          /* copied */
   size_t script_len;
-  const char *script_text; /* steps in text form, see h2s_step_parse */
+  const char *script_text;          /* steps in text form, see h2s_step_parse */
   const h2s_action *default_action; /* NULL: echo */
   h2s_handler_cb handler;
   void *handler_data;
@@ -250,8 +250,7 @@ const char *h2s_request_header(const h2s_request *req, const char *name);
  */
 bool h2s_server_wait_requests(h2s_server *srv, size_t n, int timeout_ms);
 bool h2s_server_wait_closed(h2s_server *srv, size_t n, int timeout_ms);
-bool h2s_server_wait_connections(h2s_server *srv, uint64_t n,
-                                 int timeout_ms);
+bool h2s_server_wait_connections(h2s_server *srv, uint64_t n, int timeout_ms);
 typedef bool (*h2s_pred_cb)(h2s_server *srv, void *user_data);
 bool h2s_server_wait(h2s_server *srv, h2s_pred_cb pred, void *user_data,
                      int timeout_ms);
@@ -262,8 +261,7 @@ bool h2s_server_wait(h2s_server *srv, h2s_pred_cb pred, void *user_data,
  * line into |out|; strings are allocated: free with h2s_step_free. Returns 0,
  * or -EINVAL with a message in |err|.
  */
-int h2s_step_parse(const char *line, h2s_step *out, char *err,
-                   size_t errlen);
+int h2s_step_parse(const char *line, h2s_step *out, char *err, size_t errlen);
 void h2s_step_free(h2s_step *step);
 
 /* Names: "UNAVAILABLE" or "14"; "REFUSED_STREAM" or "7". -1 if unknown. */

@@ -230,8 +230,7 @@ bool h2s_server_wait_closed(h2s_server *srv, size_t n, int timeout_ms) {
   return h2s_server_wait(srv, log_count_pred, &lc, timeout_ms);
 }
 
-bool h2s_server_wait_connections(h2s_server *srv, uint64_t n,
-                                 int timeout_ms) {
+bool h2s_server_wait_connections(h2s_server *srv, uint64_t n, int timeout_ms) {
   log_count lc = {2, n};
   return h2s_server_wait(srv, log_count_pred, &lc, timeout_ms);
 }

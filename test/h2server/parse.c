@@ -33,11 +33,20 @@ static const char *const parse_status_names[] = {
 };
 
 static const char *const parse_h2_names[] = {
-    "NO_ERROR",        "PROTOCOL_ERROR",      "INTERNAL_ERROR",
-    "FLOW_CONTROL_ERROR", "SETTINGS_TIMEOUT", "STREAM_CLOSED",
-    "FRAME_SIZE_ERROR", "REFUSED_STREAM",     "CANCEL",
-    "COMPRESSION_ERROR", "CONNECT_ERROR",     "ENHANCE_YOUR_CALM",
-    "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED",
+    "NO_ERROR",
+    "PROTOCOL_ERROR",
+    "INTERNAL_ERROR",
+    "FLOW_CONTROL_ERROR",
+    "SETTINGS_TIMEOUT",
+    "STREAM_CLOSED",
+    "FRAME_SIZE_ERROR",
+    "REFUSED_STREAM",
+    "CANCEL",
+    "COMPRESSION_ERROR",
+    "CONNECT_ERROR",
+    "ENHANCE_YOUR_CALM",
+    "INADEQUATE_SECURITY",
+    "HTTP_1_1_REQUIRED",
 };
 
 #define PARSE_COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -312,8 +321,7 @@ static bool parse_token(h2s_step *st, const char *k, char *v) {
   return true;
 }
 
-int h2s_step_parse(const char *line, h2s_step *out, char *err,
-                   size_t errlen) {
+int h2s_step_parse(const char *line, h2s_step *out, char *err, size_t errlen) {
   *out = (h2s_step){0};
   char *copy = h2s_xstrdup(line);
   int rv = 0;

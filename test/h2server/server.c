@@ -41,9 +41,9 @@ static int server_listen_tcp(h2s_server *srv) {
   }
   int len = sizeof(ss);
   uv_tcp_getsockname(tcp, (struct sockaddr *)&ss, &len);
-  srv->port = ntohs(ss.ss_family == AF_INET6
-                        ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                        : ((struct sockaddr_in *)&ss)->sin_port);
+  srv->port =
+      ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                     : ((struct sockaddr_in *)&ss)->sin_port);
   srv->tcp = tcp;
   return 0;
 }

@@ -11,7 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define STREAM_MAX_NV (16 + 2 * H2S_MAX_MD)
+/* big_header is split into fields of at most STREAM_BIG_CHUNK bytes, so no
+ * single field trips a decoder's per-field limit (nghttp2: 64 KiB). */
+#define STREAM_BIG_CHUNK 8192
+#define STREAM_MAX_BIG 1024
+#define STREAM_MAX_NV (16 + 2 * H2S_MAX_MD + STREAM_MAX_BIG)
 
 typedef struct stream_nv {
   nghttp2_nv nv[STREAM_MAX_NV];
@@ -19,6 +23,7 @@ typedef struct stream_nv {
   char status[16];
   char grpc_status[16];
   char *big;
+  char big_names[STREAM_MAX_BIG][16];
 } stream_nv;
 
 h2s_stream *h2s_stream_new(h2s_conn *c, int32_t id) {
@@ -75,8 +80,7 @@ void h2s_stream_frame(h2s_stream *s, const void *p, size_t n) {
   const h2s_action *a = &s->act;
   uint32_t len = a->prefix_len ? a->prefix_len : (uint32_t)n;
   uint8_t prefix[5] = {a->compressed ? 1 : 0, (uint8_t)(len >> 24),
-                       (uint8_t)(len >> 16), (uint8_t)(len >> 8),
-                       (uint8_t)len};
+                       (uint8_t)(len >> 16), (uint8_t)(len >> 8), (uint8_t)len};
   h2s_buf_add(&s->out, prefix, sizeof(prefix));
   h2s_buf_add(&s->out, p, n);
 }
@@ -95,8 +99,8 @@ void h2s_stream_on_data(h2s_stream *s, const uint8_t *p, size_t n) {
   size_t off = 0;
   while (s->in.len - off >= 5) {
     const uint8_t *m = s->in.p + off;
-    size_t len = (size_t)m[1] << 24 | (size_t)m[2] << 16 |
-                 (size_t)m[3] << 8 | m[4];
+    size_t len =
+        (size_t)m[1] << 24 | (size_t)m[2] << 16 | (size_t)m[3] << 8 | m[4];
     if (s->in.len - off - 5 < len)
       break;
     h2s_log_add_msg(c->srv, s->rec, m + 5, len, m[0]);
@@ -128,8 +132,8 @@ static void stream_nv_add(stream_nv *l, const char *name, const char *value,
                           size_t vlen, uint8_t flags) {
   if (l->n == STREAM_MAX_NV)
     return;
-  l->nv[l->n++] = (nghttp2_nv){(uint8_t *)name, (uint8_t *)value,
-                               strlen(name), vlen, flags};
+  l->nv[l->n++] = (nghttp2_nv){(uint8_t *)name, (uint8_t *)value, strlen(name),
+                               vlen, flags};
 }
 
 static void stream_nv_str(stream_nv *l, const char *name, const char *value) {
@@ -151,10 +155,15 @@ static void stream_nv_headers(stream_nv *l, const h2s_action *a) {
     stream_nv_str(l, "content-type", a->content_type);
   stream_nv_md(l, a->headers);
   if (a->big_header) {
-    l->big = h2s_xmalloc(a->big_header);
-    memset(l->big, 'x', a->big_header);
-    stream_nv_add(l, "x-h2s-big", l->big, a->big_header,
-                  NGHTTP2_NV_FLAG_NO_INDEX);
+    l->big = h2s_xmalloc(STREAM_BIG_CHUNK);
+    memset(l->big, 'x', STREAM_BIG_CHUNK);
+    size_t left = a->big_header;
+    for (size_t i = 0; left > 0 && i < STREAM_MAX_BIG; i++) {
+      size_t n = left < STREAM_BIG_CHUNK ? left : STREAM_BIG_CHUNK;
+      snprintf(l->big_names[i], sizeof(l->big_names[i]), "x-h2s-big-%zu", i);
+      stream_nv_add(l, l->big_names[i], l->big, n, NGHTTP2_NV_FLAG_NO_INDEX);
+      left -= n;
+    }
   }
 }
 
@@ -280,7 +289,9 @@ static void stream_trailers_only(h2s_stream *s) {
 
 static void stream_raw_frame(h2s_buf *b, size_t len, uint8_t type,
                              uint8_t flags, int32_t id) {
-  uint8_t hd[9] = {(uint8_t)(len >> 16), (uint8_t)(len >> 8), (uint8_t)len,
+  uint8_t hd[9] = {(uint8_t)(len >> 16),
+                   (uint8_t)(len >> 8),
+                   (uint8_t)len,
                    type,
                    flags,
                    (uint8_t)(id >> 24 & 0x7f),
@@ -312,8 +323,14 @@ static bool stream_conn_effects(h2s_stream *s) {
   c->freeze_window |= a->freeze_window;
   c->no_ping_ack |= a->no_ping_ack;
   for (uint32_t i = 0; i < a->ping_flood; i++) {
-    uint8_t opaque[8] = {'h', '2', 's', 0, (uint8_t)(i >> 24),
-                         (uint8_t)(i >> 16), (uint8_t)(i >> 8), (uint8_t)i};
+    uint8_t opaque[8] = {'h',
+                         '2',
+                         's',
+                         0,
+                         (uint8_t)(i >> 24),
+                         (uint8_t)(i >> 16),
+                         (uint8_t)(i >> 8),
+                         (uint8_t)i};
     nghttp2_submit_ping(c->ng, NGHTTP2_FLAG_NONE, opaque);
   }
   for (uint32_t i = 0; i < a->settings_flood; i++)
@@ -395,8 +412,7 @@ static void stream_start(h2s_stream *s) {
 }
 
 /* Runs the handler on |s->act| and keeps an owned copy of its result. */
-static h2s_kind stream_call_handler(h2s_stream *s, bool at_end,
-                                    h2s_kind kind) {
+static h2s_kind stream_call_handler(h2s_stream *s, bool at_end, h2s_kind kind) {
   h2s_server *srv = s->c->srv;
   h2s_action tmp = s->act;
   tmp.kind = kind;
@@ -417,8 +433,8 @@ static void stream_pick(h2s_stream *s) {
   s->has_act = true;
   bool now = s->act.at_headers;
   /* A real servicer streams FullDuplexCall answers (interop ping_pong). */
-  if (!scripted && s->act.kind == H2S_REPLY &&
-      s->act.body == H2S_BODY_ECHO && h2s_testservice_live(s->rec->pub.path))
+  if (!scripted && s->act.kind == H2S_REPLY && s->act.body == H2S_BODY_ECHO &&
+      h2s_testservice_live(s->rec->pub.path))
     now = true;
   if (srv->cfg.handler && srv->cfg.handler_at_headers)
     now = stream_call_handler(s, false, now ? s->act.kind : H2S_DEFER) !=
@@ -442,8 +458,7 @@ static void stream_on_end_work(h2s_stream *s) {
 static void stream_post_eof(h2s_stream *s) {
   h2s_conn *c = s->c;
   if (s->act.end == H2S_END_RST) {
-    nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, s->id,
-                              s->act.rst_code);
+    nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, s->id, s->act.rst_code);
     stream_set_sent(s, -1, s->act.rst_code);
   } else if (s->act.end == H2S_END_DROP) {
     c->drop_reset = s->act.drop_reset;
@@ -466,6 +481,13 @@ void h2s_stream_work(h2s_stream *s) {
   if (s->post_eof) {
     s->post_eof = false;
     stream_post_eof(s);
+  }
+  if (s->rst_after_end) {
+    /* Done before the client half-closed: tell it to stop sending, as
+     * gRPC servers do (RFC 9113 §8.1). */
+    s->rst_after_end = false;
+    nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, s->id,
+                              NGHTTP2_NO_ERROR);
   }
   if (s->deferred && (s->out.len > 0 || s->out_done)) {
     s->deferred = false;

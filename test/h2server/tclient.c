@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,8 +25,8 @@ static tc_stream *tc_find_stream(tclient *tc, int32_t id) {
   return NULL;
 }
 
-static void tc_append(char *block, size_t cap, const uint8_t *name,
-                      size_t nlen, const uint8_t *value, size_t vlen) {
+static void tc_append(char *block, size_t cap, const uint8_t *name, size_t nlen,
+                      const uint8_t *value, size_t vlen) {
   size_t used = strlen(block);
   snprintf(block + used, cap - used, "%.*s: %.*s\n", (int)nlen,
            (const char *)name, (int)vlen, (const char *)value);
@@ -102,21 +103,21 @@ static int tc_on_close(nghttp2_session *ng, int32_t id, uint32_t code,
   return 0;
 }
 
-int tc_connect(tclient *tc, uint16_t port) {
+static int tc_socket(tclient *tc, const struct sockaddr *sa, socklen_t len) {
   memset(tc, 0, sizeof(*tc));
-  tc->fd = socket(AF_INET, SOCK_STREAM, 0);
+  tc->fd = socket(sa->sa_family, SOCK_STREAM, 0);
   if (tc->fd < 0)
     return -errno;
-  struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
-  sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(tc->fd, (struct sockaddr *)&sin, sizeof(sin)) != 0) {
+  if (connect(tc->fd, sa, len) != 0) {
     int err = -errno;
     close(tc->fd);
     tc->fd = -1;
     return err;
   }
-  int one = 1;
-  setsockopt(tc->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return 0;
+}
+
+static void tc_session(tclient *tc) {
   nghttp2_session_callbacks *cbs;
   nghttp2_session_callbacks_new(&cbs);
   nghttp2_session_callbacks_set_on_header_callback(cbs, tc_on_header);
@@ -126,6 +127,53 @@ int tc_connect(tclient *tc, uint16_t port) {
   nghttp2_session_client_new(&tc->ng, cbs, tc);
   nghttp2_session_callbacks_del(cbs);
   nghttp2_submit_settings(tc->ng, NGHTTP2_FLAG_NONE, NULL, 0);
+}
+
+static int tc_tcp(tclient *tc, uint16_t port) {
+  struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
+  sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int rv = tc_socket(tc, (struct sockaddr *)&sin, sizeof(sin));
+  if (rv == 0) {
+    int one = 1;
+    setsockopt(tc->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+  return rv;
+}
+
+int tc_connect(tclient *tc, uint16_t port) {
+  int rv = tc_tcp(tc, port);
+  if (rv == 0)
+    tc_session(tc);
+  return rv;
+}
+
+int tc_connect_unix(tclient *tc, const char *path) {
+  struct sockaddr_un sun = {.sun_family = AF_UNIX};
+  snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+  int rv = tc_socket(tc, (struct sockaddr *)&sun, sizeof(sun));
+  if (rv == 0)
+    tc_session(tc);
+  return rv;
+}
+
+int tc_connect_tls(tclient *tc, uint16_t port) {
+  int rv = tc_tcp(tc, port);
+  if (rv != 0)
+    return rv;
+  static const unsigned char alpn[] = "\x02h2";
+  tc->ssl_ctx = SSL_CTX_new(TLS_client_method());
+  SSL_CTX_set_alpn_protos(tc->ssl_ctx, alpn, sizeof(alpn) - 1);
+  tc->ssl = SSL_new(tc->ssl_ctx);
+  SSL_set_fd(tc->ssl, tc->fd);
+  if (SSL_connect(tc->ssl) != 1) {
+    tc_close(tc);
+    return -EPROTO;
+  }
+  const unsigned char *proto;
+  unsigned int plen;
+  SSL_get0_alpn_selected(tc->ssl, &proto, &plen);
+  snprintf(tc->alpn, sizeof(tc->alpn), "%.*s", (int)plen, proto);
+  tc_session(tc);
   return 0;
 }
 
@@ -135,6 +183,8 @@ void tc_close(tclient *tc) {
     free(tc->streams[i].send);
   }
   nghttp2_session_del(tc->ng);
+  SSL_free(tc->ssl);
+  SSL_CTX_free(tc->ssl_ctx);
   if (tc->fd >= 0)
     close(tc->fd);
   memset(tc, 0, sizeof(*tc));
@@ -172,8 +222,8 @@ static void tc_frame(tc_stream *s, const void *msg, size_t len) {
   s->send_len += 5 + len;
 }
 
-#define TC_NV(n, v)                                                           \
-  (nghttp2_nv) {                                                              \
+#define TC_NV(n, v)                                                            \
+  (nghttp2_nv) {                                                               \
     (uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v), NGHTTP2_NV_FLAG_NONE \
   }
 
@@ -223,7 +273,8 @@ static void tc_flush(tclient *tc) {
     if (n <= 0)
       return;
     while (n > 0) {
-      ssize_t w = send(tc->fd, p, (size_t)n, MSG_NOSIGNAL);
+      ssize_t w = tc->ssl ? SSL_write(tc->ssl, p, (int)n)
+                          : send(tc->fd, p, (size_t)n, MSG_NOSIGNAL);
       if (w <= 0) {
         tc->eof = true;
         return;
@@ -245,16 +296,20 @@ bool tc_run(tclient *tc, tc_pred pred, void *arg, int timeout_ms) {
     if (tc->eof || left <= 0)
       return pred ? pred(tc, arg) : false;
     struct pollfd pfd = {.fd = tc->fd, .events = POLLIN};
-    if (poll(&pfd, 1, (int)left) <= 0)
+    if (!(tc->ssl && SSL_pending(tc->ssl)) && poll(&pfd, 1, (int)left) <= 0)
       continue;
     uint8_t buf[16384];
-    ssize_t n = recv(tc->fd, buf, sizeof(buf), 0);
+    ssize_t n = tc->ssl ? SSL_read(tc->ssl, buf, sizeof(buf))
+                        : recv(tc->fd, buf, sizeof(buf), 0);
     if (n <= 0) {
       tc->eof = true;
       continue;
     }
-    if (nghttp2_session_mem_recv(tc->ng, buf, (size_t)n) < 0)
+    ssize_t rv = nghttp2_session_mem_recv(tc->ng, buf, (size_t)n);
+    if (rv < 0) {
+      tc->recv_error = (int)rv;
       tc->eof = true;
+    }
   }
 }
 

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include <nghttp2/nghttp2.h>
+#include <openssl/ssl.h>
 
 #define TC_MAX_STREAMS 16
 
@@ -22,9 +23,9 @@ typedef struct tc_stream {
   bool headers_ended; /* the first HEADERS block had END_STREAM */
   uint8_t *data;      /* DATA payload received */
   size_t data_len;
-  uint8_t *send;      /* request body (framed) */
+  uint8_t *send; /* request body (framed) */
   size_t send_len, send_off;
-  bool send_end;    /* END_STREAM after |send| */
+  bool send_end; /* END_STREAM after |send| */
   bool closed;
   uint32_t close_code; /* nghttp2 code at close: the RST code, or 0 */
   bool rst;            /* the server sent RST_STREAM */
@@ -32,20 +33,27 @@ typedef struct tc_stream {
 
 typedef struct tclient {
   int fd;
+  SSL_CTX *ssl_ctx; /* TLS, without certificate checks */
+  SSL *ssl;
+  char alpn[16]; /* the protocol the server chose */
   nghttp2_session *ng;
   tc_stream streams[TC_MAX_STREAMS];
   int n_streams;
   bool goaway;
   int32_t goaway_last;
   uint32_t goaway_code;
-  bool eof; /* the server closed the socket */
+  bool eof;       /* the server closed the socket, or ... */
+  int recv_error; /* ... nghttp2 failed on what it sent */
   int pings_acked;
   int pings_received;
   int settings_received;
 } tclient;
 
-/* Connects to 127.0.0.1:|port| and sends the preface. 0 or -errno. */
+/* Connects to 127.0.0.1:|port| (or a unix socket) and sends the preface.
+ * With |tls|, does a TLS handshake offering ALPN h2 first. 0 or -errno. */
 int tc_connect(tclient *tc, uint16_t port);
+int tc_connect_tls(tclient *tc, uint16_t port);
+int tc_connect_unix(tclient *tc, const char *path);
 void tc_close(tclient *tc);
 
 /* Starts a POST to |path| with |msg| framed as one message (if non-NULL)
@@ -65,7 +73,6 @@ bool tc_run(tclient *tc, tc_pred pred, void *arg, int timeout_ms);
 bool tc_run_closed(tclient *tc, int i, int timeout_ms); /* stream i */
 
 /* Value of |name| in a "name: value\n" block, copied to |buf|, or NULL. */
-const char *tc_find(const char *block, const char *name, char *buf,
-                    size_t len);
+const char *tc_find(const char *block, const char *name, char *buf, size_t len);
 
 #endif

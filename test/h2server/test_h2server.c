@@ -10,6 +10,12 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #define WAIT_MS 5000
 
@@ -34,8 +40,13 @@ static void test_echo_and_log(void) {
   ASSERT_NE(h2s_server_port(srv), 0);
   tclient tc;
   ASSERT_OK(tc_connect(&tc, h2s_server_port(srv)));
-  const char *extra[] = {"grpc-timeout", "1S", "idempotency-key", "k1",
-                         "grpc-previous-rpc-attempts", "2", NULL};
+  const char *extra[] = {"grpc-timeout",
+                         "1S",
+                         "idempotency-key",
+                         "k1",
+                         "grpc-previous-rpc-attempts",
+                         "2",
+                         NULL};
   int i = tc_request(&tc, "/pkg.Svc/Echo", "hello", 5, true, extra);
   ASSERT(tc_run_closed(&tc, i, WAIT_MS));
   tc_stream *s = &tc.streams[i];
@@ -79,9 +90,9 @@ static void test_echo_and_log(void) {
 }
 
 static void test_trailers_only_pushback(void) {
-  h2s_config cfg = {
-      .script_text = "trailers_only status=UNAVAILABLE pushback=100 "
-                     "message=try%20later"};
+  h2s_config cfg = {.script_text =
+                        "trailers_only status=UNAVAILABLE pushback=100 "
+                        "message=try%20later"};
   h2s_server *srv = start(&cfg);
   ASSERT_NOT_NULL(srv);
   tclient tc;
@@ -95,8 +106,8 @@ static void test_trailers_only_pushback(void) {
   ASSERT_EQ(s->data_len, 0);
   ASSERT_STR_EQ(tc_find(s->headers, ":status", buf, sizeof(buf)), "200");
   ASSERT_STR_EQ(tc_find(s->headers, "grpc-status", buf, sizeof(buf)), "14");
-  ASSERT_STR_EQ(
-      tc_find(s->headers, "grpc-retry-pushback-ms", buf, sizeof(buf)), "100");
+  ASSERT_STR_EQ(tc_find(s->headers, "grpc-retry-pushback-ms", buf, sizeof(buf)),
+                "100");
   ASSERT_STR_EQ(tc_find(s->headers, "grpc-message", buf, sizeof(buf)),
                 "try later");
   ASSERT_EQ(h2s_server_script_left(srv), 0);
@@ -114,10 +125,10 @@ static void test_trailers_only_pushback(void) {
 }
 
 static void test_rst_refused(void) {
-  h2s_step step = {.path = "/pkg.Svc/Refuse",
-                   .repeat = 2,
-                   .action = {.kind = H2S_RST,
-                              .rst_code = NGHTTP2_REFUSED_STREAM}};
+  h2s_step step = {
+      .path = "/pkg.Svc/Refuse",
+      .repeat = 2,
+      .action = {.kind = H2S_RST, .rst_code = NGHTTP2_REFUSED_STREAM}};
   h2s_server *srv = start(&(h2s_config){.script = &step, .script_len = 1});
   ASSERT_NOT_NULL(srv);
   tclient tc;
@@ -232,8 +243,8 @@ static void fail_first_attempts(const h2s_request *req, bool at_end,
 
 static void test_handler(void) {
   attempts at = {.fail_until = 1};
-  h2s_server *srv = start(
-      &(h2s_config){.handler = fail_first_attempts, .handler_data = &at});
+  h2s_server *srv =
+      start(&(h2s_config){.handler = fail_first_attempts, .handler_data = &at});
   ASSERT_NOT_NULL(srv);
   tclient tc;
   ASSERT_OK(tc_connect(&tc, h2s_server_port(srv)));
@@ -297,10 +308,388 @@ static void test_step_parse(void) {
   ASSERT_EQ(h2s_status_from_name("unavailable"), 14);
   ASSERT_EQ(h2s_h2_error_from_name("ENHANCE_YOUR_CALM"), 11);
   h2s_server *srv = NULL;
-  ASSERT_EQ(h2s_server_start(&(h2s_config){.script_text = "x=1", .quiet = 1},
-                             &srv),
-            -EINVAL);
+  ASSERT_EQ(
+      h2s_server_start(&(h2s_config){.script_text = "x=1", .quiet = 1}, &srv),
+      -EINVAL);
   ASSERT_NULL(srv);
+}
+
+/* Runs one request on a fresh connection to a server with |script|. */
+typedef struct one {
+  h2s_server *srv;
+  tclient tc;
+  int i;
+  tc_stream *s;
+  char buf[256];
+} one;
+
+static bool one_start(one *o, const char *script, const char *path,
+                      const char *msg, int run_ms) {
+  memset(o, 0, sizeof(*o));
+  o->srv = start(&(h2s_config){.script_text = script});
+  if (o->srv == NULL || tc_connect(&o->tc, h2s_server_port(o->srv)) != 0)
+    return false;
+  o->i = tc_request(&o->tc, path ? path : "/p.S/M", msg, msg ? strlen(msg) : 0,
+                    true, NULL);
+  o->s = &o->tc.streams[o->i];
+  if (run_ms)
+    tc_run(&o->tc, NULL, NULL, run_ms);
+  else
+    tc_run_closed(&o->tc, o->i, WAIT_MS);
+  return true;
+}
+
+static void one_end(one *o) {
+  tc_close(&o->tc);
+  h2s_server_stop(o->srv);
+}
+
+static const char *hdr(one *o, const char *name) {
+  return tc_find(o->s->headers, name, o->buf, sizeof(o->buf));
+}
+
+static const char *trl(one *o, const char *name) {
+  return tc_find(o->s->trailers, name, o->buf, sizeof(o->buf));
+}
+
+static void test_headers_then_error(void) {
+  one o;
+  ASSERT(one_start(&o,
+                   "status=INTERNAL message=boom header=x-a:1 "
+                   "trailer=x-t:2",
+                   NULL, "m", 0));
+  ASSERT(o.s->closed);
+  ASSERT_EQ(o.s->header_blocks, 2);
+  ASSERT_NULL(hdr(&o, "grpc-status"));
+  ASSERT_STR_EQ(hdr(&o, "x-a"), "1");
+  ASSERT_EQ(o.s->data_len, 0); /* echo stays empty on error */
+  ASSERT_STR_EQ(trl(&o, "grpc-status"), "13");
+  ASSERT_STR_EQ(trl(&o, "grpc-message"), "boom");
+  ASSERT_STR_EQ(trl(&o, "x-t"), "2");
+  one_end(&o);
+}
+
+static void test_http_status_and_content_type(void) {
+  one o;
+  ASSERT(one_start(&o,
+                   "trailers_only http=503 no_grpc_status "
+                   "content_type=text/html",
+                   NULL, "m", 0));
+  ASSERT(o.s->headers_ended);
+  ASSERT_STR_EQ(hdr(&o, ":status"), "503");
+  ASSERT_STR_EQ(hdr(&o, "content-type"), "text/html");
+  ASSERT_NULL(hdr(&o, "grpc-status"));
+  one_end(&o);
+  ASSERT(one_start(&o, "trailers_only status_raw=abc content_type=", NULL, "m",
+                   0));
+  ASSERT_STR_EQ(hdr(&o, "grpc-status"), "abc");
+  ASSERT_NULL(hdr(&o, "content-type"));
+  one_end(&o);
+}
+
+static void test_bodies(void) {
+  one o;
+  ASSERT(one_start(&o, "size=100 count=3", NULL, "m", 0));
+  ASSERT_EQ(o.s->data_len, 3 * 105);
+  ASSERT_EQ(o.s->data[4], 100);
+  ASSERT_EQ(o.s->data[5], 'a');
+  ASSERT_STR_EQ(trl(&o, "grpc-status"), "0");
+  one_end(&o);
+  /* A prefix claiming 4 GiB - 1, and a compressed-flag message. */
+  ASSERT(one_start(&o, "hex=0102 prefix_len=0xffffffff", NULL, "m", 0));
+  static const uint8_t huge[] = {0, 0xff, 0xff, 0xff, 0xff, 1, 2};
+  ASSERT_EQ(o.s->data_len, sizeof(huge));
+  ASSERT_MEM_EQ(o.s->data, huge, sizeof(huge));
+  one_end(&o);
+  ASSERT(one_start(&o, "text=zz compressed count=2", NULL, "m", 0));
+  static const uint8_t zz[] = {1, 0, 0, 0, 2, 'z', 'z'};
+  ASSERT_EQ(o.s->data_len, 14);
+  ASSERT_MEM_EQ(o.s->data + 7, zz, sizeof(zz));
+  one_end(&o);
+  ASSERT(one_start(&o, "raw=00000000", NULL, "m", 0));
+  ASSERT_EQ(o.s->data_len, 4);
+  one_end(&o);
+}
+
+static void test_big_header(void) {
+  one o;
+  /* 100 kB: HEADERS + 6 CONTINUATIONs (Debian's nghttp2 allows 8). */
+  ASSERT(one_start(&o, "big_header=100000", NULL, "m", 0));
+  ASSERT(o.s->closed);
+  /* tclient keeps 4 KiB of headers; the value must fill it. */
+  ASSERT_CMP(strlen(o.s->headers), >, 4000);
+  ASSERT(data_is_msg(o.s, "m"));
+  one_end(&o);
+}
+
+static void test_end_modes(void) {
+  one o;
+  ASSERT(one_start(&o, "end_rst=CANCEL", NULL, "m", 0));
+  ASSERT(data_is_msg(o.s, "m"));
+  ASSERT(o.s->rst);
+  ASSERT_EQ(o.s->close_code, NGHTTP2_CANCEL);
+  ASSERT_EQ(o.s->header_blocks, 1);
+  one_end(&o);
+  ASSERT(one_start(&o, "end=drop", NULL, "m", WAIT_MS));
+  ASSERT(data_is_msg(o.s, "m"));
+  ASSERT(o.tc.eof);
+  ASSERT(!o.tc.goaway);
+  one_end(&o);
+  ASSERT(one_start(&o, "end=hang", NULL, "m", 300));
+  ASSERT(data_is_msg(o.s, "m"));
+  ASSERT(!o.s->closed);
+  one_end(&o);
+}
+
+static void test_hang_then_client_cancel(void) {
+  one o;
+  ASSERT(one_start(&o, "hang", NULL, "m", 200));
+  ASSERT(!o.s->closed);
+  nghttp2_submit_rst_stream(o.tc.ng, NGHTTP2_FLAG_NONE, o.s->id,
+                            NGHTTP2_CANCEL);
+  tc_run(&o.tc, NULL, NULL, 50);
+  ASSERT(h2s_server_wait_closed(o.srv, 1, WAIT_MS));
+  const h2s_request *r = h2s_server_request(o.srv, 0);
+  ASSERT(r->client_rst);
+  ASSERT_EQ(r->client_rst_code, NGHTTP2_CANCEL);
+  ASSERT(r->half_closed);
+  ASSERT_EQ(r->kind, H2S_HANG);
+  ASSERT_EQ(r->status_sent, -1);
+  one_end(&o);
+}
+
+static void test_goaway_now(void) {
+  one o;
+  ASSERT(one_start(&o, "goaway_now goaway_code=ENHANCE_YOUR_CALM", NULL, "m",
+                   WAIT_MS));
+  ASSERT(o.tc.goaway);
+  ASSERT_EQ(o.tc.goaway_code, NGHTTP2_ENHANCE_YOUR_CALM);
+  ASSERT_EQ(o.tc.goaway_last, o.s->id);
+  ASSERT(o.tc.eof);
+  one_end(&o);
+}
+
+static void test_floods_and_inject(void) {
+  one o;
+  ASSERT(one_start(&o, "ping_flood=10 settings_flood=5", NULL, "m", 0));
+  tc_run(&o.tc, NULL, NULL, 100);
+  ASSERT_EQ(o.tc.pings_received, 10);
+  ASSERT_EQ(o.tc.settings_received, 6);
+  ASSERT(data_is_msg(o.s, "m"));
+  one_end(&o);
+  /* A raw PING frame, then the stream hangs. */
+  ASSERT(one_start(&o, "inject=0000080600000000000102030405060708", NULL, "m",
+                   300));
+  ASSERT_EQ(o.tc.pings_received, 1);
+  ASSERT(!o.s->closed);
+  one_end(&o);
+  /* Debian's nghttp2 1.52 carries the CVE-2024-28182 fix: more than 8
+   * CONTINUATIONs kill the session, which tclient reports as eof. */
+  ASSERT(one_start(&o, "continuation_flood=1000", NULL, "m", WAIT_MS));
+  ASSERT_EQ(o.s->header_blocks, 0);
+  ASSERT(o.tc.eof);
+  ASSERT_EQ(o.tc.recv_error, -905); /* NGHTTP2_ERR_TOO_MANY_CONTINUATIONS */
+  ASSERT_EQ(h2s_server_request(o.srv, 0)->kind, H2S_CONTINUATION_FLOOD);
+  one_end(&o);
+}
+
+static void test_ping_ack_control(void) {
+  h2s_server *srv = start(&(h2s_config){.no_ping_ack = true});
+  ASSERT_NOT_NULL(srv);
+  tclient tc;
+  ASSERT_OK(tc_connect(&tc, h2s_server_port(srv)));
+  nghttp2_submit_ping(tc.ng, NGHTTP2_FLAG_NONE, NULL);
+  tc_run(&tc, NULL, NULL, 200);
+  ASSERT_EQ(tc.pings_acked, 0);
+  h2s_stats st;
+  h2s_server_get_stats(srv, &st);
+  ASSERT_EQ(st.pings_received, 1);
+  ASSERT_EQ(st.ping_acks_sent, 0);
+  tc_close(&tc);
+  h2s_server_stop(srv);
+
+  /* An action stops acks on its connection from then on. */
+  one o;
+  ASSERT(one_start(&o, "no_ping_ack", NULL, "m", 0));
+  nghttp2_submit_ping(o.tc.ng, NGHTTP2_FLAG_NONE, NULL);
+  tc_run(&o.tc, NULL, NULL, 200);
+  ASSERT_EQ(o.tc.pings_acked, 0);
+  one_end(&o);
+}
+
+static bool got_settings(tclient *tc, void *arg) {
+  return tc->settings_received > 0;
+}
+
+static void test_settings_and_flow_control(void) {
+  h2s_server *srv =
+      start(&(h2s_config){.max_concurrent_streams = 1,
+                          .initial_window_size = 100,
+                          .script_text = "at_headers freeze_window hang"});
+  ASSERT_NOT_NULL(srv);
+  tclient tc;
+  ASSERT_OK(tc_connect(&tc, h2s_server_port(srv)));
+  ASSERT(tc_run(&tc, got_settings, NULL, WAIT_MS));
+  char big[60];
+  memset(big, 'b', sizeof(big));
+  int a = tc_request(&tc, "/p.S/Up", big, sizeof(big), false, NULL);
+  tc_send(&tc, a, big, sizeof(big), false);
+  tc_send(&tc, a, big, sizeof(big), true);
+  tc_run(&tc, NULL, NULL, 300);
+  ASSERT_EQ(nghttp2_session_get_remote_settings(
+                tc.ng, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS),
+            1);
+  ASSERT_EQ(
+      nghttp2_session_get_stream_remote_window_size(tc.ng, tc.streams[a].id),
+      0);
+  ASSERT_CMP(tc.streams[a].send_off, <, tc.streams[a].send_len);
+  const h2s_request *r = h2s_server_request(srv, 0);
+  ASSERT_EQ(r->n_msgs, 1);
+  ASSERT(!r->half_closed);
+  tc_close(&tc);
+  h2s_server_stop(srv);
+}
+
+static void test_testservice(void) {
+  one o;
+  /* SimpleRequest{response_size = 7} */
+  ASSERT(one_start(&o, NULL, "/grpc.testing.TestService/UnaryCall", "\x10\x07",
+                   0));
+  static const uint8_t want[] = {0,    0, 0, 0, 11, 0x0a, 9, 0x12,
+                                 0x07, 0, 0, 0, 0,  0,    0, 0};
+  ASSERT_EQ(o.s->data_len, sizeof(want));
+  ASSERT_MEM_EQ(o.s->data, want, sizeof(want));
+  one_end(&o);
+  /* response_status{code = 2, message = "x"} */
+  ASSERT(one_start(&o, NULL, "/grpc.testing.TestService/UnaryCall",
+                   "\x3a\x05\x08\x02\x12\x01x", 0));
+  ASSERT_EQ(o.s->data_len, 0);
+  ASSERT_STR_EQ(trl(&o, "grpc-status"), "2");
+  ASSERT_STR_EQ(trl(&o, "grpc-message"), "x");
+  one_end(&o);
+}
+
+static void test_unix_socket(void) {
+  char path[64];
+  snprintf(path, sizeof(path), "/tmp/h2s-test-%d.sock", (int)getpid());
+  h2s_server *srv = start(&(h2s_config){.unix_path = path});
+  ASSERT_NOT_NULL(srv);
+  tclient tc;
+  ASSERT_OK(tc_connect_unix(&tc, path));
+  int a = tc_request(&tc, "/p.S/M", "u", 1, true, NULL);
+  ASSERT(tc_run_closed(&tc, a, WAIT_MS));
+  ASSERT(data_is_msg(&tc.streams[a], "u"));
+  tc_close(&tc);
+  h2s_server_stop(srv);
+  ASSERT_NE(access(path, F_OK), 0);
+}
+
+/* Self-signed P-256 certificate for CN=localhost into |cert| and |key|. */
+static bool make_cert(const char *cert, const char *key) {
+  EVP_PKEY *pkey = EVP_EC_gen("P-256");
+  X509 *x = X509_new();
+  bool ok = false;
+  if (pkey && x) {
+    ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+    X509_gmtime_adj(X509_getm_notBefore(x), -60);
+    X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+    X509_set_pubkey(x, pkey);
+    X509_NAME *name = X509_get_subject_name(x);
+    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                               (const unsigned char *)"localhost", -1, -1, 0);
+    X509_set_issuer_name(x, name);
+    FILE *fc = fopen(cert, "w"), *fk = fopen(key, "w");
+    ok = X509_sign(x, pkey, EVP_sha256()) > 0 && fc && fk &&
+         PEM_write_X509(fc, x) == 1 &&
+         PEM_write_PrivateKey(fk, pkey, NULL, NULL, 0, NULL, NULL) == 1;
+    if (fc)
+      fclose(fc);
+    if (fk)
+      fclose(fk);
+  }
+  X509_free(x);
+  EVP_PKEY_free(pkey);
+  return ok;
+}
+
+static void test_tls(void) {
+  char cert[64], key[64];
+  snprintf(cert, sizeof(cert), "/tmp/h2s-test-%d.crt", (int)getpid());
+  snprintf(key, sizeof(key), "/tmp/h2s-test-%d.key", (int)getpid());
+  ASSERT(make_cert(cert, key));
+  h2s_server *srv =
+      start(&(h2s_config){.tls_cert_file = cert, .tls_key_file = key});
+  h2s_server *bad =
+      start(&(h2s_config){.tls_cert_file = key, .tls_key_file = cert});
+  unlink(cert);
+  unlink(key);
+  ASSERT_NULL(bad);
+  ASSERT_NOT_NULL(srv);
+  tclient tc;
+  ASSERT_OK(tc_connect_tls(&tc, h2s_server_port(srv)));
+  ASSERT_STR_EQ(tc.alpn, "h2");
+  int a = tc_request(&tc, "/p.S/M", "secret", 6, true, NULL);
+  ASSERT(tc_run_closed(&tc, a, WAIT_MS));
+  ASSERT(data_is_msg(&tc.streams[a], "secret"));
+  tc_close(&tc);
+  h2s_server_stop(srv);
+}
+
+static void at_headers_handler(const h2s_request *req, bool at_end,
+                               h2s_action *act, void *user_data) {
+  int *calls = user_data;
+  calls[at_end]++;
+  if (!at_end && strcmp(req->path, "/p.S/Now") == 0) {
+    act->kind = H2S_TRAILERS_ONLY;
+    act->grpc_status = 9;
+  }
+}
+
+static bool two_closed(h2s_server *srv, void *arg) {
+  const h2s_request *a = h2s_server_request(srv, 0);
+  const h2s_request *b = h2s_server_request(srv, 1);
+  return a && b && a->closed && b->closed;
+}
+
+static void test_handler_at_headers(void) {
+  int calls[2] = {0, 0};
+  h2s_server *srv = start(&(h2s_config){.handler = at_headers_handler,
+                                        .handler_data = calls,
+                                        .handler_at_headers = true});
+  ASSERT_NOT_NULL(srv);
+  tclient tc;
+  ASSERT_OK(tc_connect(&tc, h2s_server_port(srv)));
+  int a = tc_request(&tc, "/p.S/Now", "a", 1, false, NULL);
+  ASSERT(tc_run_closed(&tc, a, WAIT_MS));
+  char buf[16];
+  ASSERT_STR_EQ(tc_find(tc.streams[a].headers, "grpc-status", buf, 16), "9");
+  int b = tc_request(&tc, "/p.S/Later", "b", 1, true, NULL);
+  ASSERT(tc_run_closed(&tc, b, WAIT_MS));
+  ASSERT(data_is_msg(&tc.streams[b], "b"));
+  tc_close(&tc);
+  ASSERT(h2s_server_wait(srv, two_closed, NULL, WAIT_MS));
+  ASSERT_EQ(calls[0], 2);
+  ASSERT_EQ(calls[1], 1);
+  h2s_server_stop(srv);
+}
+
+static void test_script_at_runtime(void) {
+  h2s_server *srv = start(&(h2s_config){0});
+  ASSERT_NOT_NULL(srv);
+  ASSERT_OK(h2s_server_script_add_text(srv, "repeat=2 rst=CANCEL; hang"));
+  ASSERT_EQ(h2s_server_script_add_text(srv, "ok; bad_token"), -EINVAL);
+  ASSERT_EQ(h2s_server_script_left(srv), 2);
+  h2s_server_script_clear(srv);
+  h2s_server_set_default(
+      srv, &(h2s_action){.kind = H2S_TRAILERS_ONLY, .grpc_status = 5});
+  tclient tc;
+  ASSERT_OK(tc_connect(&tc, h2s_server_port(srv)));
+  int a = tc_request(&tc, "/p.S/M", "a", 1, true, NULL);
+  ASSERT(tc_run_closed(&tc, a, WAIT_MS));
+  char buf[16];
+  ASSERT_STR_EQ(tc_find(tc.streams[a].headers, "grpc-status", buf, 16), "5");
+  tc_close(&tc);
+  h2s_server_stop(srv);
 }
 
 static const test_case tests[] = {
@@ -312,6 +701,21 @@ static const test_case tests[] = {
     {"handler", test_handler},
     {"live_echo_and_ping", test_live_echo_and_ping},
     {"step_parse", test_step_parse},
+    {"headers_then_error", test_headers_then_error},
+    {"http_status_and_content_type", test_http_status_and_content_type},
+    {"bodies", test_bodies},
+    {"big_header", test_big_header},
+    {"end_modes", test_end_modes},
+    {"hang_then_client_cancel", test_hang_then_client_cancel},
+    {"goaway_now", test_goaway_now},
+    {"floods_and_inject", test_floods_and_inject},
+    {"ping_ack_control", test_ping_ack_control},
+    {"settings_and_flow_control", test_settings_and_flow_control},
+    {"testservice", test_testservice},
+    {"unix_socket", test_unix_socket},
+    {"tls", test_tls},
+    {"handler_at_headers", test_handler_at_headers},
+    {"script_at_runtime", test_script_at_runtime},
     {NULL, NULL},
 };
 
