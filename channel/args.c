@@ -51,6 +51,7 @@ static const arg_spec specs[] = {
             keepalive_permit_without_calls, 0, 1),
     INT_ARG(GRIT_ARG_IDLE_TIMEOUT_MS, idle_timeout_ms, 0, MS_MAX),
     STR_ARG(GRIT_ARG_USER_AGENT, user_agent),
+    INT_ARG(GRIT_ARG_IDEMPOTENCY_KEYS, idempotency_keys, 0, 1),
 };
 
 #define NSPECS (sizeof(specs) / sizeof(specs[0]))
@@ -152,5 +153,15 @@ grit_err grit_channel_args_set_string(grit_channel_args *a, const char *key,
   char **f = str_field(&a->o, s);
   grit_free(*f);
   *f = copy;
+  return GRIT_OK;
+}
+
+grit_err grit_channel_args_set_observer(grit_channel_args *a,
+                                        grit_attempt_observer_cb cb,
+                                        void *user_data) {
+  if (!a)
+    return GRIT_ERR_INVALID_ARG;
+  a->o.observer = cb;
+  a->o.observer_data = user_data;
   return GRIT_OK;
 }

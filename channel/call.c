@@ -1,14 +1,11 @@
-/* A call on the loop: config lookup, deadline, LB pick, one stream at a
- * time, transparent retry of attempts the server never saw (SPEC TR-01,
- * TR-02), and delivery of headers, messages and the final status. */
+/* A call's lifecycle on the loop: ops from user threads, config lookup
+ * (SC-07), the deadline (RT-09), sends into the replay buffer (RT-07),
+ * the final status and its delivery. Attempts live in attempt.c, the
+ * decision after a failed attempt in call_retry.c. */
 #include "channel/channel_int.h"
 
 #include <stdio.h>
 #include <string.h>
-
-#define TRANSPARENT_CAP 1000 /* SPEC TR-01 */
-
-static void call_pick(grit_call *c);
 
 static void call_free(grit_call *c) {
   grit_list *e;
@@ -22,12 +19,16 @@ static void call_free(grit_call *c) {
     grit_slice_unref(m->slice);
     grit_free(m);
   }
+  grit_replay_free(&c->sends);
   grit_slice_unref(c->unary_resp);
   grit_metadata_destroy(c->headers);
   grit_metadata_destroy(c->metadata);
+  grit_metadata_destroy(c->last_trailers);
   grit_status_free(&c->status);
+  grit_free(c->last_message);
   grit_free(c->method);
   grit_free(c->authority);
+  grit_free(c->idempotency_key);
   pthread_mutex_destroy(&c->mu);
   pthread_cond_destroy(&c->cv);
   grit_channel_unref(c->ch);
@@ -39,41 +40,73 @@ void grit_call_unref(grit_call *c) {
     call_free(c);
 }
 
-static void call_drop_sent(grit_call *c) {
-  grit_list *e;
-  while ((e = grit_list_pop_head(&c->sent)) != NULL) {
-    call_op *op = GRIT_CONTAINER_OF(e, call_op, link);
-    grit_slice_unref(op->slice);
-    grit_free(op);
-  }
-}
-
-/* The loop's hold on the call ends when its timer is closed and its stream
- * has reported on_done. */
-static void call_loop_release(grit_call *c) {
+/* The loop's hold on the call ends when its timers are closed and every
+ * stream has reported on_done. */
+void grit_call_loop_release(grit_call *c) {
   if (--c->loop_holds == 0)
     grit_call_unref(c);
 }
 
 static void call_timer_closed(uv_handle_t *h) {
-  call_loop_release(h->data);
+  grit_call_loop_release(h->data);
 }
 
-static void call_commit(grit_call *c) {
-  if (c->committed)
+/* ---- delivery to the application ---- */
+
+void grit_call_deliver_headers(grit_call *c, const grit_metadata *md) {
+  if (!c->blocking) {
+    if (c->cbs.on_headers)
+      c->cbs.on_headers(c, md, c->user_data);
     return;
-  c->committed = true; /* SPEC RT-05: no more retries of any kind */
-  call_drop_sent(c);
+  }
+  grit_metadata *copy = NULL;
+  grit_metadata_copy(md, &copy);
+  pthread_mutex_lock(&c->mu);
+  c->headers = copy;
+  c->headers_set = true;
+  pthread_cond_broadcast(&c->cv);
+  pthread_mutex_unlock(&c->mu);
 }
 
-/* Deliver the final status, then let go of loop resources. */
+void grit_call_deliver_message(grit_call *c, grit_slice *msg) {
+  if (c->unary_cb) {
+    if (!c->unary_resp)
+      c->unary_resp = msg;
+    else
+      grit_slice_unref(msg);
+    return;
+  }
+  if (!c->blocking) {
+    if (c->cbs.on_message)
+      c->cbs.on_message(c, msg->data, msg->len, c->user_data);
+    grit_slice_unref(msg);
+    return;
+  }
+  recv_msg *m = grit_malloc(sizeof(*m));
+  if (!m) {
+    grit_slice_unref(msg);
+    grit_call_end(c, GRIT_STATUS_RESOURCE_EXHAUSTED,
+                     "out of memory queueing a response message", NULL,
+                     GRIT_REASON_COMMITTED);
+    return;
+  }
+  m->slice = msg;
+  pthread_mutex_lock(&c->mu);
+  grit_list_insert_tail(&c->recvq, &m->link);
+  pthread_cond_broadcast(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+}
+
 static void call_deliver_done(grit_call *c, grit_status_code code,
                               const char *msg, const grit_metadata *trailers) {
   pthread_mutex_lock(&c->mu);
   if (grit_status_set(&c->status, code, msg, trailers) != GRIT_OK &&
-      !c->status.trailers) {
+      !c->status.trailers)
     c->status.code = GRIT_STATUS_RESOURCE_EXHAUSTED;
-  }
+  c->info.call_id = c->id;
+  c->info.backoff_ms = c->backoff_total_ms;
+  if (c->winner)
+    snprintf(c->info.peer, sizeof(c->info.peer), "%s", c->winner->peer);
   c->done = true;
   pthread_cond_broadcast(&c->cv);
   pthread_mutex_unlock(&c->mu);
@@ -91,220 +124,79 @@ static void call_deliver_done(grit_call *c, grit_status_code code,
   }
 }
 
-static void call_finish(grit_call *c, grit_status_code code, const char *msg,
-                        const grit_metadata *trailers) {
+/* MX-01: the retries-per-call histogram (gRFC A96 buckets; calls without
+ * retries are not recorded). */
+static void call_count(grit_call *c, grit_status_code code) {
+  grit_chan_stats *s = &c->ch->stats;
+  __atomic_add_fetch(code == GRIT_STATUS_OK ? &s->calls_succeeded
+                                            : &s->calls_failed,
+                     1, __ATOMIC_RELAXED);
+  uint32_t retries = c->next_number > 1 ? c->next_number - 1 : 0;
+  static const uint32_t bounds[GRIT_RETRY_BUCKETS] = {1, 2, 3, 4,
+                                                      5, 10, 100, 1000};
+  for (int i = 0; retries && i < GRIT_RETRY_BUCKETS; i++) {
+    if (retries <= bounds[i] || i == GRIT_RETRY_BUCKETS - 1) {
+      __atomic_add_fetch(&s->retries_hist[i], 1, __ATOMIC_RELAXED);
+      break;
+    }
+  }
+}
+
+void grit_call_end(grit_call *c, grit_status_code code, const char *msg,
+                      const grit_metadata *trailers,
+                      grit_attempt_reason reason) {
   if (c->state == CALL_DONE)
     return;
   bool was_started = c->started_on_loop;
-  if (c->state == CALL_PICKING)
-    grit_list_remove(&c->link);
   c->state = CALL_DONE;
-  if (was_started)
+  if (!grit_list_empty(&c->link))
+    grit_list_remove(&c->link); /* waiting for the first config */
+  if (was_started) {
     grit_list_remove(&c->live_link);
-  if (c->stream) {
-    grit_stream *s = c->stream;
-    c->stream = NULL; /* its on_done still comes and releases a hold */
-    grit_stream_cancel(s, code, msg);
+    grit_channel_idle_arm(c->ch); /* the last call ended: idle timer */
   }
-  call_drop_sent(c);
+  grit_list *e;
+  while ((e = grit_list_pop_head(&c->attempts)) != NULL) {
+    call_attempt *a = GRIT_CONTAINER_OF(e, call_attempt, link);
+    grit_attempt_cancel(a, code, msg); /* frees or detaches it */
+  }
+  grit_replay_free(&c->sends);
+  if (code == GRIT_STATUS_OK)
+    grit_throttle_table_success(c->throttle); /* TH-02 */
   grit_svccfg_unref(c->config);
   c->config = NULL;
   c->mcfg = NULL;
-  GRIT_TRACE(GRIT_TRACE_CHANNEL, GRIT_LEVEL_DEBUG, "call %llu %s: %s %s",
+  c->retry = NULL;
+  c->hedge = NULL;
+  if (was_started)
+    call_count(c, code);
+  GRIT_TRACE(GRIT_TRACE_CHANNEL, GRIT_LEVEL_DEBUG, "call %llu %s: %s %s (%s)",
              (unsigned long long)c->id, c->method,
-             grit_status_code_name(code), msg ? msg : "");
+             grit_status_code_name(code), msg ? msg : "",
+             grit_attempt_reason_name(reason));
   call_deliver_done(c, code, msg, trailers);
-  if (was_started) {
-    uv_timer_stop(&c->timer);
-    uv_close((uv_handle_t *)&c->timer, call_timer_closed);
-  } else {
-    call_loop_release(c);
+  c->winner = NULL;
+  if (!was_started) {
+    grit_call_loop_release(c);
+    return;
   }
+  uv_close((uv_handle_t *)&c->deadline_timer, call_timer_closed);
+  uv_close((uv_handle_t *)&c->retry_timer, call_timer_closed);
+  uv_close((uv_handle_t *)&c->recv_timer, call_timer_closed);
 }
 
 void grit_call_fail_on_loop(grit_call *c, grit_status_code code,
                             const char *msg) {
-  call_finish(c, code, msg, NULL);
+  grit_call_end(c, code, msg, NULL,
+                   code == GRIT_STATUS_CANCELLED ? GRIT_REASON_CANCELLED
+                                                 : GRIT_REASON_COMMITTED);
 }
 
-/* ---- stream callbacks ---- */
-
-static void call_on_headers(grit_stream *s, const grit_metadata *md,
-                            void *ud) {
-  grit_call *c = ud;
-  if (c->stream != s)
-    return;
-  call_commit(c);
-  if (c->cbs.on_headers && !c->blocking)
-    c->cbs.on_headers(c, md, c->user_data);
-  if (!c->blocking)
-    return;
-  grit_metadata *copy = NULL;
-  grit_metadata_copy(md, &copy);
-  pthread_mutex_lock(&c->mu);
-  c->headers = copy;
-  c->headers_set = true;
-  pthread_cond_broadcast(&c->cv);
-  pthread_mutex_unlock(&c->mu);
-}
-
-static void call_on_message(grit_stream *s, grit_slice *msg, void *ud) {
-  grit_call *c = ud;
-  if (c->stream != s) {
-    grit_slice_unref(msg);
-    return;
-  }
-  call_commit(c);
-  if (c->unary_cb) {
-    if (!c->unary_resp)
-      c->unary_resp = msg;
-    else
-      grit_slice_unref(msg);
-    return;
-  }
-  if (!c->blocking) {
-    if (c->cbs.on_message)
-      c->cbs.on_message(c, msg->data, msg->len, c->user_data);
-    grit_slice_unref(msg);
-    return;
-  }
-  recv_msg *m = grit_malloc(sizeof(*m));
-  if (!m) {
-    grit_slice_unref(msg);
-    call_finish(c, GRIT_STATUS_RESOURCE_EXHAUSTED,
-                "out of memory queueing a response message", NULL);
-    return;
-  }
-  m->slice = msg;
-  pthread_mutex_lock(&c->mu);
-  grit_list_insert_tail(&c->recvq, &m->link);
-  pthread_cond_broadcast(&c->cv);
-  pthread_mutex_unlock(&c->mu);
-}
-
-/* SPEC TR-01..TR-03: may this ended attempt be replayed transparently? */
-static bool call_transparent_ok(grit_call *c, const grit_stream_result *r) {
-  if (c->committed || r->headers_received || !c->ch->o.enable_retries)
-    return false;
-  if (r->wire == GRIT_WIRE_NOT_SENT)
-    return true;
-  if (r->wire == GRIT_WIRE_REFUSED && !c->refused_retry_used) {
-    c->refused_retry_used = true; /* TR-02: once per call */
-    return true;
-  }
-  return false;
-}
-
-static void call_on_done(grit_stream *s, const grit_stream_result *r,
-                         void *ud) {
-  grit_call *c = ud;
-  bool mine = c->stream == s;
-  if (mine)
-    c->stream = NULL;
-  if (mine && c->state == CALL_ACTIVE) {
-    if (call_transparent_ok(c, r)) {
-      if (++c->transparent > TRANSPARENT_CAP) {
-        call_finish(c, GRIT_STATUS_INTERNAL,
-                    "transparent retry limit reached", NULL);
-      } else {
-        c->info.transparent_retries++;
-        GRIT_TRACE(GRIT_TRACE_RETRY, GRIT_LEVEL_DEBUG,
-                   "call %llu: transparent retry (%s)",
-                   (unsigned long long)c->id, r->message);
-        c->state = CALL_NEW;
-        call_pick(c);
-      }
-    } else {
-      call_finish(c, r->code, r->message, r->trailers);
-    }
-  }
-  call_loop_release(c); /* the stream's hold */
-}
-
-static const grit_stream_cbs call_stream_cbs = {
-    .on_headers = call_on_headers,
-    .on_message = call_on_message,
-    .on_done = call_on_done,
-};
-
-/* ---- attempts ---- */
-
-static int64_t call_timeout_ns(grit_call *c) {
-  if (!c->deadline_at_ms)
-    return -1;
-  uint64_t now = uv_now(&c->ch->rt->loop);
-  if (now >= c->deadline_at_ms)
-    return 0;
-  return (int64_t)(c->deadline_at_ms - now) * 1000000;
-}
-
-static void call_start_stream(grit_call *c, grit_transport *t) {
-  grit_stream_head h = {
-      .path = c->method,
-      .authority = c->authority ? c->authority : c->ch->target.authority,
-      .timeout_ns = call_timeout_ns(c),
-      .metadata = c->metadata,
-      .previous_attempts = 0,
-      .max_recv_message_bytes = c->max_recv,
-  };
-  grit_stream *s;
-  grit_err rv = grit_transport_start_stream(t, &h, &call_stream_cbs, c, &s);
-  if (rv == GRIT_ERR_SHUTDOWN) {
-    /* The connection is going away under us: nothing was sent (TR-01). */
-    c->state = CALL_PICKING;
-    grit_list_insert_tail(&c->ch->queued_calls, &c->link);
-    return;
-  }
-  if (rv != GRIT_OK) {
-    call_finish(c, GRIT_STATUS_RESOURCE_EXHAUSTED,
-                "out of memory starting a stream", NULL);
-    return;
-  }
-  c->stream = s;
-  c->transport = t;
-  c->state = CALL_ACTIVE;
-  c->loop_holds++;
-  c->info.attempts++;
-  snprintf(c->info.peer, sizeof(c->info.peer), "%s",
-           grit_transport_peer(t)->text);
-  grit_list *e;
-  GRIT_LIST_FOREACH(e, &c->sent) {
-    call_op *op = GRIT_CONTAINER_OF(e, call_op, link);
-    grit_stream_send(s, grit_slice_ref(op->slice));
-  }
-  if (c->close_sent)
-    grit_stream_close_send(s);
-}
-
-static void call_pick(grit_call *c) {
-  grit_pick_result r = grit_channel_pick(c->ch);
-  switch (r.kind) {
-  case GRIT_PICK_COMPLETE:
-    call_start_stream(c, r.transport);
-    return;
-  case GRIT_PICK_FAIL:
-    if (!c->wait_for_ready) { /* LB-03 */
-      call_finish(c, r.code, r.message, NULL);
-      return;
-    }
-    break;
-  case GRIT_PICK_QUEUE:
-    break;
-  }
-  c->state = CALL_PICKING;
-  grit_list_insert_tail(&c->ch->queued_calls, &c->link);
-}
-
-void grit_call_on_pick_ready(grit_call *c) {
-  if (c->state == CALL_PICKING) {
-    c->state = CALL_NEW;
-    call_pick(c);
-  }
-}
+/* ---- start ---- */
 
 static void call_deadline(uv_timer_t *t) {
-  call_finish(t->data, GRIT_STATUS_DEADLINE_EXCEEDED, "Deadline Exceeded",
-              NULL);
+  grit_call_end(t->data, GRIT_STATUS_DEADLINE_EXCEEDED, "Deadline Exceeded",
+                   NULL, GRIT_REASON_DEADLINE); /* RT-09: final */
 }
 
 static uint64_t min_nonzero(uint64_t a, uint64_t b) {
@@ -324,7 +216,7 @@ static int64_t limit_min(int64_t channel_limit, bool has_cfg,
 }
 
 /* SPEC SC-07: timeout, waitForReady and message limits from the config. */
-static void call_apply_config(grit_call *c) {
+static void call_apply_config(grit_call *c, uint64_t start_ms) {
   c->config = grit_channel_config_ref(c->ch);
   c->mcfg = c->config ? grit_svccfg_find(c->config, c->method) : NULL;
   const grit_method_cfg *m = c->mcfg;
@@ -333,8 +225,7 @@ static void call_apply_config(grit_call *c) {
     uint64_t cfg_ms = (uint64_t)((m->timeout_ns + 999999) / 1000000);
     timeout_ms = min_nonzero(timeout_ms, cfg_ms ? cfg_ms : 1);
   }
-  if (timeout_ms)
-    c->deadline_at_ms = uv_now(&c->ch->rt->loop) + timeout_ms;
+  c->deadline_at_ms = timeout_ms ? start_ms + timeout_ms : 0;
   if (c->wait_for_ready_opt >= 0)
     c->wait_for_ready = c->wait_for_ready_opt == 1;
   else
@@ -345,69 +236,156 @@ static void call_apply_config(grit_call *c) {
   c->max_recv = limit_min(c->ch->o.max_recv_message,
                           m && m->has_max_response_bytes,
                           m ? m->max_response_bytes : 0);
+  grit_call_retry_setup(c);
+}
+
+static void call_arm_deadline(grit_call *c) {
+  if (!c->deadline_at_ms)
+    return;
+  uint64_t now = uv_now(&c->ch->rt->loop);
+  uv_timer_start(&c->deadline_timer, call_deadline,
+                 c->deadline_at_ms > now ? c->deadline_at_ms - now : 0, 0);
+}
+
+/* SC-07: a message is over the send limit. */
+static void call_fail_oversize(grit_call *c, size_t len) {
+  char msg[128];
+  snprintf(msg, sizeof(msg), "sent message larger than max (%zu vs. %lld)",
+           len, (long long)c->max_send);
+  grit_call_end(c, GRIT_STATUS_RESOURCE_EXHAUSTED, msg, NULL,
+                GRIT_REASON_COMMITTED);
+}
+
+/* The config is known: fix the deadline and send the first attempt(s). */
+void grit_call_config_ready(grit_call *c) {
+  if (c->state == CALL_DONE)
+    return;
+  call_apply_config(c, c->start_ms);
+  call_arm_deadline(c);
+  grit_list *e;
+  GRIT_LIST_FOREACH(e, &c->sends.items) { /* sent while waiting */
+    grit_slice *s = GRIT_CONTAINER_OF(e, grit_replay_item, link)->slice;
+    if (c->max_send >= 0 && s->len - 5 > (uint64_t)c->max_send) {
+      call_fail_oversize(c, s->len - 5);
+      return;
+    }
+  }
+  c->state = CALL_ACTIVE;
+  if (c->hedge)
+    grit_call_hedge_start(c);
+  else
+    grit_attempt_start(c, GRIT_ATTEMPT_FIRST, 0, false);
+  if (c->close_sent || c->sends.count)
+    grit_attempt_flush_all(c);
 }
 
 static void call_start_on_loop(grit_call *c) {
   grit_channel *ch = c->ch;
   if (ch->shutting_down) {
-    call_finish(c, GRIT_STATUS_UNAVAILABLE, "channel is shutting down", NULL);
+    grit_call_end(c, GRIT_STATUS_UNAVAILABLE, "channel is shutting down",
+                     NULL, GRIT_REASON_COMMITTED);
     return;
   }
   c->started_on_loop = true;
+  c->loop_holds = 3; /* the three timers */
   grit_list_insert_tail(&ch->live_calls, &c->live_link);
-  uv_timer_init(&ch->rt->loop, &c->timer);
-  c->timer.data = c;
-  call_apply_config(c);
-  if (c->deadline_at_ms)
-    uv_timer_start(&c->timer, call_deadline,
-                   c->deadline_at_ms - uv_now(&ch->rt->loop), 0);
-  call_pick(c);
+  grit_channel_idle_on_call_start(ch);
+  __atomic_add_fetch(&ch->stats.calls_started, 1, __ATOMIC_RELAXED);
+  uv_timer_init(&ch->rt->loop, &c->deadline_timer);
+  uv_timer_init(&ch->rt->loop, &c->retry_timer);
+  uv_timer_init(&ch->rt->loop, &c->recv_timer);
+  c->deadline_timer.data = c;
+  c->retry_timer.data = c;
+  c->recv_timer.data = c;
+  grit_replay_init(&c->sends, (size_t)ch->o.per_call_retry_buffer,
+                   &ch->replay_bytes, (size_t)ch->o.per_channel_retry_buffer);
+  c->start_ms = uv_now(&ch->rt->loop);
+  c->max_send = ch->o.max_send_message; /* until the config is known */
+  c->max_recv = ch->o.max_recv_message;
+  if (grit_channel_config_pending(ch)) {
+    /* SC-03/SC-07: the config comes with the first resolver result; until
+     * then only the call's own deadline runs. */
+    if (c->timeout_ms) {
+      c->deadline_at_ms = c->start_ms + c->timeout_ms;
+      call_arm_deadline(c);
+    }
+    grit_list_insert_tail(&ch->config_waiters, &c->link);
+    return;
+  }
+  grit_call_config_ready(c);
 }
 
-static void call_send_on_loop(grit_call *c, call_op *op) {
+/* ---- sends ---- */
+
+/* The attempt that has sent the most (HG-07), for a buffer-overflow
+ * commit. */
+static call_attempt *call_furthest(grit_call *c) {
+  call_attempt *best = NULL;
+  grit_list *e;
+  GRIT_LIST_FOREACH(e, &c->attempts) {
+    call_attempt *a = GRIT_CONTAINER_OF(e, call_attempt, link);
+    if (!best || a->sent > best->sent || (a->stream && !best->stream))
+      best = a;
+  }
+  return best;
+}
+
+static void call_send_on_loop(grit_call *c, grit_slice *s) {
   if (c->state == CALL_DONE) {
-    grit_slice_unref(op->slice);
-    grit_free(op);
+    grit_slice_unref(s);
     return;
   }
-  if (c->max_send >= 0 && op->slice->len - 5 > (uint64_t)c->max_send) {
-    char msg[128];
-    snprintf(msg, sizeof(msg),
-             "sent message larger than max (%zu vs. %lld)",
-             op->slice->len - 5, (long long)c->max_send);
-    grit_slice_unref(op->slice);
-    grit_free(op);
-    call_finish(c, GRIT_STATUS_RESOURCE_EXHAUSTED, msg, NULL); /* SC-07 */
+  if (c->max_send >= 0 && s->len - 5 > (uint64_t)c->max_send) {
+    size_t len = s->len - 5;
+    grit_slice_unref(s);
+    call_fail_oversize(c, len); /* SC-07: before anything is written */
     return;
   }
-  if (c->stream)
-    grit_stream_send(c->stream, grit_slice_ref(op->slice));
-  if (c->committed) {
-    grit_slice_unref(op->slice);
-    grit_free(op);
+  /* RT-07: a send over a limit commits the call; it is still sent. */
+  if (!c->committed && !grit_replay_fits(&c->sends, s->len)) {
+    call_attempt *a = call_furthest(c);
+    GRIT_TRACE(GRIT_TRACE_RETRY, GRIT_LEVEL_INFO,
+               "call %llu: replay buffer full, committing",
+               (unsigned long long)c->id);
+    if (a)
+      grit_call_commit(c, a);
+    else
+      c->committed = c->rs.committed = true; /* before the first attempt */
+  }
+  grit_err rv = grit_replay_add(&c->sends, s);
+  grit_slice_unref(s);
+  if (rv != GRIT_OK) {
+    grit_call_end(c, GRIT_STATUS_RESOURCE_EXHAUSTED,
+                     "out of memory buffering a message", NULL,
+                     GRIT_REASON_COMMITTED);
     return;
   }
-  grit_list_insert_tail(&c->sent, &op->link); /* kept for replay */
+  if (c->state == CALL_ACTIVE)
+    grit_attempt_flush_all(c);
 }
 
 static void call_run_op(grit_call *c, call_op *op) {
-  switch (op->kind) {
+  call_op_kind kind = op->kind;
+  grit_slice *s = op->slice;
+  grit_free(op);
+  switch (kind) {
   case CALL_OP_START:
-    grit_free(op);
     call_start_on_loop(c);
     return;
   case CALL_OP_SEND:
-    call_send_on_loop(c, op);
+    call_send_on_loop(c, s);
     return;
   case CALL_OP_CLOSE:
-    grit_free(op);
+    if (c->state == CALL_DONE)
+      return;
     c->close_sent = true;
-    if (c->stream)
-      grit_stream_close_send(c->stream);
+    c->sends.closed = true;
+    if (c->state == CALL_ACTIVE)
+      grit_attempt_flush_all(c);
     return;
   case CALL_OP_CANCEL:
-    grit_free(op);
-    call_finish(c, GRIT_STATUS_CANCELLED, "Cancelled", NULL); /* RT-11 */
+    grit_call_end(c, GRIT_STATUS_CANCELLED, "Cancelled", NULL,
+                     GRIT_REASON_CANCELLED); /* RT-11 */
     return;
   }
 }
@@ -437,18 +415,34 @@ static grit_err call_post(grit_call *c, call_op_kind kind, grit_slice *s) {
   op->slice = s;
   pthread_mutex_lock(&c->mu);
   grit_list_insert_tail(&c->ops, &op->link);
-  bool post = !c->task.queued;
-  if (post)
-    __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&c->mu);
-  if (post)
-    grit_rt_post(c->ch->rt, &c->task);
+  /* A queued task holds one ref; take it before the task can run. */
+  __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+  if (!grit_rt_post(c->ch->rt, &c->task))
+    __atomic_sub_fetch(&c->refs, 1, __ATOMIC_RELAXED);
   return GRIT_OK;
 }
 
 /* ---- creation, shared by the public entry points ---- */
 
 static uint64_t next_call_id;
+
+static grit_err call_copy_opts(grit_call *c, const grit_call_opts *opts) {
+  c->timeout_ms = opts->timeout_ms;
+  if (opts->wait_for_ready_set)
+    c->wait_for_ready_opt = opts->wait_for_ready ? 1 : 0;
+  else if (opts->wait_for_ready == 1)
+    c->wait_for_ready_opt = 1;
+  if (opts->metadata &&
+      grit_metadata_copy(opts->metadata, &c->metadata) != GRIT_OK)
+    return GRIT_ERR_NOMEM;
+  if (opts->authority && !(c->authority = grit_strdup(opts->authority)))
+    return GRIT_ERR_NOMEM;
+  if (opts->idempotency_key &&
+      !(c->idempotency_key = grit_strdup(opts->idempotency_key)))
+    return GRIT_ERR_NOMEM;
+  return GRIT_OK;
+}
 
 grit_err grit_call_create_internal(grit_channel *ch, const char *method,
                                    const grit_call_opts *opts,
@@ -464,32 +458,22 @@ grit_err grit_call_create_internal(grit_channel *ch, const char *method,
   c->ch = ch;
   grit_channel_ref(ch);
   c->refs = 1;
-  c->loop_holds = 1;
+  c->loop_holds = 1; /* until the call starts on the loop */
   c->id = __atomic_add_fetch(&next_call_id, 1, __ATOMIC_RELAXED);
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->cv, NULL);
   grit_list_init(&c->ops);
   grit_list_init(&c->recvq);
-  grit_list_init(&c->sent);
+  grit_list_init(&c->attempts);
   grit_list_init(&c->link);
   grit_list_init(&c->live_link);
+  grit_replay_init(&c->sends, 0, NULL, 0);
   c->task.fn = call_task;
   c->wait_for_ready_opt = -1;
   c->method = grit_strdup(method);
   grit_err rv = c->method ? GRIT_OK : GRIT_ERR_NOMEM;
-  if (opts && rv == GRIT_OK) {
-    c->timeout_ms = opts->timeout_ms;
-    if (opts->wait_for_ready_set)
-      c->wait_for_ready_opt = opts->wait_for_ready ? 1 : 0;
-    else if (opts->wait_for_ready == 1)
-      c->wait_for_ready_opt = 1;
-    if (opts->metadata)
-      rv = grit_metadata_copy(opts->metadata, &c->metadata);
-    if (rv == GRIT_OK && opts->authority) {
-      c->authority = grit_strdup(opts->authority);
-      rv = c->authority ? GRIT_OK : GRIT_ERR_NOMEM;
-    }
-  }
+  if (opts && rv == GRIT_OK)
+    rv = call_copy_opts(c, opts);
   if (rv != GRIT_OK) {
     call_free(c);
     return rv;

@@ -14,6 +14,7 @@ void grit_channel_ref(grit_channel *ch) {
 }
 
 static void ch_free(grit_channel *ch) {
+  grit_throttle_table_put(ch->throttle);
   grit_svccfg_unref(ch->default_config);
   grit_tls_ctx_unref(ch->tls);
   grit_target_free(&ch->target);
@@ -241,10 +242,12 @@ static void ch_on_resolved(void *ctx, const grit_resolver_result *r) {
     ch_update_state(ch, GRIT_STATE_TRANSIENT_FAILURE);
     return;
   }
-  if (ch->config_error)
+  if (ch->config_error) {
     ch_update_state(ch, GRIT_STATE_TRANSIENT_FAILURE);
-  else
+    grit_resolver_result_rejected(ch->resolver); /* until a valid one */
+  } else {
     ch->lb->vt->exit_idle(ch->lb);
+  }
   grit_channel_retry_queued(ch);
 }
 
@@ -318,17 +321,61 @@ grit_svccfg *grit_channel_config_ref(grit_channel *ch) {
   return NULL;
 }
 
+bool grit_channel_config_pending(grit_channel *ch) {
+  ch_start(ch);
+  return !ch->have_resolver_result && ch->resolver &&
+         !ch->o.ignore_resolver_config;
+}
+
 void grit_channel_retry_queued(grit_channel *ch) {
-  /* Take the queue first: a call may queue itself again. */
   grit_list q;
-  grit_list_init(&q);
-  while (!grit_list_empty(&ch->queued_calls)) {
-    grit_list *e = grit_list_pop_head(&ch->queued_calls);
-    grit_list_insert_tail(&q, e);
-  }
   grit_list *e;
+  /* Calls waiting for the first config, once it has come (or failed). */
+  if (ch->have_resolver_result || !ch->resolver) {
+    grit_list_init(&q);
+    while ((e = grit_list_pop_head(&ch->config_waiters)) != NULL)
+      grit_list_insert_tail(&q, e);
+    while ((e = grit_list_pop_head(&q)) != NULL)
+      grit_call_config_ready(GRIT_CONTAINER_OF(e, grit_call, link));
+  }
+  /* Take the queue first: an attempt may queue itself again. */
+  grit_list_init(&q);
+  while ((e = grit_list_pop_head(&ch->queued_attempts)) != NULL)
+    grit_list_insert_tail(&q, e);
   while ((e = grit_list_pop_head(&q)) != NULL)
-    grit_call_on_pick_ready(GRIT_CONTAINER_OF(e, grit_call, link));
+    grit_attempt_on_pick_ready(GRIT_CONTAINER_OF(e, call_attempt, qlink));
+}
+
+grit_throttle_handle *grit_channel_throttle(grit_channel *ch,
+                                            const grit_svccfg_global *g) {
+  /* One bucket per server name; the handle's identity never changes, so
+   * calls may hold it while a new config rescales it (TH-01). */
+  grit_throttle_handle *h = grit_throttle_table_get(
+      ch->target.authority, g->max_tokens_milli, g->token_ratio_milli);
+  if (!ch->throttle)
+    ch->throttle = h;
+  else
+    grit_throttle_table_put(h);
+  return ch->throttle;
+}
+
+grit_err grit_channel_get_stats(grit_channel *ch, grit_channel_stats *out) {
+  if (!ch || !out)
+    return GRIT_ERR_INVALID_ARG;
+  const grit_chan_stats *s = &ch->stats;
+#define LOAD(f) __atomic_load_n(&s->f, __ATOMIC_RELAXED)
+  out->calls_started = LOAD(calls_started);
+  out->calls_succeeded = LOAD(calls_succeeded);
+  out->calls_failed = LOAD(calls_failed);
+  out->attempts = LOAD(attempts);
+  out->retries = LOAD(retries);
+  out->transparent_retries = LOAD(transparent_retries);
+  out->hedges = LOAD(hedges);
+  out->throttled = LOAD(throttled);
+  for (int i = 0; i < GRIT_RETRY_BUCKETS; i++)
+    out->retries_per_call[i] = LOAD(retries_hist[i]);
+#undef LOAD
+  return GRIT_OK;
 }
 
 /* ---- public entry points ---- */
@@ -338,6 +385,20 @@ static void ch_connect_on_loop(grit_task *t) {
   ch_start(ch);
   if (ch->lb && !ch->shutting_down)
     ch->lb->vt->exit_idle(ch->lb);
+  grit_channel_idle_arm(ch); /* connected without calls: may idle again */
+}
+
+void grit_channel_enter_idle(grit_channel *ch) {
+  if (ch->shutting_down || !grit_list_empty(&ch->live_calls))
+    return;
+  if (ch->lb)
+    ch->lb->vt->destroy(ch->lb);
+  ch->lb = NULL;
+  grit_resolver_destroy(ch->resolver);
+  ch->resolver = NULL;
+  ch->have_resolver_result = false; /* so ch_start runs again */
+  ch->resolve_error[0] = '\0';
+  ch_update_state(ch, GRIT_STATE_IDLE);
 }
 
 grit_connectivity_state grit_channel_get_state(grit_channel *ch,
@@ -359,6 +420,7 @@ static void ch_destroy_on_loop(grit_task *t) {
                                      live_link);
     grit_call_fail_on_loop(c, GRIT_STATUS_CANCELLED, "channel destroyed");
   }
+  grit_channel_idle_close(ch);
   if (ch->lb)
     ch->lb->vt->destroy(ch->lb);
   ch->lb = NULL;
@@ -414,7 +476,7 @@ static grit_err ch_make_user_agent(grit_channel *ch) {
   grit_buf_init(&b);
   grit_err rv =
       ch->o.user_agent
-          ? grit_buf_appendf(&b, "%s grit-c/%s", ch->o.user_agent, GRIT_VERSION)
+          ? grit_buf_appendf(&b, "grit-c/%s %s", GRIT_VERSION, ch->o.user_agent)
           : grit_buf_appendf(&b, "grit-c/%s", GRIT_VERSION);
   ch->user_agent = (char *)b.data;
   return rv;
@@ -495,7 +557,8 @@ grit_err grit_channel_create(grit_runtime *rt, const char *target,
   ch->refs = 1;
   pthread_mutex_init(&ch->mu, NULL);
   pthread_cond_init(&ch->cv, NULL);
-  grit_list_init(&ch->queued_calls);
+  grit_list_init(&ch->queued_attempts);
+  grit_list_init(&ch->config_waiters);
   grit_list_init(&ch->live_calls);
   grit_list_init(&ch->watchers);
   ch->connect_task.fn = ch_connect_on_loop;

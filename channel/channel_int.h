@@ -6,7 +6,10 @@
 
 #include "channel/channel.h"
 #include "lb/lb.h"
+#include "retry/retry.h"
 #include "service_config/service_config.h"
+
+typedef struct grit_throttle_handle grit_throttle_handle;
 
 /* ---- runtime.c: the loop thread and its task queue ---- */
 
@@ -28,7 +31,8 @@ struct grit_runtime {
   bool stopping;   /* under mu */
 };
 
-void grit_rt_post(grit_runtime *rt, grit_task *t);
+/* Queue |t| unless it is queued already; returns whether it queued it. */
+bool grit_rt_post(grit_runtime *rt, grit_task *t);
 bool grit_rt_on_loop(const grit_runtime *rt);
 /* The shared default runtime, started on first use. */
 grit_err grit_rt_default(grit_runtime **out);
@@ -65,6 +69,9 @@ typedef struct grit_chan_opts {
   int64_t keepalive_permit_without_calls;
   int64_t idle_timeout_ms;
   char *user_agent;
+  int64_t idempotency_keys;
+  grit_attempt_observer_cb observer;
+  void *observer_data;
 } grit_chan_opts;
 
 struct grit_channel_args {
@@ -103,6 +110,9 @@ grit_err grit_resolver_create(uv_loop_t *loop, const grit_target *t,
                               grit_resolver **out);
 /* Ask for a resolution; rate-limited (DNS-05), coalesced if one runs. */
 void grit_resolver_request(grit_resolver *r);
+/* The channel rejected the last result (an invalid config and no good one
+ * before, SPEC SC-03): resolve again after the failure backoff (DNS-05). */
+void grit_resolver_result_rejected(grit_resolver *r);
 void grit_resolver_destroy(grit_resolver *r);
 
 /* ---- channel.c ---- */
@@ -117,6 +127,15 @@ typedef struct grit_watcher {
   uv_timer_t timer;
   grit_task task;
 } grit_watcher;
+
+#define GRIT_RETRY_BUCKETS 8
+
+/* MX-01 counters; updated on the loop, read from any thread (atomics). */
+typedef struct grit_chan_stats {
+  uint64_t calls_started, calls_succeeded, calls_failed;
+  uint64_t attempts, retries, transparent_retries, hedges, throttled;
+  uint64_t retries_hist[GRIT_RETRY_BUCKETS];
+} grit_chan_stats;
 
 struct grit_channel {
   grit_runtime *rt;
@@ -139,13 +158,18 @@ struct grit_channel {
   const grit_lb_policy_vtable *lb_vt;
   grit_lb_policy *lb;
   grit_subchannel_args sc_args;
-  grit_list queued_calls; /* waiting for a pick */
+  grit_list queued_attempts; /* waiting for a pick */
+  grit_list config_waiters;  /* calls waiting for the first config */
+  size_t replay_bytes;       /* RT-07: replay buffers of every call */
+  grit_throttle_handle *throttle; /* TH-01, once configured */
+  grit_chan_stats stats;
   grit_list live_calls;   /* every call started on the loop, not done */
   grit_list watchers;
   bool shutting_down;
   char resolve_error[256];
   grit_task connect_task;
   grit_task destroy_task;
+  uv_timer_t *idle_timer; /* idle.c; NULL until first armed */
 
   uint32_t state; /* grit_connectivity_state; atomic for any-thread reads */
 
@@ -162,8 +186,43 @@ void grit_channel_retry_queued(grit_channel *ch);
 grit_pick_result grit_channel_pick(grit_channel *ch);
 /* The config a new call should use: a new reference or NULL (empty). */
 grit_svccfg *grit_channel_config_ref(grit_channel *ch);
+/* The channel's throttle bucket for |g|'s parameters (TH-01). */
+grit_throttle_handle *grit_channel_throttle(grit_channel *ch,
+                                            const grit_svccfg_global *g);
+/* Start the channel if needed; true while the first resolver result, and
+ * so the config for new calls, is still to come (the call queues). */
+bool grit_channel_config_pending(grit_channel *ch);
+/* Drop the LB policy (and its connections) and the resolver; state IDLE.
+ * The next pick starts over as on first use. No-op while calls live. */
+void grit_channel_enter_idle(grit_channel *ch);
 
-/* ---- call.c ---- */
+/* ---- idle.c: client idle timeout ---- */
+
+/* A call went live: stop the timer. */
+void grit_channel_idle_on_call_start(grit_channel *ch);
+/* Arm the timer if no call is live (after the last one ends, and when the
+ * user asks to connect). */
+void grit_channel_idle_arm(grit_channel *ch);
+/* Channel teardown: close the timer. */
+void grit_channel_idle_close(grit_channel *ch);
+
+/* ---- throttle_table.c: retry throttling per server name (TH-01) ---- */
+
+/* A reference to the bucket for |name|, created or reconfigured (scaling
+ * the tokens) to the given parameters; NULL on out-of-memory. */
+grit_throttle_handle *grit_throttle_table_get(const char *name,
+                                              uint32_t max_milli,
+                                              uint32_t ratio_milli);
+void grit_throttle_table_put(grit_throttle_handle *h);
+/* Lock the table and return the bucket, for grit_retry_decide. */
+grit_throttle *grit_throttle_table_lock(grit_throttle_handle *h);
+void grit_throttle_table_unlock(grit_throttle_handle *h);
+void grit_throttle_table_success(grit_throttle_handle *h);
+/* Record a failure; whether further attempts are still allowed. */
+bool grit_throttle_table_failure_allows(grit_throttle_handle *h);
+bool grit_throttle_table_allows(grit_throttle_handle *h);
+
+/* ---- call.c, attempt.c, call_retry.c: calls and their attempts ---- */
 
 typedef enum call_op_kind {
   CALL_OP_START,
@@ -185,18 +244,41 @@ typedef struct recv_msg {
 
 typedef enum call_state {
   CALL_NEW = 0,
-  CALL_PICKING = 1,
-  CALL_ACTIVE = 2,
-  CALL_DONE = 3,
+  CALL_ACTIVE = 1,
+  CALL_DONE = 2,
 } call_state;
+
+/* One attempt: a pick and at most one stream at a time (a transparent
+ * retry reuses the attempt). */
+typedef struct call_attempt {
+  grit_list link;  /* in c->attempts */
+  grit_list qlink; /* in ch->queued_attempts while waiting for a pick */
+  struct grit_call *c;
+  grit_stream *stream;
+  grit_transport *transport;
+  uint32_t number; /* 1-based; what grpc-previous-rpc-attempts counts */
+  grit_attempt_kind kind;
+  bool queued;
+  bool ended;
+  bool headers;
+  bool refused_retry_used;
+  bool recv_timed_out;
+  size_t sent;      /* replay items handed to the stream */
+  bool close_sent;
+  uint64_t start_us;
+  uint64_t backoff_ms; /* waited before it */
+  bool pushback;
+  char peer[128];
+} call_attempt;
 
 struct grit_call {
   grit_channel *ch;
-  uint32_t refs; /* atomic: user handle + loop side */
+  uint32_t refs; /* atomic: user handle + loop side + queued task */
   uint64_t id;
   char *method;
   grit_metadata *metadata;
   char *authority;
+  char *idempotency_key;
   uint64_t timeout_ms;
   int wait_for_ready_opt; /* -1 unset, else 0/1 */
   grit_call_cbs cbs;
@@ -221,24 +303,40 @@ struct grit_call {
 
   /* Loop-only. */
   call_state state;
+  bool started_on_loop;
+  grit_list link;      /* in ch->config_waiters */
+  grit_list live_link; /* in ch->live_calls */
   grit_svccfg *config;
   const grit_method_cfg *mcfg;
+  const grit_retry_policy *retry;   /* NULL: no retry policy */
+  const grit_hedging_policy *hedge; /* NULL: no hedging policy */
+  grit_throttle_handle *throttle;   /* NULL: no throttling */
   bool wait_for_ready;
   int64_t max_send;
   int64_t max_recv;
   uint64_t deadline_at_ms; /* loop time; 0 = none */
-  uv_timer_t timer;
-  grit_stream *stream;
-  grit_transport *transport;
-  grit_list sent;       /* framed slices kept for replay until commit */
-  grit_list link;       /* in ch->queued_calls */
-  grit_list live_link;  /* in ch->live_calls */
-  bool close_sent;
+  uv_timer_t deadline_timer;
+  uv_timer_t retry_timer;   /* backoff before a retry, or the next hedge */
+  uv_timer_t recv_timer;    /* perAttemptRecvTimeout */
+  unsigned loop_holds;      /* open timers and streams */
+
+  grit_replay_buf sends;  /* framed sends not yet dropped (RT-07) */
+  size_t sends_dropped;   /* items freed from the front after commit */
+  bool close_sent;        /* the application half-closed */
   bool committed;
-  bool refused_retry_used;
+  call_attempt *winner;   /* the committed attempt */
+  grit_list attempts;     /* live attempts */
+  uint32_t next_number;
+  grit_retry_state rs;
   uint32_t transparent;
-  unsigned loop_holds; /* timer open, stream open */
-  bool started_on_loop;
+  bool hedge_stop;        /* pushback stopped new hedges (HG-05) */
+  grit_status_code last_code; /* of the last failed attempt (HG-04) */
+  char *last_message;
+  grit_metadata *last_trailers;
+  uint64_t backoff_total_ms;
+  uint64_t pending_backoff_ms; /* for the retry the timer will start */
+  bool pending_pushback;
+  uint64_t start_ms;
 };
 
 /* User-thread halves (call.c): create, then launch to the loop; queue
@@ -250,11 +348,41 @@ grit_err grit_call_launch(grit_call *c);
 grit_err grit_call_queue_send(grit_call *c, grit_slice *framed);
 grit_err grit_call_queue_close(grit_call *c);
 grit_err grit_call_queue_cancel(grit_call *c);
+void grit_call_unref(grit_call *c);
 
-/* Loop halves. */
-void grit_call_on_pick_ready(grit_call *c);
+/* Loop halves. call.c: */
 void grit_call_fail_on_loop(grit_call *c, grit_status_code code,
                             const char *msg);
-void grit_call_unref(grit_call *c);
+void grit_call_end(grit_call *c, grit_status_code code, const char *msg,
+                      const grit_metadata *trailers,
+                      grit_attempt_reason reason);
+void grit_call_deliver_headers(grit_call *c, const grit_metadata *md);
+void grit_call_deliver_message(grit_call *c, grit_slice *msg);
+void grit_call_loop_release(grit_call *c);
+
+void grit_call_config_ready(grit_call *c);
+
+/* attempt.c: */
+void grit_attempt_start(grit_call *c, grit_attempt_kind kind,
+                        uint64_t backoff_ms, bool pushback);
+void grit_attempt_on_pick_ready(call_attempt *a);
+void grit_attempt_cancel(call_attempt *a, grit_status_code code,
+                         const char *msg);
+/* Hand new replay items (and the half-close) to every live stream. */
+void grit_attempt_flush_all(grit_call *c);
+void grit_call_commit(grit_call *c, call_attempt *a);
+/* Emit the observer record for an attempt that ended (MX-03). */
+void grit_attempt_observe(call_attempt *a, grit_status_code code,
+                          const char *msg, grit_attempt_reason reason);
+
+/* call_retry.c: what follows an uncommitted attempt's failure. */
+void grit_call_on_attempt_failed(grit_call *c, call_attempt *a,
+                                 grit_status_code code, const char *msg,
+                                 const grit_metadata *trailers,
+                                 bool recv_timeout);
+void grit_call_retry_setup(grit_call *c);
+void grit_call_hedge_start(grit_call *c);
+void grit_call_retry_stop_timers(grit_call *c);
+void grit_call_recv_timeout(uv_timer_t *t);
 
 #endif

@@ -44,6 +44,7 @@ struct grit_resolver {
   uint64_t last_start_ms;
   bool has_run;
   uint64_t retry_ms;
+  uint64_t reject_ms; /* backoff after grit_resolver_result_rejected */
 
   /* The result being assembled. */
   grit_addr *addrs;
@@ -330,6 +331,15 @@ void grit_resolver_request(grit_resolver *r) {
     res_start(r);
   else
     uv_timer_start(&r->sched_timer, res_sched_fire, next - now, 0);
+}
+
+void grit_resolver_result_rejected(grit_resolver *r) {
+  if (!r || r->destroyed || r->running)
+    return;
+  r->reject_ms = grit_lb_backoff_next_ms(r->reject_ms, RETRY_INITIAL_MS,
+                                         RETRY_MAX_MS, NULL);
+  uv_timer_stop(&r->sched_timer);
+  uv_timer_start(&r->sched_timer, res_sched_fire, r->reject_ms, 0);
 }
 
 static grit_err res_set_servers(grit_resolver *r, const grit_chan_opts *o) {

@@ -30,16 +30,17 @@ static void rt_drain(uv_async_t *a) {
     uv_close((uv_handle_t *)&rt->wake, NULL);
 }
 
-void grit_rt_post(grit_runtime *rt, grit_task *t) {
+bool grit_rt_post(grit_runtime *rt, grit_task *t) {
   pthread_mutex_lock(&rt->mu);
-  bool wake = !t->queued;
-  if (!t->queued) {
+  bool queued = !t->queued;
+  if (queued) {
     t->queued = true;
     grit_list_insert_tail(&rt->tasks, &t->link);
   }
   pthread_mutex_unlock(&rt->mu);
-  if (wake)
+  if (queued)
     uv_async_send(&rt->wake);
+  return queued;
 }
 
 bool grit_rt_on_loop(const grit_runtime *rt) {

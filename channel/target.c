@@ -140,6 +140,8 @@ static grit_err parse_unix(const char *s, grit_target *t) {
   }
   grit_addr a;
   grit_err rv = grit_addr_from_unix(&a, s);
+  if (rv == GRIT_ERR_INVALID_ARG)
+    return GRIT_ERR_INVALID_TARGET; /* empty, or longer than sun_path */
   if (rv == GRIT_OK)
     rv = add_addr(t, &a);
   if (rv == GRIT_OK) {

@@ -21,8 +21,19 @@ uint64_t grit_lb_backoff_next_ms(uint64_t current_ms, uint64_t initial_ms,
   (void)rng;
   if (current_ms == 0)
     return initial_ms < max_ms ? initial_ms : max_ms;
-  double next = (double)current_ms * 1.6;
+  double next = (double)current_ms * 1.6 + 0.5;
   return next >= (double)max_ms ? max_ms : (uint64_t)next;
+}
+
+uint64_t grit_lb_backoff_jitter_ms(uint64_t ms, grit_rng *rng) {
+  return (uint64_t)((double)ms * grit_rng_uniform(rng, 0.8, 1.2) + 0.5);
+}
+
+uint64_t grit_lb_keepalive_after_too_many_pings_ms(uint64_t keepalive_ms) {
+  const uint64_t cap = INT32_MAX;
+  if (keepalive_ms == 0)
+    return 0;
+  return keepalive_ms >= cap / 2 ? cap : keepalive_ms * 2;
 }
 
 size_t lb_sclist_index(const lb_sclist *l, const grit_subchannel *sc) {

@@ -54,7 +54,6 @@ typedef struct grit_lb_policy_vtable {
                                size_t n, bool shuffle);
   void (*exit_idle)(grit_lb_policy *p);
   grit_pick_result (*pick)(grit_lb_policy *p);
-  /* Reset every subchannel's backoff and reconnect (on address change). */
   void (*destroy)(grit_lb_policy *p);
 } grit_lb_policy_vtable;
 
@@ -83,11 +82,20 @@ grit_transport *grit_subchannel_transport(const grit_subchannel *sc);
 const grit_addr *grit_subchannel_addr(const grit_subchannel *sc);
 /* Last failure reason ("connect: connection refused"), "" if none. */
 const char *grit_subchannel_error(const grit_subchannel *sc);
+/* Keepalive time its next connection will use (0 = none). */
+uint64_t grit_subchannel_keepalive_time_ms(const grit_subchannel *sc);
 void grit_subchannel_reset_backoff(grit_subchannel *sc);
 void grit_subchannel_destroy(grit_subchannel *sc);
 
-/* Reconnect backoff (CB-01): next delay in ms from |current| (0 = first). */
+/* Reconnect backoff (CB-01): next delay in ms from |current| (0 = first):
+ * initial, then x1.6 (rounded), capped at |max_ms|. Pure; |rng| is unused
+ * (kept for callers), jitter is grit_lb_backoff_jitter_ms. */
 uint64_t grit_lb_backoff_next_ms(uint64_t current_ms, uint64_t initial_ms,
                                  uint64_t max_ms, grit_rng *rng);
+/* |ms| times a uniform factor in [0.8, 1.2] drawn from |rng| (CB-01). */
+uint64_t grit_lb_backoff_jitter_ms(uint64_t ms, grit_rng *rng);
+/* LB-04 / grpc-core: the keepalive time after a GOAWAY "too_many_pings":
+ * doubled, saturating at INT32_MAX ms. */
+uint64_t grit_lb_keepalive_after_too_many_pings_ms(uint64_t keepalive_ms);
 
 #endif

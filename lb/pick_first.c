@@ -30,24 +30,30 @@ static void pf_set_state(pick_first *pf, grit_connectivity_state s) {
 }
 
 static void pf_he_fire(uv_timer_t *t);
+static void pf_on_sc_state(grit_subchannel *sc, grit_connectivity_state s,
+                           void *ud);
 
-static bool pf_all_failed(const pick_first *pf) {
+/* The pass is over when every address was tried and none is connecting:
+ * from then on each subchannel reconnects as soon as its backoff ends. */
+static bool pf_pass_exhausted(const pick_first *pf) {
+  if (pf->next < pf->list.n)
+    return false;
   for (size_t i = 0; i < pf->list.n; i++) {
-    if (grit_subchannel_state(pf->list.scs[i]) !=
-        GRIT_STATE_TRANSIENT_FAILURE)
+    if (grit_subchannel_state(pf->list.scs[i]) == GRIT_STATE_CONNECTING)
       return false;
   }
-  return pf->list.n > 0;
+  return true;
 }
 
-/* Start the next address of the pass, arming the Happy Eyeballs timer. */
+/* Start the next address of the pass, arming the Happy Eyeballs timer.
+ * Addresses still in backoff are skipped; they rejoin when it ends. */
 static void pf_try_next(pick_first *pf) {
-  while (pf->next < pf->list.n) {
+  while (pf->connecting && !pf->selected && pf->next < pf->list.n) {
     grit_subchannel *sc = pf->list.scs[pf->next++];
     if (grit_subchannel_state(sc) == GRIT_STATE_IDLE) {
-      grit_subchannel_connect(sc);
-      if (pf->next < pf->list.n && pf->he_timer)
+      if (pf->next < pf->list.n)
         uv_timer_start(pf->he_timer, pf_he_fire, PF_HAPPY_EYEBALLS_MS, 0);
+      grit_subchannel_connect(sc); /* may fail at once and recurse */
       return;
     }
   }
@@ -63,6 +69,28 @@ static void pf_start_pass(pick_first *pf) {
   if (pf->state != GRIT_STATE_TRANSIENT_FAILURE) /* sticky TF */
     pf_set_state(pf, GRIT_STATE_CONNECTING);
   pf_try_next(pf);
+  if (pf->connecting && !pf->selected && pf_pass_exhausted(pf)) {
+    /* Nothing was IDLE: every address is in backoff. */
+    pf_set_state(pf, GRIT_STATE_TRANSIENT_FAILURE);
+  }
+}
+
+/* The winner keeps its connection; the other attempts of the pass are
+ * abandoned (fresh IDLE subchannels take their places). */
+static void pf_cancel_others(pick_first *pf) {
+  for (size_t i = 0; i < pf->list.n; i++) {
+    grit_subchannel *sc = pf->list.scs[i];
+    grit_connectivity_state s = grit_subchannel_state(sc);
+    if (sc == pf->selected ||
+        (s != GRIT_STATE_CONNECTING && s != GRIT_STATE_READY))
+      continue;
+    grit_subchannel *fresh;
+    if (grit_subchannel_create(&pf->a, grit_subchannel_addr(sc),
+                               pf_on_sc_state, pf, &fresh) != GRIT_OK)
+      continue; /* out of memory: keep the old one */
+    grit_subchannel_destroy(sc);
+    pf->list.scs[i] = fresh;
+  }
 }
 
 static void pf_on_sc_state(grit_subchannel *sc, grit_connectivity_state s,
@@ -73,33 +101,41 @@ static void pf_on_sc_state(grit_subchannel *sc, grit_connectivity_state s,
       /* The chosen connection dropped: IDLE until the next pick. */
       pf->selected = NULL;
       pf->connecting = false;
-      pf->h.request_reresolution(pf->h.ctx);
       pf_set_state(pf, GRIT_STATE_IDLE);
+      pf->h.request_reresolution(pf->h.ctx);
     }
     return;
   }
-  if (s == GRIT_STATE_READY && pf->connecting) {
+  if (!pf->connecting)
+    return;
+  switch (s) {
+  case GRIT_STATE_READY:
     pf->selected = sc;
     pf->connecting = false;
-    if (pf->he_timer)
-      uv_timer_stop(pf->he_timer);
+    uv_timer_stop(pf->he_timer);
+    pf_cancel_others(pf);
     pf_set_state(pf, GRIT_STATE_READY);
     return;
-  }
-  if (s == GRIT_STATE_TRANSIENT_FAILURE) {
+  case GRIT_STATE_TRANSIENT_FAILURE:
     snprintf(pf->error, sizeof(pf->error), "%s: %s",
              grit_subchannel_addr(sc)->text, grit_subchannel_error(sc));
-    if (pf->connecting)
-      pf_try_next(pf); /* a failure starts the next address at once */
-    if (pf_all_failed(pf)) {
+    pf_try_next(pf); /* a failure starts the next address at once */
+    if (pf->connecting && !pf->selected && pf_pass_exhausted(pf) &&
+        pf->state != GRIT_STATE_TRANSIENT_FAILURE) {
       pf_set_state(pf, GRIT_STATE_TRANSIENT_FAILURE);
       pf->h.request_reresolution(pf->h.ctx);
     }
     return;
+  case GRIT_STATE_IDLE:
+    /* Backoff over. Within the pass pf_try_next reaches it; after the
+     * pass it reconnects at once (sticky TF until one is READY). */
+    if (pf->next >= pf->list.n)
+      grit_subchannel_connect(sc);
+    return;
+  case GRIT_STATE_CONNECTING:
+  case GRIT_STATE_SHUTDOWN:
+    return;
   }
-  if (s == GRIT_STATE_IDLE && pf->connecting &&
-      pf->state == GRIT_STATE_TRANSIENT_FAILURE)
-    grit_subchannel_connect(sc); /* backoff over: keep trying while TF */
 }
 
 static grit_err pf_create(const grit_subchannel_args *a,
@@ -149,11 +185,19 @@ static grit_err pf_update(grit_lb_policy *p, const grit_addr *addrs, size_t n,
   pf->list = fresh;
   if (pf->selected && lb_sclist_index(&pf->list, pf->selected) == pf->list.n)
     pf->selected = NULL; /* its address went away; it was destroyed */
-  if (!pf->selected) {
-    if (pf->state == GRIT_STATE_READY)
-      pf_set_state(pf, GRIT_STATE_IDLE);
-    if (pf->connecting || pf->state == GRIT_STATE_TRANSIENT_FAILURE)
-      pf_start_pass(pf);
+  if (pf->selected)
+    return GRIT_OK; /* its address is still listed: keep using it */
+  /* Was in use or trying: start over on the new list. Still-connecting
+   * attempts to kept addresses run on (pf_try_next skips them). */
+  if (pf->connecting || pf->state == GRIT_STATE_READY ||
+      pf->state == GRIT_STATE_TRANSIENT_FAILURE) {
+    if (pf->list.n == 0) {
+      pf->connecting = false;
+      snprintf(pf->error, sizeof(pf->error), "empty address list");
+      pf_set_state(pf, GRIT_STATE_TRANSIENT_FAILURE);
+      return GRIT_OK;
+    }
+    pf_start_pass(pf);
   }
   return GRIT_OK;
 }

@@ -1,7 +1,10 @@
 /* A subchannel: one transport to one address, its connectivity state and
  * its reconnect backoff (SPEC CB-01). After a failed connect it stays
  * TRANSIENT_FAILURE for the backoff, then goes IDLE; its policy decides
- * when to connect again. A READY connection that closes goes IDLE. */
+ * when to connect again. A READY connection that closes, or that receives
+ * a GOAWAY, goes IDLE at once (a GOAWAY'd transport drains on its own).
+ * A close caused by GOAWAY "too_many_pings" doubles the keepalive time of
+ * later connections (LB-04, as grpc-core). See lb/README.md. */
 #include "lb/lb.h"
 
 #include <stdio.h>
@@ -16,6 +19,7 @@ struct grit_subchannel {
   grit_transport *t;
   uv_timer_t timer; /* backoff; closed in destroy, memory freed after */
   uint64_t backoff_ms;
+  uint64_t keepalive_time_ms; /* starts at topts'; doubled on too_many_pings */
   char error[256];
   unsigned live_transports; /* created, on_closed not yet seen */
   bool timer_closed;
@@ -47,12 +51,31 @@ static void sc_on_ready(grit_transport *t, void *ud) {
 static void sc_on_goaway(grit_transport *t, uint32_t last, uint32_t code,
                          void *ud) {
   grit_subchannel *sc = ud;
+  (void)last;
+  if (sc->t != t)
+    return;
+  snprintf(sc->error, sizeof(sc->error), "GOAWAY received (error %u)", code);
+  grit_transport_drain(t);
+  if (sc->state != GRIT_STATE_READY)
+    return; /* still connecting: on_closed counts it as a failed attempt */
   /* No new streams may go here: the subchannel leaves READY at once and
    * the draining transport finishes its streams on its own. */
-  snprintf(sc->error, sizeof(sc->error), "GOAWAY received (error %u)", code);
   sc->t = NULL;
-  grit_transport_drain(t);
   sc_set_state(sc, GRIT_STATE_IDLE);
+}
+
+/* +-20 % jitter (CB-01) on the current backoff, then TRANSIENT_FAILURE
+ * until the timer puts the subchannel back to IDLE. */
+static void sc_backoff_done(uv_timer_t *timer);
+static void sc_start_backoff(grit_subchannel *sc, const char *why) {
+  sc->backoff_ms = grit_lb_backoff_next_ms(
+      sc->backoff_ms, sc->a.initial_backoff_ms, sc->a.max_backoff_ms, NULL);
+  uint64_t wait = grit_lb_backoff_jitter_ms(sc->backoff_ms, sc->a.rng);
+  GRIT_TRACE(GRIT_TRACE_LB, GRIT_LEVEL_INFO,
+             "subchannel %s: connect failed (%s), retry in %llu ms",
+             sc->addr.text, why, (unsigned long long)wait);
+  uv_timer_start(&sc->timer, sc_backoff_done, wait, 0);
+  sc_set_state(sc, GRIT_STATE_TRANSIENT_FAILURE);
 }
 
 static void sc_backoff_done(uv_timer_t *timer) {
@@ -69,6 +92,15 @@ static void sc_on_closed(grit_transport *t, const grit_transport_close_info *ci,
     sc_maybe_free(sc);
     return;
   }
+  /* Checked before the drained-transport test: the GOAWAY that carries
+   * "too_many_pings" has already detached |t| from |sc|. */
+  if (ci->too_many_pings && sc->keepalive_time_ms > 0) {
+    sc->keepalive_time_ms = grit_lb_keepalive_after_too_many_pings_ms(
+        sc->keepalive_time_ms);
+    GRIT_TRACE(GRIT_TRACE_LB, GRIT_LEVEL_INFO,
+               "subchannel %s: too_many_pings, keepalive time now %llu ms",
+               sc->addr.text, (unsigned long long)sc->keepalive_time_ms);
+  }
   if (sc->t != t) /* a drained transport from before a GOAWAY */
     return;
   sc->t = NULL;
@@ -77,16 +109,7 @@ static void sc_on_closed(grit_transport *t, const grit_transport_close_info *ci,
     sc_set_state(sc, GRIT_STATE_IDLE);
     return;
   }
-  sc->backoff_ms = grit_lb_backoff_next_ms(
-      sc->backoff_ms, sc->a.initial_backoff_ms, sc->a.max_backoff_ms, NULL);
-  /* CB-01: +-20 % jitter on each wait. */
-  uint64_t wait = (uint64_t)((double)sc->backoff_ms *
-                             grit_rng_uniform(sc->a.rng, 0.8, 1.2));
-  GRIT_TRACE(GRIT_TRACE_LB, GRIT_LEVEL_INFO,
-             "subchannel %s: connect failed (%s), retry in %llu ms",
-             sc->addr.text, ci->reason, (unsigned long long)wait);
-  uv_timer_start(&sc->timer, sc_backoff_done, wait, 0);
-  sc_set_state(sc, GRIT_STATE_TRANSIENT_FAILURE);
+  sc_start_backoff(sc, ci->reason);
 }
 
 static const grit_transport_cbs sc_transport_cbs = {
@@ -108,6 +131,7 @@ grit_err grit_subchannel_create(const grit_subchannel_args *a,
   sc->cb = cb;
   sc->ud = user_data;
   sc->state = GRIT_STATE_IDLE;
+  sc->keepalive_time_ms = a->topts.keepalive_time_ms;
   uv_timer_init(a->loop, &sc->timer);
   sc->timer.data = sc;
   return GRIT_OK;
@@ -121,15 +145,13 @@ void grit_subchannel_connect(grit_subchannel *sc) {
   o.connect_timeout_ms = sc->a.min_connect_timeout_ms > sc->backoff_ms
                              ? sc->a.min_connect_timeout_ms
                              : sc->backoff_ms;
+  o.keepalive_time_ms = sc->keepalive_time_ms;
   grit_err rv = grit_transport_create(sc->a.loop, &sc->addr, &o,
                                       &sc_transport_cbs, sc, &sc->t);
   if (rv != GRIT_OK) {
     sc->t = NULL;
     snprintf(sc->error, sizeof(sc->error), "connect: %s", grit_strerror(rv));
-    sc->backoff_ms = grit_lb_backoff_next_ms(
-        sc->backoff_ms, sc->a.initial_backoff_ms, sc->a.max_backoff_ms, NULL);
-    uv_timer_start(&sc->timer, sc_backoff_done, sc->backoff_ms, 0);
-    sc_set_state(sc, GRIT_STATE_TRANSIENT_FAILURE);
+    sc_start_backoff(sc, sc->error);
     return;
   }
   sc->live_transports++;
@@ -146,6 +168,10 @@ grit_transport *grit_subchannel_transport(const grit_subchannel *sc) {
 
 const grit_addr *grit_subchannel_addr(const grit_subchannel *sc) {
   return &sc->addr;
+}
+
+uint64_t grit_subchannel_keepalive_time_ms(const grit_subchannel *sc) {
+  return sc->keepalive_time_ms;
 }
 
 const char *grit_subchannel_error(const grit_subchannel *sc) {

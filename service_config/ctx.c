@@ -33,15 +33,15 @@ static void ctx_advance(sc_ctx *c, int n) {
 
 size_t grit_sc_push_key(sc_ctx *c, const char *key) {
   size_t mark = c->plen;
-  ctx_advance(c, snprintf(c->path + c->plen, sizeof(c->path) - c->plen,
-                          ".%s", key));
+  ctx_advance(
+      c, snprintf(c->path + c->plen, sizeof(c->path) - c->plen, ".%s", key));
   return mark;
 }
 
 size_t grit_sc_push_index(sc_ctx *c, size_t i) {
   size_t mark = c->plen;
-  ctx_advance(c, snprintf(c->path + c->plen, sizeof(c->path) - c->plen,
-                          "[%zu]", i));
+  ctx_advance(
+      c, snprintf(c->path + c->plen, sizeof(c->path) - c->plen, "[%zu]", i));
   return mark;
 }
 
@@ -155,8 +155,8 @@ bool grit_sc_duration_from_text(const char *s, size_t len, int64_t *out_ns,
   return true;
 }
 
-grit_err grit_svccfg_parse_duration(const char *s, size_t len,
-                                    int64_t *out_ns, grit_error_detail *d) {
+grit_err grit_svccfg_parse_duration(const char *s, size_t len, int64_t *out_ns,
+                                    grit_error_detail *d) {
   const char *why = "no input";
   int64_t ns = 0;
   if (s && grit_sc_duration_from_text(s, len, &ns, &why)) {

@@ -39,17 +39,17 @@ static grit_err append_name(grit_buf *b, const char *key) {
   if (n == 0)
     return grit_buf_appendf(b, "default (every method not named elsewhere)");
   if (key[n - 1] == '/')
-    return grit_buf_appendf(b, "%s* (every method of %.*s)", key,
-                            (int)(n - 2), key + 1);
+    return grit_buf_appendf(b, "%s* (every method of %.*s)", key, (int)(n - 2),
+                            key + 1);
   return grit_buf_appendf(b, "%s", key);
 }
 
 /* Each append below returns early on failure; |rv| carries it out. */
-#define TRY(expr)                                                             \
-  do {                                                                        \
-    grit_err rv_ = (expr);                                                    \
-    if (rv_ != GRIT_OK)                                                       \
-      return rv_;                                                             \
+#define TRY(expr)                                                              \
+  do {                                                                         \
+    grit_err rv_ = (expr);                                                     \
+    if (rv_ != GRIT_OK)                                                        \
+      return rv_;                                                              \
   } while (0)
 
 static grit_err describe_attempts(grit_buf *b, uint32_t attempts,
@@ -85,17 +85,20 @@ static grit_err describe_entry(grit_buf *b, const grit_svccfg *cfg,
                            ? "no"
                            : "not set (no, unless the call asks)"));
   if (mc->has_max_request_bytes)
-    TRY(grit_buf_appendf(b, "%s  largest request message: %" PRIu64
-                            " bytes (or the channel's limit if smaller)\n",
+    TRY(grit_buf_appendf(b,
+                         "%s  largest request message: %" PRIu64
+                         " bytes (or the channel's limit if smaller)\n",
                          in, mc->max_request_bytes));
   if (mc->has_max_response_bytes)
-    TRY(grit_buf_appendf(b, "%s  largest response message: %" PRIu64
-                            " bytes (or the channel's limit if smaller)\n",
+    TRY(grit_buf_appendf(b,
+                         "%s  largest response message: %" PRIu64
+                         " bytes (or the channel's limit if smaller)\n",
                          in, mc->max_response_bytes));
   switch (mc->policy) {
   case GRIT_POLICY_NONE:
-    TRY(grit_buf_appendf(b, "%s  retries: none configured (transparent "
-                            "retries only)\n",
+    TRY(grit_buf_appendf(b,
+                         "%s  retries: none configured (transparent "
+                         "retries only)\n",
                          in));
     break;
   case GRIT_POLICY_RETRY: {
@@ -104,10 +107,11 @@ static grit_err describe_entry(grit_buf *b, const grit_svccfg *cfg,
     TRY(describe_attempts(b, r->max_attempts, e->attempts_requested));
     TRY(grit_buf_appendf(b, "\n%s    backoff: first ", in));
     TRY(grit_sc_append_duration(b, r->initial_backoff_ns));
-    TRY(grit_buf_appendf(b, ", x%g per retry, at most ", r->backoff_multiplier));
+    TRY(grit_buf_appendf(b, ", x%g per retry, at most ",
+                         r->backoff_multiplier));
     TRY(grit_sc_append_duration(b, r->max_backoff_ns));
-    TRY(grit_buf_appendf(b, ", each randomised by +-20%%\n%s    retried on: ",
-                         in));
+    TRY(grit_buf_appendf(
+        b, ", each randomised by +-20%%\n%s    retried on: ", in));
     TRY(grit_sc_append_codes(b, r->retryable_codes));
     TRY(grit_buf_appendf(b, "\n"));
     if (r->has_per_attempt_recv_timeout) {
@@ -129,8 +133,9 @@ static grit_err describe_entry(grit_buf *b, const grit_svccfg *cfg,
       TRY(grit_sc_append_duration(b, h->hedging_delay_ns));
       TRY(grit_buf_appendf(b, " until one gets a response\n"));
     }
-    TRY(grit_buf_appendf(b, "%s    non-fatal codes (send the next hedge at "
-                            "once): ",
+    TRY(grit_buf_appendf(b,
+                         "%s    non-fatal codes (send the next hedge at "
+                         "once): ",
                          in));
     TRY(grit_sc_append_codes(b, h->non_fatal_codes));
     TRY(grit_buf_appendf(b, "; any other failure ends the call\n"));
@@ -144,8 +149,9 @@ grit_err grit_sc_describe_into(grit_buf *b, const grit_svccfg *cfg,
                                const char *in) {
   const grit_svccfg_global *g = &cfg->global;
   if (cfg->n_entries == 0)
-    TRY(grit_buf_appendf(b, "%sno method configs: calls use the channel's "
-                            "defaults\n",
+    TRY(grit_buf_appendf(b,
+                         "%sno method configs: calls use the channel's "
+                         "defaults\n",
                          in));
   for (size_t i = 0; i < cfg->n_entries; i++)
     TRY(describe_entry(b, cfg, &cfg->entries[i], in));
@@ -161,14 +167,13 @@ grit_err grit_sc_describe_into(grit_buf *b, const grit_svccfg *cfg,
   } else {
     TRY(grit_buf_appendf(b, "%sretry throttling: off\n", in));
   }
-  TRY(grit_buf_appendf(b, "%sload balancing: %s%s%s\n", in,
-                       g->lb == GRIT_LB_ROUND_ROBIN ? "round_robin"
-                                                    : "pick_first",
-                       g->lb == GRIT_LB_PICK_FIRST && g->shuffle_address_list
-                           ? ", addresses shuffled on every update"
-                           : "",
-                       cfg->lb_from_config ? " (from loadBalancingConfig)"
-                                           : ""));
+  TRY(grit_buf_appendf(
+      b, "%sload balancing: %s%s%s\n", in,
+      g->lb == GRIT_LB_ROUND_ROBIN ? "round_robin" : "pick_first",
+      g->lb == GRIT_LB_PICK_FIRST && g->shuffle_address_list
+          ? ", addresses shuffled on every update"
+          : "",
+      cfg->lb_from_config ? " (from loadBalancingConfig)" : ""));
   return GRIT_OK;
 }
 

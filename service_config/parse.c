@@ -1,6 +1,17 @@
 /* Service config JSON -> grit_svccfg (SPEC SC-01..SC-12; gRFC A6, A21).
  * Every rule is checked even after a problem, so `grit config check` can
- * list them all; the config is built only when there was none. */
+ * list them all; the config is built only when there was none.
+ *
+ * Where SPEC is silent, grit follows grpc-core:
+ * - duplicate JSON object keys reject the config (grpc-core's reader);
+ * - integer fields take JSON integers only: 2.0, 2e0 and "2" are refused;
+ * - null is "absent" for object members; a null array element is invalid;
+ * - "service": "" and "method": "" count as unset ({"service": ""} is the
+ *   default); names are keyed "/S/M", "/S/", "" as grpc-core keys them;
+ * - an entry without names is validated, then applies to nothing;
+ * - retryableStatusCodes absent is the same as empty;
+ * - loadBalancingPolicy is validated even when loadBalancingConfig wins,
+ *   and loadBalancingConfig entries after the first known one are not. */
 #include "service_config/service_config_int.h"
 
 #include <math.h>
@@ -258,8 +269,8 @@ static void parse_entry(sc_ctx *c, grit_svccfg *cfg, const json_t *e,
         grit_sc_pop(c, mi);
         if (!key)
           continue;
-        cfg->names[cfg->n_names++] = (sc_name){
-            .key = key, .entry = cfg->n_entries, .json_name = i};
+        cfg->names[cfg->n_names++] =
+            (sc_name){.key = key, .entry = cfg->n_entries, .json_name = i};
         ent.n_names++;
       }
     }
@@ -274,8 +285,7 @@ static void parse_entry(sc_ctx *c, grit_svccfg *cfg, const json_t *e,
     if (!json_is_boolean(v))
       grit_sc_problem(c, "must be true or false");
     else
-      ent.cfg.wait_for_ready = json_is_true(v) ? GRIT_WFR_TRUE
-                                               : GRIT_WFR_FALSE;
+      ent.cfg.wait_for_ready = json_is_true(v) ? GRIT_WFR_TRUE : GRIT_WFR_FALSE;
   }
   grit_sc_pop(c, m);
 
@@ -344,13 +354,15 @@ static void index_names(sc_ctx *c, grit_svccfg *cfg) {
     grit_sc_push_index(c, b->json_name);
     size_t kl = strlen(b->key);
     if (kl)
-      grit_sc_problem(c, "duplicate name \"%.80s%s\" (first at "
-                         "$.methodConfig[%zu].name[%zu])",
+      grit_sc_problem(c,
+                      "duplicate name \"%.80s%s\" (first at "
+                      "$.methodConfig[%zu].name[%zu])",
                       b->key, b->key[kl - 1] == '/' ? "*" : "",
                       cfg->entries[a->entry].json_index, a->json_name);
     else
-      grit_sc_problem(c, "a second default name (first at "
-                         "$.methodConfig[%zu].name[%zu])",
+      grit_sc_problem(c,
+                      "a second default name (first at "
+                      "$.methodConfig[%zu].name[%zu])",
                       cfg->entries[a->entry].json_index, a->json_name);
     grit_sc_pop(c, m);
   }
@@ -516,8 +528,9 @@ static void parse_lb_policy(sc_ctx *c, grit_svccfg *cfg, const json_t *v) {
   else if (strcasecmp(s, "round_robin") == 0)
     lb = GRIT_LB_ROUND_ROBIN;
   else {
-    grit_sc_problem(c, "unknown LB policy \"%.64s\" (grit knows pick_first "
-                       "and round_robin)",
+    grit_sc_problem(c,
+                    "unknown LB policy \"%.64s\" (grit knows pick_first "
+                    "and round_robin)",
                     s);
     return;
   }
@@ -593,8 +606,8 @@ grit_svccfg *grit_svccfg_parse(const char *json, size_t len,
   json_decref(root);
   if (cfg)
     GRIT_TRACE(GRIT_TRACE_CONFIG, GRIT_LEVEL_DEBUG,
-               "config: parsed, %zu method configs, %zu names",
-               cfg->n_entries, cfg->n_names);
+               "config: parsed, %zu method configs, %zu names", cfg->n_entries,
+               cfg->n_names);
   return cfg;
 }
 
@@ -611,8 +624,8 @@ void grit_svccfg_unref(grit_svccfg *cfg) {
 
 /* ---- lookup (SPEC SC-05) ---- */
 
-static const grit_method_cfg *find_key(const grit_svccfg *cfg,
-                                       const char *key, size_t len) {
+static const grit_method_cfg *find_key(const grit_svccfg *cfg, const char *key,
+                                       size_t len) {
   size_t lo = 0, hi = cfg->n_names;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;

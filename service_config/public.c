@@ -2,13 +2,7 @@
 #include "service_config/service_config_int.h"
 
 #include <string.h>
-
-/* Declared in grit.h; repeated here until they land there. */
-GRIT_EXTERN grit_err grit_service_config_check(const char *json, size_t len,
-                                               char **report);
-GRIT_EXTERN grit_err grit_service_config_check_txt(const char *txt, size_t len,
-                                                   const char *hostname,
-                                                   char **report);
+#include <unistd.h>
 
 typedef struct check_ctx {
   grit_buf *b;
@@ -72,13 +66,18 @@ grit_err grit_service_config_check_txt(const char *txt, size_t len,
     *report = NULL;
   if (!txt)
     return GRIT_ERR_INVALID_ARG;
+  char host[256];
+  if (!hostname && gethostname(host, sizeof(host)) == 0) {
+    host[sizeof(host) - 1] = '\0';
+    hostname = host;
+  }
   grit_buf out;
   grit_buf_init(&out);
-  bool valid = false;
+  grit_err verdict = GRIT_OK;
   grit_err rv = grit_buf_reserve(&out, 0);
   if (rv == GRIT_OK)
-    rv = grit_sc_txt_report(&out, txt, len, hostname, &valid);
-  if (rv == GRIT_OK && !valid)
-    rv = GRIT_ERR_INVALID_CONFIG;
+    rv = grit_sc_txt_report(&out, txt, len, hostname, &verdict);
+  if (rv == GRIT_OK)
+    rv = verdict;
   return finish(&out, rv, report);
 }

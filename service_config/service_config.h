@@ -22,18 +22,18 @@ typedef struct grit_svccfg grit_svccfg;
 /* retryPolicy (SPEC SC-10; gRFC A6). Durations in ns, saturated at
  * INT64_MAX (about 292 years) when the JSON value is larger. */
 typedef struct grit_retry_policy {
-  uint32_t max_attempts;          /* >= 2 before the cap; after the cap */
-  int64_t initial_backoff_ns;     /* > 0 */
-  int64_t max_backoff_ns;         /* > 0 */
-  double backoff_multiplier;      /* > 0 */
-  uint32_t retryable_codes;       /* GRIT_CODE_BIT set; never has OK */
+  uint32_t max_attempts;      /* >= 2 before the cap; after the cap */
+  int64_t initial_backoff_ns; /* > 0 */
+  int64_t max_backoff_ns;     /* > 0 */
+  double backoff_multiplier;  /* > 0 */
+  uint32_t retryable_codes;   /* GRIT_CODE_BIT set; never has OK */
   bool has_per_attempt_recv_timeout;
   int64_t per_attempt_recv_timeout_ns; /* > 0 when present */
 } grit_retry_policy;
 
 /* hedgingPolicy (SPEC SC-11). */
 typedef struct grit_hedging_policy {
-  uint32_t max_attempts;   /* after the cap */
+  uint32_t max_attempts;    /* after the cap */
   int64_t hedging_delay_ns; /* 0 when absent: all attempts at once */
   uint32_t non_fatal_codes; /* GRIT_CODE_BIT set, may be 0 */
 } grit_hedging_policy;
@@ -94,8 +94,7 @@ typedef struct grit_svccfg_opts {
  * GRIT_ERR_NOMEM. JSON syntax errors (and duplicate object keys) are
  * INVALID_CONFIG at path "$". */
 grit_svccfg *grit_svccfg_parse(const char *json, size_t len,
-                               const grit_svccfg_opts *o,
-                               grit_error_detail *d);
+                               const grit_svccfg_opts *o, grit_error_detail *d);
 /* grit_svccfg_ref / _unref: atomic; _unref(NULL) is a no-op. */
 grit_svccfg *grit_svccfg_ref(grit_svccfg *cfg);
 void grit_svccfg_unref(grit_svccfg *cfg);
@@ -109,14 +108,15 @@ const grit_method_cfg *grit_svccfg_find(const grit_svccfg *cfg,
 const grit_svccfg_global *grit_svccfg_get_global(const grit_svccfg *cfg);
 
 /* grit_svccfg_describe: plain-English rendering for `grit config check`.
- * |*out| is new (grit_free), NUL-terminated. GRIT_OK or GRIT_ERR_NOMEM. */
+ * |*out| is new (grit_free), NUL-terminated. GRIT_OK; GRIT_ERR_NOMEM;
+ * GRIT_ERR_INVALID_ARG (|cfg| NULL). */
 grit_err grit_svccfg_describe(const grit_svccfg *cfg, char **out);
 
 /* grit_svccfg_parse_duration: proto3 JSON duration text (without quotes),
  * "<sec>[.<1-9 digits>]s", 0 <= sec <= 315576000000 (SPEC SC-06), into ns
  * (saturated at INT64_MAX). GRIT_OK or GRIT_ERR_PARSE with |d| set. */
-grit_err grit_svccfg_parse_duration(const char *s, size_t len,
-                                    int64_t *out_ns, grit_error_detail *d);
+grit_err grit_svccfg_parse_duration(const char *s, size_t len, int64_t *out_ns,
+                                    grit_error_detail *d);
 /* grit_svccfg_parse_status_code: one element of retryableStatusCodes or
  * nonFatalStatusCodes, as JSON text: an integer 1..16 or a name matched
  * case-insensitively. OK (0, "OK") is rejected. GRIT_OK or GRIT_ERR_PARSE
@@ -141,11 +141,13 @@ typedef struct grit_txt_chunk {
 grit_err grit_svccfg_txt_extract(const grit_txt_chunk *chunks, size_t n,
                                  char **value, size_t *len);
 /* grit_svccfg_choose_txt: pick from the JSON array of choices (DNS-03/04)
- * for language "c", |hostname| (NULL matches no clientHostname list), with
- * percentages drawn from |rng|. |*chosen| is the chosen serviceConfig as
- * compact JSON, new (grit_free), for grit_svccfg_parse. GRIT_OK;
- * GRIT_ERR_NOT_FOUND (no choice matched); GRIT_ERR_INVALID_CONFIG (|d|
- * has the path, e.g. "$[1].percentage"); GRIT_ERR_NOMEM. */
+ * for language "c" and |hostname| (NULL matches no clientHostname list);
+ * percentages are drawn from |rng| (NULL: a choice with 0 < p < 100 never
+ * matches). Every choice's shape is checked, only the chosen serviceConfig
+ * is returned, unvalidated, as compact JSON for grit_svccfg_parse: |*chosen|
+ * is new (grit_free). GRIT_OK; GRIT_ERR_NOT_FOUND (no choice matched);
+ * GRIT_ERR_INVALID_CONFIG (|d| has the path, e.g. "$[1].percentage");
+ * GRIT_ERR_NOMEM. */
 grit_err grit_svccfg_choose_txt(const char *txt, size_t len,
                                 const char *hostname, grit_rng *rng,
                                 char **chosen, size_t *chosen_len,

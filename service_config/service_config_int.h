@@ -1,6 +1,6 @@
 /*
- * service_config internals shared by the .c files of service_config/ only: the config
- * layout, the validation context that builds JSON paths and reports
+ * service_config internals shared by the .c files of service_config/ only: the
+ * config layout, the validation context that builds JSON paths and reports
  * problems, and the jansson-facing helpers.
  */
 #ifndef GRIT_SERVICE_CONFIG_INT_H
@@ -13,7 +13,7 @@
 /* One methodConfig entry that has names. */
 typedef struct sc_entry {
   grit_method_cfg cfg;
-  size_t json_index;         /* index in $.methodConfig */
+  size_t json_index;          /* index in $.methodConfig */
   size_t first_name, n_names; /* its names in grit_svccfg.names */
   int64_t attempts_requested; /* maxAttempts as written, before the cap */
 } sc_entry;
@@ -32,8 +32,8 @@ struct grit_svccfg {
   uint32_t max_attempts_cap;
   size_t n_entries, n_names;
   sc_entry *entries;
-  sc_name *names;    /* document order */
-  sc_name **sorted;  /* by key, for bsearch */
+  sc_name *names;   /* document order */
+  sc_name **sorted; /* by key, for bsearch */
 };
 
 /* Validation context: the JSON path being checked and how to report. */
@@ -47,7 +47,8 @@ typedef struct sc_ctx {
   size_t plen;
 } sc_ctx;
 
-void grit_sc_ctx_init(sc_ctx *c, grit_error_detail *d, const grit_svccfg_opts *o);
+void grit_sc_ctx_init(sc_ctx *c, grit_error_detail *d,
+                      const grit_svccfg_opts *o);
 /* Append ".key" or "[i]" to the path; return the mark to restore. */
 size_t grit_sc_push_key(sc_ctx *c, const char *key);
 size_t grit_sc_push_index(sc_ctx *c, size_t i);
@@ -66,13 +67,13 @@ json_t *grit_sc_load(sc_ctx *c, const char *text, size_t len);
 /* Element rules shared with the standalone parsers; on failure they return
  * false and set *why to a static reason. */
 bool grit_sc_status_code_from_json(const json_t *v, grit_status_code *out,
-                              const char **why);
+                                   const char **why);
 bool grit_sc_duration_from_text(const char *s, size_t len, int64_t *out_ns,
-                           const char **why);
+                                const char **why);
 
 /* Parse an already-loaded top-level value (SC-01..SC-12). */
 grit_svccfg *grit_sc_parse_value(sc_ctx *c, const json_t *root,
-                            const grit_svccfg_opts *o);
+                                 const grit_svccfg_opts *o);
 
 /* Rendering helpers shared by describe.c and public.c. */
 grit_err grit_sc_append_duration(grit_buf *b, int64_t ns);
@@ -81,9 +82,10 @@ grit_err grit_sc_append_codes(grit_buf *b, uint32_t mask);
 grit_err grit_sc_describe_into(grit_buf *b, const grit_svccfg *cfg,
                                const char *indent);
 /* Problems list and per-choice verdicts of a TXT value for `grit config
- * check --dns`; *valid says whether the TXT and every config a client can
- * reach are valid. GRIT_OK or GRIT_ERR_NOMEM. */
+ * check --dns`. *verdict: GRIT_OK, GRIT_ERR_INVALID_CONFIG (the TXT value
+ * or a config this client may choose is invalid) or GRIT_ERR_NOT_FOUND (no
+ * choice can match this client). Returns GRIT_OK or GRIT_ERR_NOMEM. */
 grit_err grit_sc_txt_report(grit_buf *b, const char *txt, size_t len,
-                            const char *hostname, bool *valid);
+                            const char *hostname, grit_err *verdict);
 
 #endif

@@ -248,7 +248,7 @@ static grit_err report_choice_config(grit_buf *b, const json_t *sc, size_t i,
 }
 
 grit_err grit_sc_txt_report(grit_buf *b, const char *txt, size_t len,
-                            const char *hostname, bool *valid) {
+                            const char *hostname, grit_err *verdict) {
   if (txt && len >= TXT_PREFIX_LEN &&
       memcmp(txt, TXT_PREFIX, TXT_PREFIX_LEN) == 0) {
     txt += TXT_PREFIX_LEN;
@@ -262,7 +262,8 @@ grit_err grit_sc_txt_report(grit_buf *b, const char *txt, size_t len,
   grit_sc_ctx_init(&c, NULL, &o);
   json_t *root = load_choices(&c, txt, len);
   grit_err rv = r.rv;
-  *valid = root != NULL;
+  bool valid = root != NULL, reachable = false;
+  *verdict = GRIT_ERR_INVALID_CONFIG;
   if (rv == GRIT_OK && !root)
     rv = grit_buf_appendf(b, "invalid TXT config (no config from DNS):\n%s",
                           probs.data ? (const char *)probs.data : "");
@@ -270,8 +271,9 @@ grit_err grit_sc_txt_report(grit_buf *b, const char *txt, size_t len,
   if (!root)
     return rv;
 
-  rv = grit_buf_appendf(b, "TXT config: %zu choices, checked in order for "
-                           "language c, hostname %s\n",
+  rv = grit_buf_appendf(b,
+                        "TXT config: %zu choices, checked in order for "
+                        "language c, hostname %s\n",
                         json_array_size(root), hostname ? hostname : "(none)");
   bool decided = false; /* an earlier choice always matches */
   size_t i;
@@ -284,34 +286,38 @@ grit_err grit_sc_txt_report(grit_buf *b, const char *txt, size_t len,
     if (decided) {
       rv = grit_buf_appendf(b, "choice [%zu]: never reached\n", i);
     } else if (!choice_static_match(ch, hostname)) {
-      rv = grit_buf_appendf(b, "choice [%zu]: not for this client (%s)\n", i,
-                            grit_sc_get(ch, "clientLanguage") &&
-                                    !list_has(grit_sc_get(ch,
-                                                          "clientLanguage"),
-                                              "c", true)
-                                ? "clientLanguage does not list c"
-                                : "clientHostname does not list this host");
+      rv = grit_buf_appendf(
+          b, "choice [%zu]: not for this client (%s)\n", i,
+          grit_sc_get(ch, "clientLanguage") &&
+                  !list_has(grit_sc_get(ch, "clientLanguage"), "c", true)
+              ? "clientLanguage does not list c"
+              : "clientHostname does not list this host");
     } else if (p == 0) {
-      rv = grit_buf_appendf(b, "choice [%zu]: percentage 0, never chosen\n",
-                            i);
+      rv = grit_buf_appendf(b, "choice [%zu]: percentage 0, never chosen\n", i);
     } else {
       if (p >= 100)
-        rv = grit_buf_appendf(b, "choice [%zu]: chosen (every client that "
-                                 "reaches it)\n",
+        rv = grit_buf_appendf(b,
+                              "choice [%zu]: chosen (every client that "
+                              "reaches it)\n",
                               i);
       else
-        rv = grit_buf_appendf(b, "choice [%zu]: chosen by %d%% of the "
-                                 "clients that reach it\n",
+        rv = grit_buf_appendf(b,
+                              "choice [%zu]: chosen by %d%% of the "
+                              "clients that reach it\n",
                               i, (int)p);
       if (rv == GRIT_OK)
         rv = report_choice_config(b, grit_sc_get(ch, "serviceConfig"), i,
-                                  valid);
+                                  &valid);
       decided = p >= 100;
+      reachable = true;
     }
   }
   if (rv == GRIT_OK && !decided)
     rv = grit_buf_appendf(b, "a client that matches no choice gets no config "
                              "from DNS\n");
   json_decref(root);
+  *verdict = !valid      ? GRIT_ERR_INVALID_CONFIG
+             : reachable ? GRIT_OK
+                         : GRIT_ERR_NOT_FOUND;
   return rv;
 }

@@ -15,8 +15,7 @@ void grit_throttle_on_failure(grit_throttle *t) {
 
 void grit_throttle_on_success(grit_throttle *t) {
   uint64_t n = (uint64_t)t->tokens_milli + t->token_ratio_milli;
-  t->tokens_milli =
-      n > t->max_tokens_milli ? t->max_tokens_milli : (uint32_t)n;
+  t->tokens_milli = n > t->max_tokens_milli ? t->max_tokens_milli : (uint32_t)n;
 }
 
 bool grit_throttle_allows(const grit_throttle *t) {

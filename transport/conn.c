@@ -150,15 +150,14 @@ static void conn_flush(grit_transport *t) {
     }
     if (n == 0)
       break;
-    grit_err rv = t->tls ? grit_tls_conn_send(t->tls, data, (size_t)n, why,
-                                              sizeof(why))
-                         : grit_buf_append(b, data, (size_t)n);
+    grit_err rv =
+        t->tls ? grit_tls_conn_send(t->tls, data, (size_t)n, why, sizeof(why))
+               : grit_buf_append(b, data, (size_t)n);
     if (rv == GRIT_OK && t->tls)
       rv = grit_tls_conn_take(t->tls, b);
     if (rv != GRIT_OK) {
       if (rv == GRIT_ERR_NOMEM)
-        snprintf(why, sizeof(why), "out of memory writing to %s",
-                 t->addr.text);
+        snprintf(why, sizeof(why), "out of memory writing to %s", t->addr.text);
       conn_io_fail(t, why);
       return;
     }
@@ -248,8 +247,8 @@ static void conn_on_keepalive(uv_timer_t *timer) {
     return;
   }
   if (t->active == 0 && !t->keepalive_permit_without_calls) {
-    uv_timer_start(&t->keepalive_timer, conn_on_keepalive,
-                   t->keepalive_time_ms, 0);
+    uv_timer_start(&t->keepalive_timer, conn_on_keepalive, t->keepalive_time_ms,
+                   0);
     return;
   }
   if (nghttp2_submit_ping(t->h2, NGHTTP2_FLAG_NONE, NULL) != 0) {
@@ -271,8 +270,8 @@ void grit_transport_on_ping_ack(grit_transport *t) {
     return;
   t->ping_outstanding = false;
   if (t->phase == GRIT_TP_READY)
-    uv_timer_start(&t->keepalive_timer, conn_on_keepalive,
-                   t->keepalive_time_ms, 0);
+    uv_timer_start(&t->keepalive_timer, conn_on_keepalive, t->keepalive_time_ms,
+                   0);
 }
 
 void grit_transport_on_settings(grit_transport *t) {
@@ -284,8 +283,8 @@ void grit_transport_on_settings(grit_transport *t) {
   GRIT_TRACE(GRIT_TRACE_TRANSPORT, GRIT_LEVEL_INFO, "transport %s: ready",
              t->addr.text);
   if (t->keepalive_time_ms > 0)
-    uv_timer_start(&t->keepalive_timer, conn_on_keepalive,
-                   t->keepalive_time_ms, 0);
+    uv_timer_start(&t->keepalive_timer, conn_on_keepalive, t->keepalive_time_ms,
+                   0);
   t->ev_ready = true;
   grit_transport_schedule(t);
 }
@@ -384,8 +383,8 @@ static void conn_on_connect(uv_connect_t *req, int status) {
     conn_process(t);
     return;
   }
-  GRIT_TRACE(GRIT_TRACE_TRANSPORT, GRIT_LEVEL_DEBUG,
-             "transport %s: connected", t->addr.text);
+  GRIT_TRACE(GRIT_TRACE_TRANSPORT, GRIT_LEVEL_DEBUG, "transport %s: connected",
+             t->addr.text);
   if (t->tls_ctx) {
     t->phase = GRIT_TP_HANDSHAKE;
     grit_err rv =
@@ -404,7 +403,8 @@ static void conn_on_connect(uv_connect_t *req, int status) {
   conn_process(t);
 }
 
-static grit_err conn_copy_opts(grit_transport *t, const grit_transport_opts *o) {
+static grit_err conn_copy_opts(grit_transport *t,
+                               const grit_transport_opts *o) {
   if (o) {
     t->tls_ctx = grit_tls_ctx_ref(o->tls);
     t->verify_hostname = o->tls_verify_hostname;
@@ -427,8 +427,8 @@ static grit_err conn_copy_opts(grit_transport *t, const grit_transport_opts *o) 
   /* A zeroed options struct means the SPEC SC-07 default, not "0 bytes". */
   if (t->max_recv_message_bytes == 0)
     t->max_recv_message_bytes = CONN_DEFAULT_MAX_RECV;
-  t->user_agent = grit_strdup(o && o->user_agent ? o->user_agent
-                                                 : "grit-c/" GRIT_VERSION);
+  t->user_agent =
+      grit_strdup(o && o->user_agent ? o->user_agent : "grit-c/" GRIT_VERSION);
   return t->user_agent ? GRIT_OK : GRIT_ERR_NOMEM;
 }
 
@@ -511,8 +511,8 @@ void grit_transport_destroy(grit_transport *t) {
   if (!t || t->destroying)
     return;
   t->destroying = true;
-  GRIT_TRACE(GRIT_TRACE_TRANSPORT, GRIT_LEVEL_DEBUG,
-             "transport %s: destroy", t->addr.text);
+  GRIT_TRACE(GRIT_TRACE_TRANSPORT, GRIT_LEVEL_DEBUG, "transport %s: destroy",
+             t->addr.text);
   t->io_dead = true;
   grit_transport_fail(t, GRIT_STATUS_UNAVAILABLE, "transport destroyed");
   if (!t->delivering) {
@@ -534,8 +534,7 @@ void grit_transport_drain(grit_transport *t) {
     return;
   }
   /* A client's GOAWAY names the last server-initiated stream: none. */
-  nghttp2_submit_goaway(t->h2, NGHTTP2_FLAG_NONE, 0, NGHTTP2_NO_ERROR, NULL,
-                        0);
+  nghttp2_submit_goaway(t->h2, NGHTTP2_FLAG_NONE, 0, NGHTTP2_NO_ERROR, NULL, 0);
   if (t->active == 0)
     grit_transport_fail(t, GRIT_STATUS_UNAVAILABLE, "transport drained");
   grit_transport_schedule(t);

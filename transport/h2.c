@@ -58,8 +58,8 @@ static int h2_on_begin_headers(nghttp2_session *session,
   s->grpc_message = NULL;
   if (grit_metadata_create(&s->blk) != GRIT_OK) {
     grit_stream_finish(s, GRIT_STATUS_RESOURCE_EXHAUSTED,
-                       "out of memory receiving headers", GRIT_WIRE_SENT,
-                       true, NGHTTP2_CANCEL);
+                       "out of memory receiving headers", GRIT_WIRE_SENT, true,
+                       NGHTTP2_CANCEL);
     return 0;
   }
   return 0;
@@ -123,8 +123,8 @@ static int h2_on_header(nghttp2_session *session, const nghttp2_frame *frame,
                                            value, valuelen);
     grit_free(bin);
   } else {
-    rv = grit_metadata_add_unchecked(s->blk, (const char *)name, namelen,
-                                     value, valuelen);
+    rv = grit_metadata_add_unchecked(s->blk, (const char *)name, namelen, value,
+                                     valuelen);
   }
   if (rv == GRIT_OK)
     return 0;
@@ -181,8 +181,7 @@ static void h2_headers_done(grit_stream *s, const nghttp2_frame *frame) {
   if (kind == GRIT_BLK_HEADERS) {
     char why[200];
     if (s->http_status != 200 && !s->have_grpc_status) {
-      snprintf(why, sizeof(why), "received HTTP status %d",
-               s->http_status);
+      snprintf(why, sizeof(why), "received HTTP status %d", s->http_status);
       grit_stream_finish(s, grit_status_from_http(s->http_status), why,
                          GRIT_WIRE_SENT, true, NGHTTP2_CANCEL);
       return;
@@ -278,8 +277,8 @@ static int h2_on_data_chunk_recv(nghttp2_session *session, uint8_t flags,
     return 0;
   if (!s->headers_received) {
     grit_stream_finish(s, GRIT_STATUS_INTERNAL,
-                       "received DATA before response headers",
-                       GRIT_WIRE_SENT, true, NGHTTP2_PROTOCOL_ERROR);
+                       "received DATA before response headers", GRIT_WIRE_SENT,
+                       true, NGHTTP2_PROTOCOL_ERROR);
     return 0;
   }
   h2_deframe_ctx c = {.s = s, .nomem = false};
@@ -331,16 +330,15 @@ static int h2_on_stream_close(nghttp2_session *session, int32_t stream_id,
                          : error_code == NGHTTP2_REFUSED_STREAM
                              ? GRIT_WIRE_REFUSED
                              : GRIT_WIRE_SENT;
-  grit_stream_finish(s, grit_status_from_rst(error_code), why, wire, false,
-                     -1);
+  grit_stream_finish(s, grit_status_from_rst(error_code), why, wire, false, -1);
   return 0;
 }
 
 static int h2_on_frame_send(nghttp2_session *session,
                             const nghttp2_frame *frame, void *user_data) {
   grit_transport *t = user_data;
-  grit_stream *s = nghttp2_session_get_stream_user_data(session,
-                                                        frame->hd.stream_id);
+  grit_stream *s =
+      nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
   if (!s || frame->hd.stream_id == 0)
     return 0;
   if (frame->hd.type == NGHTTP2_HEADERS) {
@@ -405,10 +403,9 @@ void grit_h2_on_goaway(grit_transport *t, uint32_t last_id, uint32_t code,
   GRIT_LIST_FOREACH(it, &t->streams) {
     grit_stream *s = GRIT_CONTAINER_OF(it, grit_stream, node);
     if (!s->finished && (s->id <= 0 || (uint32_t)s->id > last_id))
-      grit_stream_finish(s, GRIT_STATUS_UNAVAILABLE, why,
-                         s->headers_sent ? GRIT_WIRE_REFUSED
-                                         : GRIT_WIRE_NOT_SENT,
-                         false, -1);
+      grit_stream_finish(
+          s, GRIT_STATUS_UNAVAILABLE, why,
+          s->headers_sent ? GRIT_WIRE_REFUSED : GRIT_WIRE_NOT_SENT, false, -1);
   }
   t->ev_goaway = true;
   t->ev_goaway_last_id = last_id;

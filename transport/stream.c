@@ -174,8 +174,8 @@ size_t grit_stream_take_send(grit_stream *s, uint8_t *buf, size_t len) {
 
 /* nghttp2 copies what it is not told to keep: names and values that live
  * as long as the session (literals, the user agent) go uncopied. */
-#define STREAM_NV_LIT(n, v)                                                   \
-  ((nghttp2_nv){(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1, \
+#define STREAM_NV_LIT(n, v)                                                    \
+  ((nghttp2_nv){(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1,  \
                 NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE})
 
 static nghttp2_nv stream_nv(const char *name, const void *value, size_t len,
@@ -227,8 +227,8 @@ static grit_err stream_submit(grit_stream *s, const grit_stream_head *h) {
   char attempts[16];
   if (h->previous_attempts > 0) {
     snprintf(attempts, sizeof(attempts), "%u", (unsigned)h->previous_attempts);
-    nva[n++] = stream_nv("grpc-previous-rpc-attempts", attempts,
-                         strlen(attempts), nc);
+    nva[n++] =
+        stream_nv("grpc-previous-rpc-attempts", attempts, strlen(attempts), nc);
   }
   for (size_t i = 0; i < nmd; i++) {
     const char *key;
@@ -318,6 +318,7 @@ static void stream_resume(grit_stream *s) {
 }
 
 grit_err grit_stream_send(grit_stream *s, grit_slice *framed) {
+  /* The stream takes a reference of its own; the caller keeps its. */
   if (!s || !framed || s->finished || s->half_close)
     return GRIT_ERR_CALL_STATE;
   if (!grit_slice_fifo_push(&s->sendq, framed)) {

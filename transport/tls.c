@@ -72,8 +72,8 @@ grit_err grit_tls_ctx_create(const grit_tls_opts *o, grit_error_detail *d,
     goto fail;
   }
   if (o && o->cert_chain_file) {
-    const char *key = o->private_key_file ? o->private_key_file
-                                          : o->cert_chain_file;
+    const char *key =
+        o->private_key_file ? o->private_key_file : o->cert_chain_file;
     char what[200];
     if (SSL_CTX_use_certificate_chain_file(c->ctx, o->cert_chain_file) != 1) {
       snprintf(what, sizeof(what), "cannot load certificate chain %s",
@@ -106,14 +106,16 @@ fail:
   return GRIT_ERR_TLS;
 }
 
+/* Atomic: a channel may create or drop its context off the loop thread
+ * while transports hold references on it. */
 grit_tls_ctx *grit_tls_ctx_ref(grit_tls_ctx *c) {
   if (c)
-    c->refs++;
+    __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
   return c;
 }
 
 void grit_tls_ctx_unref(grit_tls_ctx *c) {
-  if (!c || --c->refs > 0)
+  if (!c || __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) > 0)
     return;
   SSL_CTX_free(c->ctx);
   grit_free(c);
@@ -153,9 +155,16 @@ grit_err grit_tls_conn_create(grit_tls_ctx *ctx, const char *server_name,
   if (server_name && *server_name) {
     char name[256];
     size_t n = strlen(server_name);
-    if (n >= 2 && server_name[0] == '[' && server_name[n - 1] == ']') {
-      server_name++;
-      n -= 2;
+    const char *colon = strchr(server_name, ':');
+    if (n >= 2 && server_name[0] == '[') {
+      /* "[::1]" or "[::1]:443" */
+      const char *end = strchr(server_name, ']');
+      if (end) {
+        server_name++;
+        n = (size_t)(end - server_name);
+      }
+    } else if (colon && !strchr(colon + 1, ':')) {
+      n = (size_t)(colon - server_name); /* "host:443": the host only */
     }
     if (n >= sizeof(name)) {
       snprintf(why, whylen, "TLS server name too long");

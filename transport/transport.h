@@ -167,7 +167,7 @@ grit_err grit_transport_start_stream(grit_transport *t,
                                      void *user_data, grit_stream **out);
 
 /* Queue one framed message (5-byte prefix included, see frame.h); the
- * stream takes a reference. Returns GRIT_OK or GRIT_ERR_CALL_STATE after
+ * stream takes a reference of its own (the caller keeps its). Returns GRIT_OK or GRIT_ERR_CALL_STATE after
  * close_send or once the stream ended. */
 grit_err grit_stream_send(grit_stream *s, grit_slice *framed);
 /* Half-close (END_STREAM after the queued messages). */

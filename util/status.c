@@ -99,3 +99,14 @@ void grit_bytes_free(grit_bytes *b) {
   b->data = NULL;
   b->len = 0;
 }
+
+const char *grit_attempt_reason_name(grit_attempt_reason r) {
+  switch (r) {
+#define GRIT_REASON_NAME(name, val, text)                                     \
+  case GRIT_REASON_##name:                                                    \
+    return #name;
+    GRIT_REASON_MAP(GRIT_REASON_NAME)
+#undef GRIT_REASON_NAME
+  }
+  return NULL;
+}

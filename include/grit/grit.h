@@ -243,6 +243,68 @@ GRIT_EXTERN grit_err grit_runtime_create(grit_runtime **out);
 GRIT_EXTERN void grit_runtime_destroy(grit_runtime *rt);
 
 /* ------------------------------------------------------------------------
+ * Attempt records (SPEC MX-03): one per attempt, to an optional observer.
+ */
+
+/** Kind of attempt. */
+typedef enum grit_attempt_kind {
+  GRIT_ATTEMPT_FIRST = 0,
+  GRIT_ATTEMPT_RETRY = 1,
+  GRIT_ATTEMPT_HEDGE = 2,
+  GRIT_ATTEMPT_TRANSPARENT = 3,
+} grit_attempt_kind;
+
+/** Why no further attempt followed an attempt (SPEC MX-03), or
+ * GRIT_REASON_NONE when one did. */
+#define GRIT_REASON_MAP(XX)                                                   \
+  XX(NONE, 0, "another attempt followed")                                     \
+  XX(OK, 1, "succeeded")                                                      \
+  XX(COMMITTED, 2, "committed by response headers or a message")              \
+  XX(NO_POLICY, 3, "no retry or hedging policy")                              \
+  XX(NON_RETRYABLE, 4, "status code not retryable")                           \
+  XX(THROTTLED, 5, "retry throttling")                                        \
+  XX(EXHAUSTED, 6, "maxAttempts reached")                                     \
+  XX(PUSHBACK, 7, "server pushback said do not retry")                        \
+  XX(DEADLINE, 8, "deadline")                                                 \
+  XX(CANCELLED, 9, "cancelled by the application")                            \
+  XX(BUFFER, 10, "replay buffer limit reached")                               \
+  XX(DISABLED, 11, "retries disabled by channel argument")                    \
+  XX(HEDGE_LOST, 12, "another hedge won")                                     \
+  XX(FATAL, 13, "fatal status for hedging")
+
+typedef enum grit_attempt_reason {
+#define GRIT_REASON_GEN(name, val, text) GRIT_REASON_##name = (val),
+  GRIT_REASON_MAP(GRIT_REASON_GEN)
+#undef GRIT_REASON_GEN
+} grit_attempt_reason;
+
+/** Short name of a reason ("EXHAUSTED"); NULL for unknown values.
+ * Ownership: static. Thread: any. */
+GRIT_EXTERN const char *grit_attempt_reason_name(grit_attempt_reason r);
+
+
+/** One attempt, as it ended. Every pointer is borrowed for the callback. */
+typedef struct grit_attempt_record {
+  uint64_t call_id;       /* grit_call_info.call_id of its call */
+  const char *method;     /* "/pkg.Service/Method" */
+  uint32_t attempt;       /* 1-based; a transparent retry keeps the number */
+  grit_attempt_kind kind;
+  const char *peer;       /* "" if no stream was opened */
+  uint64_t start_us;      /* monotonic clock, microseconds */
+  uint64_t end_us;
+  grit_status_code code;  /* how this attempt ended */
+  const char *message;
+  uint64_t backoff_ms;    /* waited before this attempt */
+  bool pushback;          /* that wait came from grpc-retry-pushback-ms */
+  grit_attempt_reason reason; /* why nothing followed, or NONE */
+} grit_attempt_record;
+
+/** Observer callback: runs on the I/O thread for every attempt of every
+ * call of the channel, before the call's own completion callback. */
+typedef void (*grit_attempt_observer_cb)(const grit_attempt_record *rec,
+                                         void *user_data);
+
+/* ------------------------------------------------------------------------
  * Channel arguments: string keys with typed values. Unknown keys are an
  * error, so a typo never passes silently.
  */
@@ -303,8 +365,14 @@ typedef struct grit_channel_args grit_channel_args;
   "grit.keepalive_permit_without_calls"
 /** Int ms, default 1800000. Idle time after which connections close. */
 #define GRIT_ARG_IDLE_TIMEOUT_MS "grit.client_idle_timeout_ms"
-/** String, appended to the user-agent ("grit-c/<version> <this>"). */
+/** String, prepended to the user-agent ("<this> grit-c/<version>"). */
 #define GRIT_ARG_USER_AGENT "grit.primary_user_agent"
+/** Int 0/1, default 0. Stamp calls that have a retry or hedging policy with
+ * an idempotency-key header, one random 128-bit value per call, the same
+ * on every attempt (SPEC ID-01). grit_call_opts.idempotency_key supplies
+ * the application's own key instead (and turns the header on for that
+ * call). */
+#define GRIT_ARG_IDEMPOTENCY_KEYS "grit.idempotency_keys"
 
 /** Create an empty argument set.
  *
@@ -333,6 +401,16 @@ GRIT_EXTERN grit_err grit_channel_args_set_int(grit_channel_args *a,
 GRIT_EXTERN grit_err grit_channel_args_set_string(grit_channel_args *a,
                                                   const char *key,
                                                   const char *value);
+
+/** Install |cb| as the attempt observer of channels made with |a| (NULL
+ * removes it).
+ *
+ * Ownership: |user_data| is never dereferenced by grit and must stay
+ * valid while such a channel lives. Thread: any, one at a time per set.
+ * Returns GRIT_OK or GRIT_ERR_INVALID_ARG (|a| NULL). */
+GRIT_EXTERN grit_err grit_channel_args_set_observer(grit_channel_args *a,
+                                                    grit_attempt_observer_cb cb,
+                                                    void *user_data);
 
 /* ------------------------------------------------------------------------
  * Channel.
@@ -408,6 +486,25 @@ GRIT_EXTERN grit_connectivity_state
 grit_channel_wait_for_state_change(grit_channel *ch,
                                    grit_connectivity_state last_seen,
                                    uint64_t timeout_ms);
+
+/** Channel-wide counters (SPEC MX-01). */
+typedef struct grit_channel_stats {
+  uint64_t calls_started, calls_succeeded, calls_failed;
+  uint64_t attempts;            /* every attempt, transparent included */
+  uint64_t retries;             /* attempts of kind RETRY */
+  uint64_t transparent_retries; /* attempts of kind TRANSPARENT */
+  uint64_t hedges;              /* attempts of kind HEDGE */
+  uint64_t throttled;           /* retries or hedges refused by throttling */
+  /** Retries per call, for calls that had any (gRFC A96): bucket i counts
+   * calls with at most 1, 2, 3, 4, 5, 10, 100, 1000 retries. */
+  uint64_t retries_per_call[8];
+} grit_channel_stats;
+
+/** Read |ch|'s counters into |out|. Each is read atomically; together they
+ * are a near-consistent snapshot. Thread: any.
+ * Returns GRIT_OK or GRIT_ERR_INVALID_ARG. */
+GRIT_EXTERN grit_err grit_channel_get_stats(grit_channel *ch,
+                                            grit_channel_stats *out);
 
 /* ------------------------------------------------------------------------
  * Calls.
@@ -515,16 +612,9 @@ GRIT_EXTERN void grit_call_cancel(grit_call *call);
  * Thread: any, including the call's own callbacks. NULL is a no-op. */
 GRIT_EXTERN void grit_call_destroy(grit_call *call);
 
-/** Kind of attempt, for grit_attempt_record. */
-typedef enum grit_attempt_kind {
-  GRIT_ATTEMPT_FIRST = 0,
-  GRIT_ATTEMPT_RETRY = 1,
-  GRIT_ATTEMPT_HEDGE = 2,
-  GRIT_ATTEMPT_TRANSPARENT = 3,
-} grit_attempt_kind;
-
 /** Per-call result information (SPEC MX-02). */
 typedef struct grit_call_info {
+  uint64_t call_id;             /* as in grit_attempt_record */
   uint32_t attempts;            /* attempts started, transparent included */
   uint32_t transparent_retries; /* of which transparent */
   uint32_t hedges;              /* hedges beyond the first attempt */

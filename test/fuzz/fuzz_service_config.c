@@ -36,8 +36,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     GRIT_ASSERT(d.code == GRIT_ERR_INVALID_CONFIG || d.code == GRIT_ERR_NOMEM);
     return 0;
   }
-  static const char *const paths[] = {"/S/M", "/pkg.Svc/Get", "", "/", "//",
-                                      "/S/", "S/M", "/a/b/c"};
+  static const char *const paths[] = {"/S/M", "/pkg.Svc/Get", "",    "/",
+                                      "//",   "/S/",          "S/M", "/a/b/c"};
   for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
     const grit_method_cfg *m = grit_svccfg_find(cfg, paths[i]);
     if (m && m->policy == GRIT_POLICY_RETRY)

@@ -6,9 +6,6 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-grit_err grit_service_config_check_txt(const char *txt, size_t len,
-                                       const char *hostname, char **report);
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* Split the input at 0x01 bytes into TXT strings; 0x02 starts a record. */
   grit_txt_chunk chunks[64];
@@ -25,7 +22,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *value = NULL;
   size_t len = 0;
   grit_err rv = grit_svccfg_txt_extract(chunks, n, &value, &len);
-  GRIT_ASSERT(rv == GRIT_OK || rv == GRIT_ERR_NOT_FOUND || rv == GRIT_ERR_NOMEM);
+  GRIT_ASSERT(rv == GRIT_OK || rv == GRIT_ERR_NOT_FOUND ||
+              rv == GRIT_ERR_NOMEM);
   /* Without a grpc_config= record, choose from the raw input instead. */
   const char *txt = value ? value : (const char *)data;
   size_t txt_len = value ? len : size;

@@ -389,8 +389,21 @@ void h2s_conn_accept(h2s_server *srv, uv_stream_t *listener, bool is_tcp) {
   h2s_log_lock(srv);
   srv->stats.connections++;
   srv->stats.connections_open++;
+  h2s_accept mode = srv->accept;
   h2s_log_unlock(srv);
   c->ng = conn_session_new(c);
+  switch (mode) {
+  case H2S_ACCEPT_SERVE:
+    break;
+  case H2S_ACCEPT_RESET:
+    c->drop_reset = true;
+    /* fall through */
+  case H2S_ACCEPT_CLOSE:
+    h2s_conn_close(c);
+    return;
+  case H2S_ACCEPT_SILENT:
+    return; /* kept in srv->conns until kill or stop */
+  }
   conn_submit_settings(c);
   if (srv->ssl_ctx) {
     c->ssl = SSL_new(srv->ssl_ctx);

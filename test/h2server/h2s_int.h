@@ -46,7 +46,7 @@ struct h2s_server {
   uv_pipe_t *pipe; /* unix listener */
   h2s_conn *conns;
   uint32_t next_conn_index;
-  uint64_t t0_ns;
+  uint64_t t0_ms; /* uv_now() at start */
 
   uv_mutex_t cmd_mu; /* one test-thread command at a time */
   int cmd;           /* under mu */
@@ -66,6 +66,7 @@ struct h2s_server {
   h2s_slot *slots;
   size_t n_slots, cap_slots;
   h2s_action dflt; /* owned */
+  h2s_accept accept;
   h2s_stats stats;
 };
 

@@ -119,7 +119,8 @@ typedef struct h2s_msg {
 
 /*
  * A request as the server saw it. The handler gets the live record (server
- * thread); h2s_server_request() returns a snapshot. Times are ms since start.
+ * thread); h2s_server_request() returns a snapshot. Times are ms of the
+ * server loop's clock since start, the clock delay_ms timers run on.
  */
 typedef struct h2s_request {
   size_t seq;          /* 0-based, per server, in HEADERS arrival order */
@@ -167,6 +168,14 @@ typedef struct h2s_setting {
   uint32_t value;
 } h2s_setting;
 
+/* What happens right after accept, before HTTP/2 starts. */
+typedef enum h2s_accept {
+  H2S_ACCEPT_SERVE = 0, /* normal */
+  H2S_ACCEPT_CLOSE,     /* close the socket at once */
+  H2S_ACCEPT_RESET,     /* close it with a TCP RST */
+  H2S_ACCEPT_SILENT     /* keep it open, never read nor write */
+} h2s_accept;
+
 typedef struct h2s_config {
   uint16_t port;             /* 0: ephemeral */
   const char *host;          /* NULL: 127.0.0.1 */
@@ -177,6 +186,7 @@ typedef struct h2s_config {
   uint32_t initial_window_size;    /* 0: not sent (65535) */
   h2s_setting settings[8];         /* more SETTINGS, sent verbatim */
   bool no_ping_ack;                /* never ack PINGs */
+  h2s_accept accept;               /* see h2s_server_set_accept */
   const h2s_step *script;          /* copied */
   size_t script_len;
   const char *script_text;          /* steps in text form, see h2s_step_parse */
@@ -226,6 +236,9 @@ int h2s_server_restart(h2s_server *srv);
 /* GOAWAY(last seen stream, |code|) on every connection; each closes once
  * drained, or at once when |close_now|. The listener stays open. */
 void h2s_server_goaway(h2s_server *srv, uint32_t code, bool close_now);
+
+/* Treatment of connections accepted from now on; thread-safe. */
+void h2s_server_set_accept(h2s_server *srv, h2s_accept mode);
 
 /* Append steps to the script; thread-safe. Returns 0 or -EINVAL. */
 int h2s_server_script_add(h2s_server *srv, const h2s_step *steps, size_t n);

@@ -18,7 +18,8 @@ static void usage(FILE *f) {
   fputs("usage: grit-h2server [--port N] [--host ADDR] [--unix PATH]\n"
         "  [--tls-cert FILE --tls-key FILE] [--script FILE]\n"
         "  [--action SPEC]... [--default SPEC] [--max-concurrent-streams N]\n"
-        "  [--initial-window-size N] [--no-ping-ack] [--log] [--quiet]\n"
+        "  [--initial-window-size N] [--no-ping-ack]\n"
+        "  [--accept serve|close|reset|silent] [--log] [--quiet]\n"
         "SPEC is a script step, e.g. \"repeat=2 trailers_only status=14 "
         "pushback=100\";\nsee test/h2server/README.md.\n",
         f);
@@ -134,6 +135,14 @@ int main(int argc, char **argv) {
         return 2;
       }
       have_dflt = true;
+    } else if (strcmp(a, "--accept") == 0 && strcmp(v, "serve") == 0) {
+      cfg.accept = H2S_ACCEPT_SERVE;
+    } else if (strcmp(a, "--accept") == 0 && strcmp(v, "close") == 0) {
+      cfg.accept = H2S_ACCEPT_CLOSE;
+    } else if (strcmp(a, "--accept") == 0 && strcmp(v, "reset") == 0) {
+      cfg.accept = H2S_ACCEPT_RESET;
+    } else if (strcmp(a, "--accept") == 0 && strcmp(v, "silent") == 0) {
+      cfg.accept = H2S_ACCEPT_SILENT;
     } else if (strcmp(a, "--max-concurrent-streams") == 0 &&
                parse_num(v, UINT32_MAX, &n)) {
       cfg.max_concurrent_streams = (uint32_t)n;

@@ -219,7 +219,9 @@ static bool parse_token(h2s_step *st, const char *k, char *v) {
     return !v || parse_h2_field(v, &a->rst_code);
   } else if ((IS("drop") || IS("drop_reset")) && !v) {
     a->kind = H2S_DROP;
-    a->drop_reset = IS("drop_reset");
+    a->drop_reset |= IS("drop_reset");
+  } else if (IS("tcp_reset") && !v) {
+    a->drop_reset = true;
   } else if (IS("inject") && v) {
     a->kind = H2S_INJECT;
     if (!parse_hex(v, &bytes, &blen))

@@ -208,11 +208,12 @@ int h2s_server_start(const h2s_config *cfg, h2s_server **out) {
   srv->cfg.host = srv->host;
   srv->cfg.unix_path = srv->unix_path;
   srv->port = cfg->port;
-  srv->t0_ns = uv_hrtime();
+  srv->accept = cfg->accept;
   uv_mutex_init(&srv->mu);
   uv_mutex_init(&srv->cmd_mu);
   uv_cond_init(&srv->cond);
   uv_loop_init(&srv->loop);
+  srv->t0_ms = uv_now(&srv->loop);
   h2s_action_copy(&srv->dflt,
                   cfg->default_action ? cfg->default_action : &(h2s_action){0});
   int rv = h2s_server_script_add(srv, cfg->script, cfg->script_len);
@@ -266,6 +267,12 @@ void h2s_server_kill(h2s_server *srv) {
 
 int h2s_server_restart(h2s_server *srv) {
   return server_command(srv, H2S_CMD_LISTEN, 0, false);
+}
+
+void h2s_server_set_accept(h2s_server *srv, h2s_accept mode) {
+  uv_mutex_lock(&srv->mu);
+  srv->accept = mode;
+  uv_mutex_unlock(&srv->mu);
 }
 
 void h2s_server_goaway(h2s_server *srv, uint32_t code, bool close_now) {

@@ -60,6 +60,9 @@ void h2s_stream_free(h2s_stream *s) {
     s->timer->data = NULL;
     uv_close((uv_handle_t *)s->timer, stream_free_timer);
   }
+  /* Give back the connection window of data nobody consumed. */
+  if (s->unconsumed && !c->closing && !c->freeze_window)
+    nghttp2_session_consume_connection(c->ng, s->unconsumed);
   h2s_log_lock(c->srv);
   s->rec->pub.closed = true;
   c->srv->n_closed++;

@@ -435,6 +435,10 @@ static void test_end_modes(void) {
   ASSERT(o.tc.eof);
   ASSERT(!o.tc.goaway);
   one_end(&o);
+  ASSERT(one_start(&o, "end=drop tcp_reset", NULL, "m", WAIT_MS));
+  ASSERT(o.tc.eof);
+  ASSERT(!o.tc.goaway);
+  one_end(&o);
   ASSERT(one_start(&o, "end=hang", NULL, "m", 300));
   ASSERT(data_is_msg(o.s, "m"));
   ASSERT(!o.s->closed);
@@ -673,6 +677,50 @@ static void test_handler_at_headers(void) {
   h2s_server_stop(srv);
 }
 
+static void test_stop_reading(void) {
+  h2s_server *srv = start(&(h2s_config){.script_text = "at_headers "
+                                                       "stop_reading hang"});
+  ASSERT_NOT_NULL(srv);
+  tclient tc;
+  ASSERT_OK(tc_connect(&tc, h2s_server_port(srv)));
+  int a = tc_request(&tc, "/p.S/M", NULL, 0, false, NULL);
+  tc_run(&tc, NULL, NULL, 100);
+  ASSERT(h2s_server_wait_requests(srv, 1, WAIT_MS));
+  tc_send(&tc, a, "late", 4, true);
+  tc_run(&tc, NULL, NULL, 200);
+  const h2s_request *r = h2s_server_request(srv, 0);
+  ASSERT_EQ(r->n_msgs, 0);
+  ASSERT(!r->half_closed);
+  ASSERT(r->acted);
+  tc_close(&tc);
+  h2s_server_stop(srv);
+}
+
+static void test_accept_modes(void) {
+  h2s_server *srv = start(&(h2s_config){.accept = H2S_ACCEPT_CLOSE});
+  ASSERT_NOT_NULL(srv);
+  tclient tc;
+  ASSERT_OK(tc_connect(&tc, h2s_server_port(srv)));
+  tc_run(&tc, NULL, NULL, WAIT_MS);
+  ASSERT(tc.eof);
+  ASSERT_EQ(tc.settings_received, 0);
+  tc_close(&tc);
+  h2s_server_set_accept(srv, H2S_ACCEPT_SILENT);
+  ASSERT_OK(tc_connect(&tc, h2s_server_port(srv)));
+  tc_run(&tc, NULL, NULL, 200);
+  ASSERT(!tc.eof);
+  ASSERT_EQ(tc.settings_received, 0);
+  tc_close(&tc);
+  h2s_server_set_accept(srv, H2S_ACCEPT_SERVE);
+  ASSERT_OK(tc_connect(&tc, h2s_server_port(srv)));
+  ASSERT(tc_run(&tc, got_settings, NULL, WAIT_MS));
+  tc_close(&tc);
+  h2s_stats st;
+  h2s_server_get_stats(srv, &st);
+  ASSERT_EQ(st.connections, 3);
+  h2s_server_stop(srv);
+}
+
 static void test_script_at_runtime(void) {
   h2s_server *srv = start(&(h2s_config){0});
   ASSERT_NOT_NULL(srv);
@@ -716,6 +764,8 @@ static const test_case tests[] = {
     {"tls", test_tls},
     {"handler_at_headers", test_handler_at_headers},
     {"script_at_runtime", test_script_at_runtime},
+    {"stop_reading", test_stop_reading},
+    {"accept_modes", test_accept_modes},
     {NULL, NULL},
 };
 

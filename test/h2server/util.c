@@ -52,6 +52,8 @@ void h2s_buf_free(h2s_buf *b) {
   *b = (h2s_buf){0};
 }
 
+/* Loop time, as uv timers use: a delay_ms timer started at a stamp fires at
+ * a stamp at least delay_ms later. Server thread only. */
 uint64_t h2s_now_ms(const h2s_server *srv) {
-  return (uv_hrtime() - srv->t0_ns) / 1000000u;
+  return uv_now(&srv->loop) - srv->t0_ms;
 }

@@ -39,8 +39,9 @@ command -v timeout >/dev/null || skip "timeout not found"
 "$python" -c 'import grpc, google.protobuf' 2>/dev/null ||
   skip "$python lacks grpcio/protobuf (apt-get install python3-grpcio python3-protobuf)"
 if ! "$python" -c 'import grpc_tools' 2>/dev/null; then
-  command -v protoc >/dev/null && [[ -x /usr/bin/grpc_python_plugin ]] ||
+  if ! command -v protoc >/dev/null || [[ ! -x /usr/bin/grpc_python_plugin ]]; then
     skip "need grpc_tools, or protoc and /usr/bin/grpc_python_plugin"
+  fi
 fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/grit-interop.XXXXXX")

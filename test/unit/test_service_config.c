@@ -34,10 +34,10 @@ static grit_svccfg *parse_q(const char *json, uint32_t cap,
 }
 
 /* A retry policy with one field replaced or added, for compact rows. */
-#define RP(extra)                                                             \
+#define RP(extra)                                                              \
   "{'methodConfig':[{'name':[{'service':'S'}],'retryPolicy':{" extra "}}]}"
-#define RP_BASE                                                               \
-  "'maxAttempts':3,'initialBackoff':'0.1s','maxBackoff':'1s',"                \
+#define RP_BASE                                                                \
+  "'maxAttempts':3,'initialBackoff':'0.1s','maxBackoff':'1s',"                 \
   "'backoffMultiplier':2"
 #define RP_CODES "'retryableStatusCodes':['UNAVAILABLE']"
 #define MC(extra) "{'methodConfig':[{'name':[{'service':'S'}]," extra "}]}"
@@ -48,21 +48,21 @@ static grit_svccfg *parse_q(const char *json, uint32_t cap,
 /* What a valid row checks on the parsed config, for method "/S/M". */
 typedef enum probe {
   P_NONE,
-  P_NO_METHOD,     /* find("/S/M") is NULL */
-  P_TIMEOUT,       /* timeout_ns */
-  P_WFR,           /* wait_for_ready enum */
-  P_REQ_BYTES,     /* max_request_bytes */
+  P_NO_METHOD, /* find("/S/M") is NULL */
+  P_TIMEOUT,   /* timeout_ns */
+  P_WFR,       /* wait_for_ready enum */
+  P_REQ_BYTES, /* max_request_bytes */
   P_RETRY_ATTEMPTS,
-  P_RETRY_CODES,   /* mask */
+  P_RETRY_CODES, /* mask */
   P_RETRY_MULT_X1000,
-  P_RECV_TIMEOUT,  /* per_attempt_recv_timeout_ns */
+  P_RECV_TIMEOUT, /* per_attempt_recv_timeout_ns */
   P_HEDGE_ATTEMPTS,
   P_HEDGE_DELAY,
   P_HEDGE_CODES,
-  P_MAX_TOKENS,    /* max_tokens_milli */
-  P_RATIO,         /* token_ratio_milli */
-  P_LB,            /* grit_svccfg_lb */
-  P_SHUFFLE,       /* shuffle_address_list */
+  P_MAX_TOKENS, /* max_tokens_milli */
+  P_RATIO,      /* token_ratio_milli */
+  P_LB,         /* grit_svccfg_lb */
+  P_SHUFFLE,    /* shuffle_address_list */
   P_NO_THROTTLE,
 } probe;
 
@@ -77,12 +77,14 @@ typedef struct row {
   int64_t value;
 } row;
 
-#define OK(rule, json) {rule, 0, json, true, NULL, NULL, P_NONE, 0}
-#define OKP(rule, json, probe, value) {rule, 0, json, true, NULL, NULL, probe, value}
-#define OKC(rule, cap, json, probe, value)                                    \
-  {rule, cap, json, true, NULL, NULL, probe, value}
-#define BAD(rule, json, path, reason)                                         \
-  {rule, 0, json, false, path, reason, P_NONE, 0}
+#define OK(rule, json)                                                         \
+  { rule, 0, json, true, NULL, NULL, P_NONE, 0 }
+#define OKP(rule, json, probe, value)                                          \
+  { rule, 0, json, true, NULL, NULL, probe, value }
+#define OKC(rule, cap, json, probe, value)                                     \
+  { rule, cap, json, true, NULL, NULL, probe, value }
+#define BAD(rule, json, path, reason)                                          \
+  { rule, 0, json, false, path, reason, P_NONE, 0 }
 
 #define B(c) GRIT_CODE_BIT(GRIT_STATUS_##c)
 
@@ -110,8 +112,9 @@ static const row rows[] = {
         MC("'timeout':null,'waitForReady':null,'retryPolicy':null,"
            "'hedgingPolicy':null,'maxRequestMessageBytes':null"),
         P_WFR, GRIT_WFR_UNSET),
-    OKP("SC-01", RP(RP_BASE ",'retryableStatusCodes':[14],"
-                    "'perAttemptRecvTimeout':null"),
+    OKP("SC-01",
+        RP(RP_BASE ",'retryableStatusCodes':[14],"
+                   "'perAttemptRecvTimeout':null"),
         P_RECV_TIMEOUT, 0),
     BAD("SC-01", "{'methodConfig':{}}", "$.methodConfig", "must be an array"),
     BAD("SC-01", "{'methodConfig':[5]}", "$.methodConfig[0]",
@@ -130,8 +133,8 @@ static const row rows[] = {
     OKP("SC-04", "{'methodConfig':[{'timeout':'1s'}]}", P_NO_METHOD, 0),
     OKP("SC-04", "{'methodConfig':[{'name':[],'timeout':'1s'}]}", P_NO_METHOD,
         0),
-    OKP("SC-04", "{'methodConfig':[{'name':null,'timeout':'1s'}]}",
-        P_NO_METHOD, 0),
+    OKP("SC-04", "{'methodConfig':[{'name':null,'timeout':'1s'}]}", P_NO_METHOD,
+        0),
     BAD("SC-04", "{'methodConfig':[{'timeout':'1'}]}",
         "$.methodConfig[0].timeout", "'s'"),
     BAD("SC-04", "{'methodConfig':[{'name':[{'method':'M'}]}]}",
@@ -187,8 +190,7 @@ static const row rows[] = {
     OKP("SC-06", MC("'timeout':'0s'"), P_TIMEOUT, 0),
     OKP("SC-06", MC("'timeout':'0.000000001s'"), P_TIMEOUT, 1),
     OKP("SC-06", MC("'timeout':'315576000000s'"), P_TIMEOUT, INT64_MAX),
-    OKP("SC-06", MC("'timeout':'9223372036.854775807s'"), P_TIMEOUT,
-        INT64_MAX),
+    OKP("SC-06", MC("'timeout':'9223372036.854775807s'"), P_TIMEOUT, INT64_MAX),
     OKP("SC-06", MC("'timeout':'9223372036.854775806s'"), P_TIMEOUT,
         INT64_MAX - 1),
     BAD("SC-06", MC("'timeout':'.5s'"), "$.methodConfig[0].timeout",
@@ -270,8 +272,8 @@ static const row rows[] = {
         "{'loadBalancingConfig':[{'round_robin':{}}],"
         "'loadBalancingPolicy':'nope'}",
         "$.loadBalancingPolicy", "unknown LB policy"),
-    OKP("SC-08", LBC("[{'pick_first':{'shuffleAddressList':true}}]"),
-        P_SHUFFLE, 1),
+    OKP("SC-08", LBC("[{'pick_first':{'shuffleAddressList':true}}]"), P_SHUFFLE,
+        1),
     OKP("SC-08", LBC("[{'pick_first':{'shuffleAddressList':false}}]"),
         P_SHUFFLE, 0),
     OKP("SC-08", LBC("[{'pick_first':{}}]"), P_SHUFFLE, 0),
@@ -289,14 +291,17 @@ static const row rows[] = {
 
     /* SC-10: retryPolicy */
     OKP("SC-10", RP(RP_BASE "," RP_CODES), P_RETRY_ATTEMPTS, 3),
-    BAD("SC-10", RP("'maxAttempts':1,'initialBackoff':'1s','maxBackoff':'1s',"
-                    "'backoffMultiplier':1," RP_CODES),
+    BAD("SC-10",
+        RP("'maxAttempts':1,'initialBackoff':'1s','maxBackoff':'1s',"
+           "'backoffMultiplier':1," RP_CODES),
         "$.methodConfig[0].retryPolicy.maxAttempts", "integer > 1"),
-    OKP("SC-10", RP("'maxAttempts':2,'initialBackoff':'1s','maxBackoff':'1s',"
-                    "'backoffMultiplier':1," RP_CODES),
+    OKP("SC-10",
+        RP("'maxAttempts':2,'initialBackoff':'1s','maxBackoff':'1s',"
+           "'backoffMultiplier':1," RP_CODES),
         P_RETRY_ATTEMPTS, 2),
-    OKP("SC-10", RP("'maxAttempts':6,'initialBackoff':'1s','maxBackoff':'1s',"
-                    "'backoffMultiplier':1," RP_CODES),
+    OKP("SC-10",
+        RP("'maxAttempts':6,'initialBackoff':'1s','maxBackoff':'1s',"
+           "'backoffMultiplier':1," RP_CODES),
         P_RETRY_ATTEMPTS, 5),
     OKC("SC-10", 10,
         RP("'maxAttempts':6,'initialBackoff':'1s','maxBackoff':'1s',"
@@ -306,52 +311,65 @@ static const row rows[] = {
         RP("'maxAttempts':6,'initialBackoff':'1s','maxBackoff':'1s',"
            "'backoffMultiplier':1," RP_CODES),
         P_RETRY_ATTEMPTS, 3),
-    BAD("SC-10", RP("'maxAttempts':2.5,'initialBackoff':'1s','maxBackoff':'1s',"
-                    "'backoffMultiplier':1," RP_CODES),
+    BAD("SC-10",
+        RP("'maxAttempts':2.5,'initialBackoff':'1s','maxBackoff':'1s',"
+           "'backoffMultiplier':1," RP_CODES),
         "$.methodConfig[0].retryPolicy.maxAttempts", "integer"),
-    BAD("SC-10", RP("'maxAttempts':2.0,'initialBackoff':'1s','maxBackoff':'1s',"
-                    "'backoffMultiplier':1," RP_CODES),
+    BAD("SC-10",
+        RP("'maxAttempts':2.0,'initialBackoff':'1s','maxBackoff':'1s',"
+           "'backoffMultiplier':1," RP_CODES),
         "$.methodConfig[0].retryPolicy.maxAttempts", "integer"),
-    BAD("SC-10", RP("'maxAttempts':'3','initialBackoff':'1s','maxBackoff':'1s',"
-                    "'backoffMultiplier':1," RP_CODES),
+    BAD("SC-10",
+        RP("'maxAttempts':'3','initialBackoff':'1s','maxBackoff':'1s',"
+           "'backoffMultiplier':1," RP_CODES),
         "$.methodConfig[0].retryPolicy.maxAttempts", "integer"),
-    BAD("SC-10", RP("'initialBackoff':'1s','maxBackoff':'1s',"
-                    "'backoffMultiplier':1," RP_CODES),
+    BAD("SC-10",
+        RP("'initialBackoff':'1s','maxBackoff':'1s',"
+           "'backoffMultiplier':1," RP_CODES),
         "$.methodConfig[0].retryPolicy.maxAttempts", "is required"),
-    BAD("SC-10", RP("'maxAttempts':2,'initialBackoff':'0s','maxBackoff':'1s',"
-                    "'backoffMultiplier':1," RP_CODES),
+    BAD("SC-10",
+        RP("'maxAttempts':2,'initialBackoff':'0s','maxBackoff':'1s',"
+           "'backoffMultiplier':1," RP_CODES),
         "$.methodConfig[0].retryPolicy.initialBackoff", "> 0"),
-    BAD("SC-10", RP("'maxAttempts':2,'maxBackoff':'1s',"
-                    "'backoffMultiplier':1," RP_CODES),
+    BAD("SC-10",
+        RP("'maxAttempts':2,'maxBackoff':'1s',"
+           "'backoffMultiplier':1," RP_CODES),
         "$.methodConfig[0].retryPolicy.initialBackoff", "is required"),
-    BAD("SC-10", RP("'maxAttempts':2,'initialBackoff':'1s','maxBackoff':'0s',"
-                    "'backoffMultiplier':1," RP_CODES),
+    BAD("SC-10",
+        RP("'maxAttempts':2,'initialBackoff':'1s','maxBackoff':'0s',"
+           "'backoffMultiplier':1," RP_CODES),
         "$.methodConfig[0].retryPolicy.maxBackoff", "> 0"),
-    BAD("SC-10", RP("'maxAttempts':2,'initialBackoff':'1s',"
-                    "'backoffMultiplier':1," RP_CODES),
+    BAD("SC-10",
+        RP("'maxAttempts':2,'initialBackoff':'1s',"
+           "'backoffMultiplier':1," RP_CODES),
         "$.methodConfig[0].retryPolicy.maxBackoff", "is required"),
-    BAD("SC-10", RP("'maxAttempts':2,'initialBackoff':'1s','maxBackoff':'1s',"
-                    "'backoffMultiplier':0," RP_CODES),
+    BAD("SC-10",
+        RP("'maxAttempts':2,'initialBackoff':'1s','maxBackoff':'1s',"
+           "'backoffMultiplier':0," RP_CODES),
         "$.methodConfig[0].retryPolicy.backoffMultiplier", "number > 0"),
-    BAD("SC-10", RP("'maxAttempts':2,'initialBackoff':'1s','maxBackoff':'1s',"
-                    "'backoffMultiplier':-1.5," RP_CODES),
+    BAD("SC-10",
+        RP("'maxAttempts':2,'initialBackoff':'1s','maxBackoff':'1s',"
+           "'backoffMultiplier':-1.5," RP_CODES),
         "$.methodConfig[0].retryPolicy.backoffMultiplier", "number > 0"),
-    BAD("SC-10", RP("'maxAttempts':2,'initialBackoff':'1s','maxBackoff':'1s',"
-                    "'backoffMultiplier':'2'," RP_CODES),
+    BAD("SC-10",
+        RP("'maxAttempts':2,'initialBackoff':'1s','maxBackoff':'1s',"
+           "'backoffMultiplier':'2'," RP_CODES),
         "$.methodConfig[0].retryPolicy.backoffMultiplier", "number > 0"),
-    BAD("SC-10", RP("'maxAttempts':2,'initialBackoff':'1s','maxBackoff':'1s',"
-                    RP_CODES),
+    BAD("SC-10",
+        RP("'maxAttempts':2,'initialBackoff':'1s','maxBackoff':'1s'," RP_CODES),
         "$.methodConfig[0].retryPolicy.backoffMultiplier", "is required"),
-    OKP("SC-10", RP("'maxAttempts':2,'initialBackoff':'1s','maxBackoff':'1s',"
-                    "'backoffMultiplier':1.5," RP_CODES),
+    OKP("SC-10",
+        RP("'maxAttempts':2,'initialBackoff':'1s','maxBackoff':'1s',"
+           "'backoffMultiplier':1.5," RP_CODES),
         P_RETRY_MULT_X1000, 1500),
-    OKP("SC-10", RP("'maxAttempts':2,'initialBackoff':'1s','maxBackoff':'1s',"
-                    "'backoffMultiplier':2," RP_CODES),
+    OKP("SC-10",
+        RP("'maxAttempts':2,'initialBackoff':'1s','maxBackoff':'1s',"
+           "'backoffMultiplier':2," RP_CODES),
         P_RETRY_MULT_X1000, 2000),
     BAD("SC-10", RP(RP_BASE ",'retryableStatusCodes':[]"),
         "$.methodConfig[0].retryPolicy.retryableStatusCodes", "non-empty"),
-    BAD("SC-10", RP(RP_BASE), "$.methodConfig[0].retryPolicy.retryableStatusCodes",
-        "non-empty"),
+    BAD("SC-10", RP(RP_BASE),
+        "$.methodConfig[0].retryPolicy.retryableStatusCodes", "non-empty"),
     BAD("SC-10", RP(RP_BASE ",'retryableStatusCodes':null"),
         "$.methodConfig[0].retryPolicy.retryableStatusCodes", "non-empty"),
     OKP("SC-10",
@@ -362,8 +380,7 @@ static const row rows[] = {
     BAD("SC-10",
         RP(RP_BASE ",'retryableStatusCodes':[],'perAttemptRecvTimeout':'0s'"),
         "$.methodConfig[0].retryPolicy.perAttemptRecvTimeout", "> 0"),
-    BAD("SC-10",
-        RP(RP_BASE "," RP_CODES ",'perAttemptRecvTimeout':'1'"),
+    BAD("SC-10", RP(RP_BASE "," RP_CODES ",'perAttemptRecvTimeout':'1'"),
         "$.methodConfig[0].retryPolicy.perAttemptRecvTimeout", "'s'"),
     OKP("SC-10", RP(RP_BASE ",'retryableStatusCodes':[14]"), P_RETRY_CODES,
         B(UNAVAILABLE)),
@@ -416,8 +433,7 @@ static const row rows[] = {
         "$.methodConfig[0].hedgingPolicy.maxAttempts", "is required"),
     OKP("SC-11", HP("'maxAttempts':2,'nonFatalStatusCodes':[]"), P_HEDGE_CODES,
         0),
-    OKP("SC-11",
-        HP("'maxAttempts':2,'nonFatalStatusCodes':['unavailable',13]"),
+    OKP("SC-11", HP("'maxAttempts':2,'nonFatalStatusCodes':['unavailable',13]"),
         P_HEDGE_CODES, B(UNAVAILABLE) | B(INTERNAL)),
     BAD("SC-11", HP("'maxAttempts':2,'nonFatalStatusCodes':['OK']"),
         "$.methodConfig[0].hedgingPolicy.nonFatalStatusCodes[0]",
@@ -551,8 +567,8 @@ static void check_row(size_t i, const row *r) {
   grit_svccfg *cfg = parse_q(r->json, r->cap, &d);
   if (r->ok) {
     if (!cfg)
-      TEST_FAIL_AT(__FILE__, __LINE__, "row %zu (%s) %s: rejected at %s: %s",
-                   i, r->rule, r->json, d.path, d.reason);
+      TEST_FAIL_AT(__FILE__, __LINE__, "row %zu (%s) %s: rejected at %s: %s", i,
+                   r->rule, r->json, d.path, d.reason);
     int before = test_failures;
     check_probe(r, cfg);
     if (test_failures != before)
@@ -661,13 +677,13 @@ static void test_length_bounded(void) {
 
 static void test_lookup_order(void) {
   grit_error_detail d;
-  grit_svccfg *cfg = parse_q(
-      "{'methodConfig':["
-      "{'name':[{'service':'pkg.Svc','method':'Get'}],'timeout':'1s'},"
-      "{'name':[{'service':'pkg.Svc'}],'timeout':'2s'},"
-      "{'name':[{}],'timeout':'3s'},"
-      "{'name':[{'service':'a/b','method':'c'}],'timeout':'4s'}]}",
-      0, &d);
+  grit_svccfg *cfg =
+      parse_q("{'methodConfig':["
+              "{'name':[{'service':'pkg.Svc','method':'Get'}],'timeout':'1s'},"
+              "{'name':[{'service':'pkg.Svc'}],'timeout':'2s'},"
+              "{'name':[{}],'timeout':'3s'},"
+              "{'name':[{'service':'a/b','method':'c'}],'timeout':'4s'}]}",
+              0, &d);
   ASSERT_NOT_NULL(cfg);
   const grit_method_cfg *m;
   m = grit_svccfg_find(cfg, "/pkg.Svc/Get");
@@ -696,10 +712,10 @@ static void test_lookup_order(void) {
 }
 
 static void test_lookup_none(void) {
-  grit_svccfg *cfg = parse_q(
-      "{'methodConfig':[{'name':[{'service':'S','method':'M'}],"
-      "'waitForReady':true}]}",
-      0, NULL);
+  grit_svccfg *cfg =
+      parse_q("{'methodConfig':[{'name':[{'service':'S','method':'M'}],"
+              "'waitForReady':true}]}",
+              0, NULL);
   ASSERT_NOT_NULL(cfg);
   ASSERT_NOT_NULL(grit_svccfg_find(cfg, "/S/M"));
   ASSERT_NULL(grit_svccfg_find(cfg, "/S/N"));
@@ -850,16 +866,30 @@ static void test_status_code_parser(void) {
     const char *json;
     int code; /* -1: invalid */
   } cases[] = {
-      {"14", 14},           {"1", 1},           {"16", 16},
-      {"\"UNAVAILABLE\"", 14}, {"\"unavailable\"", 14},
-      {"\"Cancelled\"", 1}, {"\"data_loss\"", 15},
+      {"14", 14},
+      {"1", 1},
+      {"16", 16},
+      {"\"UNAVAILABLE\"", 14},
+      {"\"unavailable\"", 14},
+      {"\"Cancelled\"", 1},
+      {"\"data_loss\"", 15},
       {"\"UNAUTHENTICATED\"", 16},
-      {"0", -1},            {"\"OK\"", -1},     {"\"ok\"", -1},
-      {"17", -1},           {"-1", -1},         {"14.0", -1},
-      {"\"14\"", -1},       {"\"UNAVAILABLEX\"", -1},
-      {"\"\"", -1},         {"null", -1},       {"true", -1},
-      {"[14]", -1},         {"{}", -1},         {"", -1},
-      {"\"CANCELED\"", -1}, {"99999999999999999999", -1},
+      {"0", -1},
+      {"\"OK\"", -1},
+      {"\"ok\"", -1},
+      {"17", -1},
+      {"-1", -1},
+      {"14.0", -1},
+      {"\"14\"", -1},
+      {"\"UNAVAILABLEX\"", -1},
+      {"\"\"", -1},
+      {"null", -1},
+      {"true", -1},
+      {"[14]", -1},
+      {"{}", -1},
+      {"", -1},
+      {"\"CANCELED\"", -1},
+      {"99999999999999999999", -1},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     grit_status_code code = (grit_status_code)99;
@@ -880,7 +910,8 @@ static void test_status_code_parser(void) {
 
 /* ---- DNS-02: TXT record extraction ---- */
 
-#define CHUNK(s, start) {(const uint8_t *)(s), sizeof(s) - 1, start}
+#define CHUNK(s, start)                                                        \
+  { (const uint8_t *)(s), sizeof(s) - 1, start }
 
 static void test_txt_extract(void) {
   char *v;
@@ -949,8 +980,8 @@ static void expect_choice(int line, const char *txt, const char *host,
     char w[512];
     qinto(w, sizeof(w), (want));
     if (rv != GRIT_OK || strcmp(out, w) != 0)
-      TEST_FAIL_AT(__FILE__, line, "%s: rv %d chose %s, want %s (%s)", txt,
-                   rv, out ? out : "-", w, d.reason);
+      TEST_FAIL_AT(__FILE__, line, "%s: rv %d chose %s, want %s (%s)", txt, rv,
+                   out ? out : "-", w, d.reason);
   } else if (rv != GRIT_ERR_NOT_FOUND || out != NULL) {
     TEST_FAIL_AT(__FILE__, line, "%s: rv %d chose %s, want none", txt, rv,
                  out ? out : "-");
@@ -978,8 +1009,8 @@ static void test_txt_choose(void) {
                 "{'serviceConfig':{'a':3}}]",
                 "host1", "{'a':2}");
   expect_choice(__LINE__,
-                "[{'clientHostname':['host1'],'serviceConfig':{'a':1}}]",
-                NULL, NULL);
+                "[{'clientHostname':['host1'],'serviceConfig':{'a':1}}]", NULL,
+                NULL);
   /* percentage 0 never, 100 always */
   expect_choice(__LINE__,
                 "[{'percentage':0,'serviceConfig':{'a':1}},"
@@ -1062,8 +1093,8 @@ static void test_txt_percentage_seeded(void) {
   char first[64] = {0};
   for (int i = 0; i < 1000; i++) {
     char *out = NULL;
-    grit_err rv = grit_svccfg_choose_txt(t, strlen(t), NULL, &rng, &out, NULL,
-                                         NULL);
+    grit_err rv =
+        grit_svccfg_choose_txt(t, strlen(t), NULL, &rng, &out, NULL, NULL);
     if (rv == GRIT_OK)
       hits++;
     else
@@ -1078,20 +1109,21 @@ static void test_txt_percentage_seeded(void) {
   grit_rng_seed(&rng, 42);
   for (int i = 0; i < 63; i++) {
     char *out = NULL;
-    grit_err rv = grit_svccfg_choose_txt(t, strlen(t), NULL, &rng, &out, NULL,
-                                         NULL);
+    grit_err rv =
+        grit_svccfg_choose_txt(t, strlen(t), NULL, &rng, &out, NULL, NULL);
     ASSERT_EQ(rv == GRIT_OK ? '1' : '0', first[i]);
     grit_free(out);
   }
   /* A p% choice that misses falls through to the next one. */
   grit_rng_seed(&rng, 7);
-  qinto(t, sizeof(t), ("[{'percentage':1,'serviceConfig':{'a':1}},"
-             "{'serviceConfig':{'a':2}}]"));
+  qinto(t, sizeof(t),
+        ("[{'percentage':1,'serviceConfig':{'a':1}},"
+         "{'serviceConfig':{'a':2}}]"));
   int second = 0;
   for (int i = 0; i < 200; i++) {
     char *out = NULL;
-    ASSERT_OK(grit_svccfg_choose_txt(t, strlen(t), NULL, &rng, &out, NULL,
-                                     NULL));
+    ASSERT_OK(
+        grit_svccfg_choose_txt(t, strlen(t), NULL, &rng, &out, NULL, NULL));
     second += strcmp(out, "{\"a\":2}") == 0;
     grit_free(out);
   }
@@ -1123,17 +1155,17 @@ static void test_txt_chosen_roundtrip(void) {
 
 static void test_describe(void) {
   grit_svccfg_opts o = {.max_attempts_cap = 5};
-  const char *j = q(
-      "{'methodConfig':[{'name':[{'service':'pkg.Echo','method':'Get'},"
-      "{'service':'pkg.Other'}],'timeout':'1.5s','waitForReady':true,"
-      "'maxRequestMessageBytes':1024,'retryPolicy':{'maxAttempts':6,"
-      "'initialBackoff':'0.1s','maxBackoff':'1s','backoffMultiplier':2,"
-      "'retryableStatusCodes':['unavailable','DEADLINE_EXCEEDED'],"
-      "'perAttemptRecvTimeout':'2s'}},"
-      "{'name':[{}],'hedgingPolicy':{'maxAttempts':3,'hedgingDelay':'0.5s',"
-      "'nonFatalStatusCodes':[14]}}],"
-      "'retryThrottling':{'maxTokens':10,'tokenRatio':0.1},"
-      "'loadBalancingConfig':[{'pick_first':{'shuffleAddressList':true}}]}");
+  const char *j =
+      q("{'methodConfig':[{'name':[{'service':'pkg.Echo','method':'Get'},"
+        "{'service':'pkg.Other'}],'timeout':'1.5s','waitForReady':true,"
+        "'maxRequestMessageBytes':1024,'retryPolicy':{'maxAttempts':6,"
+        "'initialBackoff':'0.1s','maxBackoff':'1s','backoffMultiplier':2,"
+        "'retryableStatusCodes':['unavailable','DEADLINE_EXCEEDED'],"
+        "'perAttemptRecvTimeout':'2s'}},"
+        "{'name':[{}],'hedgingPolicy':{'maxAttempts':3,'hedgingDelay':'0.5s',"
+        "'nonFatalStatusCodes':[14]}}],"
+        "'retryThrottling':{'maxTokens':10,'tokenRatio':0.1},"
+        "'loadBalancingConfig':[{'pick_first':{'shuffleAddressList':true}}]}");
   grit_svccfg *cfg = grit_svccfg_parse(j, strlen(j), &o, NULL);
   ASSERT_NOT_NULL(cfg);
   char *s = NULL;
@@ -1189,11 +1221,6 @@ static void test_describe(void) {
 
 /* ---- public check API ---- */
 
-grit_err grit_service_config_check(const char *json, size_t len,
-                                   char **report);
-grit_err grit_service_config_check_txt(const char *txt, size_t len,
-                                       const char *hostname, char **report);
-
 static void test_public_check(void) {
   char *r = NULL;
   const char *j = q("{'methodConfig':[{'name':[{'service':'S'}],"
@@ -1239,11 +1266,26 @@ static void test_public_check_txt(void) {
   ASSERT(strstr(r, "choice [3]: never reached") != NULL);
   grit_free(r);
 
-  t = q("[{'clientHostname':['x'],'serviceConfig':{}}]");
-  ASSERT_OK(grit_service_config_check_txt(t, strlen(t), "h", &r));
+  t = q("[{'clientHostname':['x'],'serviceConfig':{}},"
+        "{'percentage':0,'serviceConfig':{}}]");
+  ASSERT_EQ(grit_service_config_check_txt(t, strlen(t), "h", &r),
+            GRIT_ERR_NOT_FOUND);
   ASSERT(strstr(r, "clientHostname does not list") != NULL);
   ASSERT(strstr(r, "no config from DNS") != NULL);
+  ASSERT(strstr(r, "choice [1]: percentage 0, never chosen") != NULL);
   grit_free(r);
+
+  /* A p% choice may be chosen: it counts as a match, and so does OK. */
+  t = q("[{'percentage':10,'serviceConfig':{}}]");
+  ASSERT_OK(grit_service_config_check_txt(t, strlen(t), "h", &r));
+  grit_free(r);
+  /* NULL hostname: the machine's; without clientHostname it still picks. */
+  t = q("grpc_config=[{'serviceConfig':{}}]");
+  ASSERT_OK(grit_service_config_check_txt(t, strlen(t), NULL, &r));
+  ASSERT(strstr(r, "choice [0]: chosen (every") != NULL);
+  grit_free(r);
+  ASSERT_EQ(grit_service_config_check_txt(NULL, 0, NULL, &r),
+            GRIT_ERR_INVALID_ARG);
 
   t = q("[{'serviceConfig':{},'x':1},{'percentage':200,'serviceConfig':{}}]");
   ASSERT_EQ(grit_service_config_check_txt(t, strlen(t), NULL, &r),
@@ -1309,15 +1351,16 @@ static const grit_allocator fa_alloc = {
 
 static const char *rich_config(void) {
   static char buf[2048];
-  qinto(buf, sizeof(buf), ("{'methodConfig':[{'name':[{'service':'pkg.A','method':'Get'},"
-             "{'service':'pkg.A'},{'service':'pkg.B','method':'X'}],"
-             "'timeout':'1.5s','retryPolicy':{'maxAttempts':4,"
-             "'initialBackoff':'0.1s','maxBackoff':'1s',"
-             "'backoffMultiplier':2,'retryableStatusCodes':[14]}},"
-             "{'name':[{}],'hedgingPolicy':{'maxAttempts':3}},"
-             "{'name':[{'service':'pkg.C'}],'waitForReady':false}],"
-             "'retryThrottling':{'maxTokens':10,'tokenRatio':0.1},"
-             "'loadBalancingConfig':[{'round_robin':{}}]}"));
+  qinto(buf, sizeof(buf),
+        ("{'methodConfig':[{'name':[{'service':'pkg.A','method':'Get'},"
+         "{'service':'pkg.A'},{'service':'pkg.B','method':'X'}],"
+         "'timeout':'1.5s','retryPolicy':{'maxAttempts':4,"
+         "'initialBackoff':'0.1s','maxBackoff':'1s',"
+         "'backoffMultiplier':2,'retryableStatusCodes':[14]}},"
+         "{'name':[{}],'hedgingPolicy':{'maxAttempts':3}},"
+         "{'name':[{'service':'pkg.C'}],'waitForReady':false}],"
+         "'retryThrottling':{'maxTokens':10,'tokenRatio':0.1},"
+         "'loadBalancingConfig':[{'round_robin':{}}]}"));
   return buf;
 }
 
@@ -1330,8 +1373,8 @@ static grit_err oom_parse(void) {
   if (!cfg) {
     return d.code;
   }
-  grit_err rv = grit_svccfg_find(cfg, "/pkg.A/Put") ? GRIT_OK
-                                                    : GRIT_ERR_NOT_FOUND;
+  grit_err rv =
+      grit_svccfg_find(cfg, "/pkg.A/Put") ? GRIT_OK : GRIT_ERR_NOT_FOUND;
   grit_svccfg_unref(cfg);
   return rv;
 }

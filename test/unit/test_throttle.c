@@ -83,9 +83,8 @@ static void test_no_overflow_at_extremes(void) {
   grit_throttle_on_failure(&t);
   ASSERT_EQ(t.tokens_milli, UINT32_MAX - 1000);
   grit_throttle_reconfigure(&t, UINT32_MAX - 1, 1);
-  ASSERT_EQ(t.tokens_milli,
-            (uint32_t)((uint64_t)(UINT32_MAX - 1000) * (UINT32_MAX - 1) /
-                       UINT32_MAX));
+  ASSERT_EQ(t.tokens_milli, (uint32_t)((uint64_t)(UINT32_MAX - 1000) *
+                                       (UINT32_MAX - 1) / UINT32_MAX));
 }
 
 static void test_zero_max_never_allows(void) {

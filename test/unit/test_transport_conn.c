@@ -3,7 +3,12 @@
 #include "transport/transport.h"
 
 #include <nghttp2/nghttp2.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include "test/harness.h"
 
@@ -23,7 +28,10 @@ typedef enum scenario {
   SC_BIG_HEADERS,
   SC_EARLY_TRAILERS,
   SC_ECHO,
-  SC_HOLD, /* headers and a message at once, then nothing */
+  SC_HOLD,      /* headers and a message at once, then nothing */
+  SC_CALM,      /* GOAWAY ENHANCE_YOUR_CALM "too_many_pings" */
+  SC_NO_STATUS, /* trailers without grpc-status */
+  SC_PARTIAL,   /* OK trailers after half a message */
 } scenario;
 
 typedef struct srv_stream {
@@ -40,17 +48,27 @@ typedef struct srv_stream {
 
 typedef struct server server;
 
-typedef struct srv_conn {
+/* TCP, or a unix socket for the unix-address test. */
+typedef union srv_io {
   uv_tcp_t tcp;
+  uv_pipe_t pipe;
+} srv_io;
+
+typedef struct srv_conn {
+  srv_io tcp;
   nghttp2_session *h2;
   server *srv;
   bool closing;
+  srv_stream *streams[64]; /* open ones, freed with the connection */
+  SSL *ssl;                /* TLS through memory BIOs, like the client */
+  BIO *rbio, *wbio;
 } srv_conn;
 
 struct server {
   uv_loop_t *loop;
-  uv_tcp_t listener;
+  srv_io listener;
   int port;
+  const char *unix_path; /* listen there instead of 127.0.0.1 */
   scenario sc;
   uint32_t max_concurrent; /* 0: not announced */
   srv_conn *conn;
@@ -66,6 +84,8 @@ struct server {
   uint32_t rst_code;
   int pings;
   bool stopped;
+  SSL_CTX *tls; /* NULL: cleartext */
+  bool no_alpn; /* TLS without selecting h2 */
 };
 
 static void srv_conn_close(srv_conn *c);
@@ -75,17 +95,43 @@ static void srv_on_write(uv_write_t *req, int status) {
   free(req);
 }
 
+/* The server's buffers use libc directly, so that the OOM sweep below
+ * fails only the client's allocations. */
+typedef struct srv_buf {
+  uint8_t *data;
+  size_t len, cap;
+} srv_buf;
+
+static void srv_buf_append(srv_buf *b, const void *p, size_t n) {
+  if (b->len + n > b->cap) {
+    b->cap = (b->len + n) * 2;
+    b->data = realloc(b->data, b->cap);
+  }
+  memcpy(b->data + b->len, p, n);
+  b->len += n;
+}
+
 static void srv_flush(srv_conn *c) {
   if (c->closing)
     return;
-  grit_buf b;
-  grit_buf_init(&b);
-  for (;;) {
+  srv_buf b = {0};
+  /* Over TLS, HTTP/2 bytes wait for the handshake to finish. */
+  bool h2_ok = !c->ssl || SSL_is_init_finished(c->ssl);
+  while (h2_ok) {
     const uint8_t *d;
     ssize_t n = nghttp2_session_mem_send(c->h2, &d);
     if (n <= 0)
       break;
-    grit_buf_append(&b, d, (size_t)n);
+    if (c->ssl)
+      SSL_write(c->ssl, d, (int)n);
+    else
+      srv_buf_append(&b, d, (size_t)n);
+  }
+  if (c->ssl) {
+    char tmp[16384];
+    int r;
+    while ((r = BIO_read(c->wbio, tmp, sizeof(tmp))) > 0)
+      srv_buf_append(&b, tmp, (size_t)r);
   }
   if (b.len) {
     uv_write_t *req = malloc(sizeof(*req) + b.len);
@@ -94,11 +140,11 @@ static void srv_flush(srv_conn *c) {
     if (uv_write(req, (uv_stream_t *)&c->tcp, &ub, 1, srv_on_write) < 0)
       free(req);
   }
-  grit_buf_free(&b);
+  free(b.data);
 }
 
-#define NV(n, v)                                                              \
-  ((nghttp2_nv){(uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v),        \
+#define NV(n, v)                                                               \
+  ((nghttp2_nv){(uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v),          \
                 NGHTTP2_NV_FLAG_NONE})
 
 static ssize_t srv_data_read(nghttp2_session *session, int32_t stream_id,
@@ -128,8 +174,7 @@ static void srv_respond(srv_conn *c, srv_stream *st, const char *msg,
                         size_t msg_len, const nghttp2_nv *tr, size_t ntr) {
   nghttp2_nv hdrs[] = {NV(":status", "200"),
                        NV("content-type", "application/grpc"),
-                       NV("x-resp", "hello"),
-                       NV("x-resp-bin", "AP8")};
+                       NV("x-resp", "hello"), NV("x-resp-bin", "AP8")};
   free(st->body);
   st->body = malloc(5 + msg_len);
   st->body[0] = 0;
@@ -160,8 +205,8 @@ static void srv_on_request_headers(srv_conn *c, srv_stream *st) {
   case SC_GOAWAY:
     /* The second stream arrives: refuse it by GOAWAY, finish the first. */
     if (st->id == 3) {
-      nghttp2_submit_goaway(c->h2, NGHTTP2_FLAG_NONE, 1, NGHTTP2_NO_ERROR,
-                            NULL, 0);
+      nghttp2_submit_goaway(c->h2, NGHTTP2_FLAG_NONE, 1, NGHTTP2_NO_ERROR, NULL,
+                            0);
       nghttp2_nv tro[] = {NV(":status", "200"),
                           NV("content-type", "application/grpc"),
                           NV("grpc-status", "0")};
@@ -172,12 +217,15 @@ static void srv_on_request_headers(srv_conn *c, srv_stream *st) {
     static char big[2000];
     memset(big, 'v', sizeof(big) - 1);
     nghttp2_nv h[] = {NV(":status", "200"),
-                      NV("content-type", "application/grpc"),
-                      NV("x-big", big)};
-    nghttp2_submit_headers(c->h2, NGHTTP2_FLAG_NONE, st->id, NULL, h, 3,
-                           NULL);
+                      NV("content-type", "application/grpc"), NV("x-big", big)};
+    nghttp2_submit_headers(c->h2, NGHTTP2_FLAG_NONE, st->id, NULL, h, 3, NULL);
     break;
   }
+  case SC_CALM:
+    nghttp2_submit_goaway(c->h2, NGHTTP2_FLAG_NONE, 0,
+                          NGHTTP2_ENHANCE_YOUR_CALM,
+                          (const uint8_t *)"too_many_pings", 14);
+    break;
   case SC_HOLD:
     srv_respond(c, st, "held", 4, NULL, 0);
     st->hold = true;
@@ -231,6 +279,17 @@ static void srv_on_request_end(srv_conn *c, srv_stream *st) {
     srv_respond(c, st, big, sizeof(big), tr, 1);
     break;
   }
+  case SC_NO_STATUS: {
+    nghttp2_nv tr[] = {NV("x-trail", "t")};
+    srv_respond(c, st, "pong", 4, tr, 1);
+    break;
+  }
+  case SC_PARTIAL: {
+    nghttp2_nv tr[] = {NV("grpc-status", "0")};
+    srv_respond(c, st, "0123456789", 10, tr, 1);
+    st->body_len -= 4;
+    break;
+  }
   case SC_HTTP_503: {
     nghttp2_nv h[] = {NV(":status", "503"), NV("content-type", "text/plain")};
     nghttp2_submit_response(c->h2, st->id, h, 2, NULL);
@@ -250,6 +309,12 @@ static int srv_on_begin_headers(nghttp2_session *session,
   srv_stream *st = calloc(1, sizeof(*st));
   st->id = frame->hd.stream_id;
   nghttp2_session_set_stream_user_data(session, st->id, st);
+  for (int i = 0; i < 64; i++) {
+    if (!c->streams[i]) {
+      c->streams[i] = st;
+      break;
+    }
+  }
   c->srv->nheaders = 0;
   return 0;
 }
@@ -309,8 +374,12 @@ static int srv_on_data(nghttp2_session *session, uint8_t flags, int32_t id,
 static int srv_on_stream_close(nghttp2_session *session, int32_t id,
                                uint32_t code, void *ud) {
   (void)code;
-  (void)ud;
+  srv_conn *c = ud;
   srv_stream *st = nghttp2_session_get_stream_user_data(session, id);
+  for (int i = 0; st && i < 64; i++) {
+    if (c->streams[i] == st)
+      c->streams[i] = NULL;
+  }
   if (st) {
     free(st->body);
     free(st);
@@ -320,7 +389,14 @@ static int srv_on_stream_close(nghttp2_session *session, int32_t id,
 
 static void srv_conn_on_close(uv_handle_t *h) {
   srv_conn *c = h->data;
+  for (int i = 0; i < 64; i++) {
+    if (c->streams[i]) {
+      free(c->streams[i]->body);
+      free(c->streams[i]);
+    }
+  }
   nghttp2_session_del(c->h2);
+  SSL_free(c->ssl);
   free(c);
 }
 
@@ -349,11 +425,35 @@ static void srv_on_read(uv_stream_t *stream, ssize_t nread,
   }
   if (nread == 0 || c->closing)
     return;
-  if (nghttp2_session_mem_recv(c->h2, (const uint8_t *)buf->base,
-                               (size_t)nread) < 0) {
-    srv_conn_close(c);
+  if (!c->ssl) {
+    if (nghttp2_session_mem_recv(c->h2, (const uint8_t *)buf->base,
+                                 (size_t)nread) < 0) {
+      srv_conn_close(c);
+      return;
+    }
+    srv_flush(c);
     return;
   }
+  BIO_write(c->rbio, buf->base, (int)nread);
+  if (!SSL_is_init_finished(c->ssl)) {
+    int r = SSL_do_handshake(c->ssl);
+    if (r != 1 && SSL_get_error(c->ssl, r) != SSL_ERROR_WANT_READ) {
+      ERR_clear_error();
+      srv_flush(c); /* the alert */
+      srv_conn_close(c);
+      return;
+    }
+  }
+  char plain[16384];
+  int r;
+  while ((r = SSL_read(c->ssl, plain, sizeof(plain))) > 0) {
+    if (nghttp2_session_mem_recv(c->h2, (const uint8_t *)plain, (size_t)r) <
+        0) {
+      srv_conn_close(c);
+      return;
+    }
+  }
+  ERR_clear_error();
   srv_flush(c);
 }
 
@@ -363,8 +463,11 @@ static void srv_on_connection(uv_stream_t *listener, int status) {
     return;
   srv_conn *c = calloc(1, sizeof(*c));
   c->srv = s;
-  uv_tcp_init(s->loop, &c->tcp);
-  c->tcp.data = c;
+  if (s->unix_path)
+    uv_pipe_init(s->loop, &c->tcp.pipe, 0);
+  else
+    uv_tcp_init(s->loop, &c->tcp.tcp);
+  ((uv_handle_t *)&c->tcp)->data = c;
   if (uv_accept(listener, (uv_stream_t *)&c->tcp) < 0) {
     uv_close((uv_handle_t *)&c->tcp, NULL);
     return;
@@ -389,6 +492,14 @@ static void srv_on_connection(uv_stream_t *listener, int status) {
       {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, s->max_concurrent}};
   nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, iv,
                           s->max_concurrent ? 1 : 0);
+  if (s->tls) {
+    c->ssl = SSL_new(s->tls);
+    c->rbio = BIO_new(BIO_s_mem());
+    c->wbio = BIO_new(BIO_s_mem());
+    BIO_set_mem_eof_return(c->rbio, -1);
+    SSL_set_bio(c->ssl, c->rbio, c->wbio);
+    SSL_set_accept_state(c->ssl);
+  }
   s->conn = c;
   s->conns++;
   uv_read_start((uv_stream_t *)&c->tcp, srv_alloc, srv_on_read);
@@ -396,18 +507,28 @@ static void srv_on_connection(uv_stream_t *listener, int status) {
 }
 
 static void server_start(server *s, uv_loop_t *loop, scenario sc) {
+  const char *unix_path = s->unix_path;
   memset(s, 0, sizeof(*s));
   s->loop = loop;
   s->sc = sc;
-  uv_tcp_init(loop, &s->listener);
-  s->listener.data = s;
+  s->unix_path = unix_path;
+  if (unix_path) {
+    unlink(unix_path);
+    uv_pipe_init(loop, &s->listener.pipe, 0);
+    s->listener.pipe.data = s;
+    uv_pipe_bind(&s->listener.pipe, unix_path);
+    uv_listen((uv_stream_t *)&s->listener, 16, srv_on_connection);
+    return;
+  }
+  uv_tcp_init(loop, &s->listener.tcp);
+  s->listener.tcp.data = s;
   struct sockaddr_in a;
   uv_ip4_addr("127.0.0.1", 0, &a);
-  uv_tcp_bind(&s->listener, (const struct sockaddr *)&a, 0);
+  uv_tcp_bind(&s->listener.tcp, (const struct sockaddr *)&a, 0);
   uv_listen((uv_stream_t *)&s->listener, 16, srv_on_connection);
   struct sockaddr_in b;
   int len = sizeof(b);
-  uv_tcp_getsockname(&s->listener, (struct sockaddr *)&b, &len);
+  uv_tcp_getsockname(&s->listener.tcp, (struct sockaddr *)&b, &len);
   s->port = ntohs(b.sin_port);
 }
 
@@ -493,8 +614,7 @@ static const grit_transport_cbs client_cbs = {
     .on_capacity = cl_on_capacity,
 };
 
-static void call_on_headers(grit_stream *s, const grit_metadata *md,
-                            void *ud) {
+static void call_on_headers(grit_stream *s, const grit_metadata *md, void *ud) {
   call *c = ud;
   c->headers_calls++;
   grit_metadata_copy(md, &c->headers);
@@ -562,8 +682,12 @@ static bool fx_run_until(fixture *f, const int *flag, int want) {
   return *flag >= want;
 }
 
+static const char *fx_unix_path; /* next fx_start listens there */
+
 static void fx_start(fixture *f, scenario sc, const grit_transport_opts *o) {
+  (void)o;
   memset(f, 0, sizeof(*f));
+  f->srv.unix_path = fx_unix_path;
   uv_loop_init(&f->loop);
   uv_timer_init(&f->loop, &f->guard);
   f->guard.data = f;
@@ -573,11 +697,14 @@ static void fx_start(fixture *f, scenario sc, const grit_transport_opts *o) {
 
 static grit_err fx_connect(fixture *f, const grit_transport_opts *o) {
   grit_addr a;
-  grit_addr_from_ip(&a, "127.0.0.1", (uint16_t)f->srv.port);
+  if (f->srv.unix_path)
+    grit_addr_from_unix(&a, f->srv.unix_path);
+  else
+    grit_addr_from_ip(&a, "127.0.0.1", (uint16_t)f->srv.port);
   grit_transport_opts def = {.max_recv_message_bytes = -1,
                              .user_agent = "grit-test/1.0"};
-  return grit_transport_create(&f->loop, &a, o ? o : &def, &client_cbs,
-                               &f->cl, &f->cl.t);
+  return grit_transport_create(&f->loop, &a, o ? o : &def, &client_cbs, &f->cl,
+                               &f->cl.t);
 }
 
 /* Destroy everything and check that the loop ends with no handle left. */
@@ -811,12 +938,38 @@ static void test_http_503(void) {
   ASSERT_EQ(fx_finish(&f), 0);
 }
 
+static void test_missing_status(void) {
+  fixture f;
+  fx_start(&f, SC_NO_STATUS, NULL);
+  grit_stream_head h = default_head();
+  call c = {0};
+  ASSERT(fx_unary(&f, &h, &c));
+  ASSERT_EQ(c.code, GRIT_STATUS_UNKNOWN);
+  ASSERT(strstr(c.message, "missing grpc-status") != NULL);
+  ASSERT_EQ(c.nmsgs, 1);
+  call_free(&c);
+  ASSERT_EQ(fx_finish(&f), 0);
+}
+
+static void test_partial_message(void) {
+  fixture f;
+  fx_start(&f, SC_PARTIAL, NULL);
+  grit_stream_head h = default_head();
+  call c = {0};
+  ASSERT(fx_unary(&f, &h, &c));
+  ASSERT_EQ(c.code, GRIT_STATUS_INTERNAL);
+  ASSERT(strstr(c.message, "middle of a message") != NULL);
+  ASSERT_EQ(c.nmsgs, 0);
+  call_free(&c);
+  ASSERT_EQ(fx_finish(&f), 0);
+}
+
 static void test_header_list_limit(void) {
   fixture f;
   fx_start(&f, SC_BIG_HEADERS, NULL);
-  ASSERT_OK(fx_connect(&f, &(grit_transport_opts){
-                               .max_header_list_bytes = 1024,
-                               .max_recv_message_bytes = -1}));
+  ASSERT_OK(
+      fx_connect(&f, &(grit_transport_opts){.max_header_list_bytes = 1024,
+                                            .max_recv_message_bytes = -1}));
   ASSERT(fx_run_until(&f, &f.cl.ready, 1));
   grit_stream_head h = default_head();
   call c = {0};
@@ -982,9 +1135,9 @@ static void test_max_concurrent(void) {
   ASSERT_EQ(grit_stream_pending_bytes(c2.s), 8);
   m = grit_frame_message("two", 3);
   ASSERT_OK(grit_stream_send(c1.s, m));
-  grit_slice_unref(m);
   ASSERT_OK(grit_stream_close_send(c1.s));
   ASSERT_EQ(grit_stream_send(c1.s, m), GRIT_ERR_CALL_STATE);
+  grit_slice_unref(m);
   ASSERT(fx_run_until(&f, &c2.done, 1));
   ASSERT_EQ(c1.done, 1);
   ASSERT_EQ(c1.code, GRIT_STATUS_OK);
@@ -1062,6 +1215,395 @@ static void test_drain(void) {
   ASSERT_EQ(f.cl.closed, 1);
 }
 
+/* Many streams at once, most of them queued by MAX_CONCURRENT_STREAMS:
+ * every one completes with its own echo. */
+static void test_many_streams(void) {
+  enum { N = 200 };
+  fixture f;
+  fx_start(&f, SC_ECHO, NULL);
+  f.srv.max_concurrent = 16;
+  ASSERT_OK(fx_connect(&f, NULL));
+  ASSERT(fx_run_until(&f, &f.cl.ready, 1));
+  static call calls[N];
+  memset(calls, 0, sizeof(calls));
+  grit_stream_head h = default_head();
+  for (int i = 0; i < N; i++) {
+    char body[1000];
+    memset(body, 'a' + i % 26, sizeof(body));
+    snprintf(body, 8, "%05d", i);
+    ASSERT_OK(grit_transport_start_stream(f.cl.t, &h, &call_cbs, &calls[i],
+                                          &calls[i].s));
+    grit_slice *m = grit_frame_message(body, sizeof(body));
+    ASSERT_OK(grit_stream_send(calls[i].s, m));
+    grit_slice_unref(m);
+    ASSERT_OK(grit_stream_close_send(calls[i].s));
+  }
+  ASSERT_EQ(grit_transport_stream_count(f.cl.t), N);
+  int done = 0;
+  while (done < N && !f.expired) {
+    uv_run(&f.loop, UV_RUN_ONCE);
+    done = 0;
+    for (int i = 0; i < N; i++)
+      done += calls[i].done;
+  }
+  ASSERT_EQ(done, N);
+  for (int i = 0; i < N; i++) {
+    char want[8];
+    snprintf(want, sizeof(want), "%05d", i);
+    ASSERT_EQ(calls[i].code, GRIT_STATUS_OK);
+    ASSERT_EQ(calls[i].nmsgs, 1);
+    ASSERT_EQ(calls[i].msgs[0]->len, 1000);
+    ASSERT_MEM_EQ(calls[i].msgs[0]->data, want, 6);
+    call_free(&calls[i]);
+  }
+  ASSERT_EQ(grit_transport_stream_count(f.cl.t), 0);
+  ASSERT_EQ(fx_finish(&f), 0);
+}
+
+static void test_unix_socket(void) {
+  char path[64];
+  snprintf(path, sizeof(path), "/tmp/grit-test-%d.sock", (int)getpid());
+  fx_unix_path = path;
+  fixture f;
+  fx_start(&f, SC_UNARY, NULL);
+  fx_unix_path = NULL;
+  grit_stream_head h = default_head();
+  call c = {0};
+  ASSERT(fx_unary(&f, &h, &c));
+  ASSERT_EQ(c.code, GRIT_STATUS_OK);
+  ASSERT_EQ(c.nmsgs, 1);
+  ASSERT(strncmp(grit_transport_peer(f.cl.t)->text, "unix:", 5) == 0);
+  call_free(&c);
+  ASSERT_EQ(fx_finish(&f), 0);
+  unlink(path);
+}
+
+/* TCP connects but the server never speaks: the connect timeout covers
+ * the wait for SETTINGS. */
+static void mute_on_connection(uv_stream_t *listener, int status) {
+  (void)listener;
+  (void)status;
+}
+
+static void test_connect_timeout(void) {
+  fixture f;
+  fx_start(&f, SC_UNARY, NULL);
+  uv_tcp_t mute;
+  uv_tcp_init(&f.loop, &mute);
+  struct sockaddr_in a;
+  uv_ip4_addr("127.0.0.1", 0, &a);
+  uv_tcp_bind(&mute, (const struct sockaddr *)&a, 0);
+  uv_listen((uv_stream_t *)&mute, 4, mute_on_connection);
+  struct sockaddr_in b;
+  int len = sizeof(b);
+  uv_tcp_getsockname(&mute, (struct sockaddr *)&b, &len);
+  int real_port = f.srv.port;
+  f.srv.port = ntohs(b.sin_port);
+  grit_transport_opts o = {.max_recv_message_bytes = -1,
+                           .connect_timeout_ms = 100};
+  uint64_t start = uv_now(&f.loop);
+  ASSERT_OK(fx_connect(&f, &o));
+  ASSERT(fx_run_until(&f, &f.cl.closed, 1));
+  f.srv.port = real_port;
+  ASSERT_CMP(uv_now(&f.loop) - start, >=, 90);
+  ASSERT_EQ(f.cl.ready, 0);
+  ASSERT_EQ(f.cl.close_code, GRIT_STATUS_UNAVAILABLE);
+  ASSERT(strstr(f.cl.close_reason, "timed out") != NULL);
+  ASSERT(strstr(f.cl.close_reason, "SETTINGS") != NULL);
+  uv_close((uv_handle_t *)&mute, NULL);
+  ASSERT_EQ(fx_finish(&f), 0);
+}
+
+static void test_too_many_pings(void) {
+  fixture f;
+  fx_start(&f, SC_CALM, NULL);
+  ASSERT_OK(fx_connect(&f, NULL));
+  ASSERT(fx_run_until(&f, &f.cl.ready, 1));
+  grit_stream_head h = default_head();
+  call c = {0};
+  ASSERT_OK(grit_transport_start_stream(f.cl.t, &h, &call_cbs, &c, &c.s));
+  ASSERT(fx_run_until(&f, &f.cl.closed, 1));
+  ASSERT_EQ(c.done, 1);
+  ASSERT_EQ(c.code, GRIT_STATUS_UNAVAILABLE);
+  ASSERT_EQ(c.wire, GRIT_WIRE_REFUSED);
+  ASSERT_EQ(f.cl.goaways, 1);
+  ASSERT_EQ(f.cl.goaway_code, NGHTTP2_ENHANCE_YOUR_CALM);
+  ASSERT(f.cl.close_pings);
+  call_free(&c);
+  ASSERT_EQ(fx_finish(&f), 0);
+}
+
+/* ------------------------------------------------------------------ */
+/* TLS: a self-signed certificate made here, for localhost/127.0.0.1  */
+/* ------------------------------------------------------------------ */
+
+static EVP_PKEY *tls_key;
+static X509 *tls_cert;
+static char tls_cert_file[64];
+
+static bool tls_make_cert(void) {
+  if (tls_cert)
+    return true;
+  tls_key = EVP_EC_gen("P-256");
+  tls_cert = X509_new();
+  if (!tls_key || !tls_cert)
+    return false;
+  X509_set_version(tls_cert, 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(tls_cert), 1);
+  X509_gmtime_adj(X509_getm_notBefore(tls_cert), -3600);
+  X509_gmtime_adj(X509_getm_notAfter(tls_cert), 24 * 3600);
+  X509_set_pubkey(tls_cert, tls_key);
+  X509_NAME *name = X509_get_subject_name(tls_cert);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                             (const unsigned char *)"grit test", -1, -1, 0);
+  X509_set_issuer_name(tls_cert, name);
+  X509V3_CTX ctx;
+  X509V3_set_ctx_nodb(&ctx);
+  X509V3_set_ctx(&ctx, tls_cert, tls_cert, NULL, NULL, 0);
+  const struct {
+    int nid;
+    const char *value;
+  } exts[] = {
+      {NID_subject_alt_name, "DNS:localhost,IP:127.0.0.1"},
+      {NID_basic_constraints, "critical,CA:TRUE"},
+      {NID_key_usage, "critical,digitalSignature,keyCertSign"},
+  };
+  for (size_t i = 0; i < sizeof(exts) / sizeof(exts[0]); i++) {
+    X509_EXTENSION *e =
+        X509V3_EXT_conf_nid(NULL, &ctx, exts[i].nid, exts[i].value);
+    if (!e)
+      return false;
+    X509_add_ext(tls_cert, e, -1);
+    X509_EXTENSION_free(e);
+  }
+  if (!X509_sign(tls_cert, tls_key, EVP_sha256()))
+    return false;
+  snprintf(tls_cert_file, sizeof(tls_cert_file), "/tmp/grit-test-XXXXXX");
+  int fd = mkstemp(tls_cert_file);
+  if (fd < 0)
+    return false;
+  FILE *fp = fdopen(fd, "w");
+  PEM_write_X509(fp, tls_cert);
+  fclose(fp);
+  return true;
+}
+
+static void tls_free_cert(void) {
+  if (tls_cert_file[0])
+    unlink(tls_cert_file);
+  X509_free(tls_cert);
+  EVP_PKEY_free(tls_key);
+  tls_cert = NULL;
+  tls_key = NULL;
+}
+
+static int tls_alpn_select(SSL *ssl, const unsigned char **out,
+                           unsigned char *outlen, const unsigned char *in,
+                           unsigned int inlen, void *arg) {
+  (void)ssl;
+  server *s = arg;
+  if (s->no_alpn)
+    return SSL_TLSEXT_ERR_NOACK;
+  unsigned char *sel;
+  if (SSL_select_next_proto(&sel, outlen, (const unsigned char *)"\2h2", 3, in,
+                            inlen) != OPENSSL_NPN_NEGOTIATED)
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
+  *out = sel;
+  return SSL_TLSEXT_ERR_OK;
+}
+
+static void server_enable_tls(server *s) {
+  s->tls = SSL_CTX_new(TLS_server_method());
+  SSL_CTX_use_certificate(s->tls, tls_cert);
+  SSL_CTX_use_PrivateKey(s->tls, tls_key);
+  SSL_CTX_set_alpn_select_cb(s->tls, tls_alpn_select, s);
+}
+
+/* Connect over TLS with |roots| (NULL: system store) to |name|. */
+static grit_err fx_connect_tls(fixture *f, const char *roots, const char *name,
+                               grit_tls_ctx **ctx) {
+  grit_tls_opts to = {.root_certs_file = roots};
+  grit_error_detail d;
+  grit_err rv = grit_tls_ctx_create(&to, &d, ctx);
+  if (rv != GRIT_OK)
+    return rv;
+  grit_transport_opts o = {.tls = *ctx,
+                           .tls_server_name = name,
+                           .tls_verify_hostname = true,
+                           .max_recv_message_bytes = -1,
+                           .connect_timeout_ms = 3000};
+  return fx_connect(f, &o);
+}
+
+static void test_tls_unary(void) {
+  ASSERT(tls_make_cert());
+  fixture f;
+  fx_start(&f, SC_UNARY, NULL);
+  server_enable_tls(&f.srv);
+  grit_tls_ctx *ctx = NULL;
+  /* A port in the name is ignored for SNI and the hostname check. */
+  ASSERT_OK(fx_connect_tls(&f, tls_cert_file, "localhost:443", &ctx));
+  ASSERT(fx_run_until(&f, &f.cl.ready, 1));
+  grit_stream_head h = default_head();
+  call c = {0};
+  ASSERT_OK(grit_transport_start_stream(f.cl.t, &h, &call_cbs, &c, &c.s));
+  grit_slice *m = grit_frame_message("ping", 4);
+  ASSERT_OK(grit_stream_send(c.s, m));
+  grit_slice_unref(m);
+  ASSERT_OK(grit_stream_close_send(c.s));
+  ASSERT(fx_run_until(&f, &c.done, 1));
+  ASSERT_EQ(c.code, GRIT_STATUS_OK);
+  ASSERT_EQ(c.nmsgs, 1);
+  ASSERT_MEM_EQ(c.msgs[0]->data, "pong", 4);
+  ASSERT_STR_EQ(srv_header(&f.srv, ":scheme"), "https");
+  call_free(&c);
+  ASSERT_EQ(fx_finish(&f), 0);
+  grit_tls_ctx_unref(ctx);
+  SSL_CTX_free(f.srv.tls);
+}
+
+/* Certificate and ALPN failures: UNAVAILABLE with a reason that says so. */
+static void tls_expect_failure(scenario sc, bool no_alpn, const char *roots,
+                               const char *name, const char *want) {
+  ASSERT(tls_make_cert());
+  fixture f;
+  fx_start(&f, sc, NULL);
+  server_enable_tls(&f.srv);
+  f.srv.no_alpn = no_alpn;
+  grit_tls_ctx *ctx = NULL;
+  ASSERT_OK(fx_connect_tls(&f, roots, name, &ctx));
+  ASSERT(fx_run_until(&f, &f.cl.closed, 1));
+  ASSERT_EQ(f.cl.ready, 0);
+  ASSERT_EQ(f.cl.close_code, GRIT_STATUS_UNAVAILABLE);
+  if (!strstr(f.cl.close_reason, want))
+    TEST_FAIL_AT(__FILE__, __LINE__, "reason \"%s\" lacks \"%s\"",
+                 f.cl.close_reason, want);
+  ASSERT_EQ(fx_finish(&f), 0);
+  grit_tls_ctx_unref(ctx);
+  SSL_CTX_free(f.srv.tls);
+}
+
+static void test_tls_untrusted(void) {
+  /* The system store does not know our self-signed root. */
+  tls_expect_failure(SC_UNARY, false, NULL, "localhost",
+                     "certificate verification failed");
+}
+
+static void test_tls_wrong_host(void) {
+  ASSERT(tls_make_cert());
+  tls_expect_failure(SC_UNARY, false, tls_cert_file, "other.example",
+                     "hostname mismatch");
+}
+
+static void test_tls_no_alpn(void) {
+  ASSERT(tls_make_cert());
+  tls_expect_failure(SC_UNARY, true, tls_cert_file, "localhost", "ALPN");
+}
+
+static void test_tls_ip_san(void) {
+  ASSERT(tls_make_cert());
+  fixture f;
+  fx_start(&f, SC_UNARY, NULL);
+  server_enable_tls(&f.srv);
+  grit_tls_ctx *ctx = NULL;
+  ASSERT_OK(fx_connect_tls(&f, tls_cert_file, "127.0.0.1", &ctx));
+  ASSERT(fx_run_until(&f, &f.cl.ready, 1));
+  ASSERT_EQ(fx_finish(&f), 0);
+  grit_tls_ctx_unref(ctx);
+  SSL_CTX_free(f.srv.tls);
+}
+
+/* ------------------------------------------------------------------ */
+/* OOM sweep: fail the i-th grit allocation (nghttp2's included)       */
+/* ------------------------------------------------------------------ */
+
+static long oom_fail_at = -1, oom_count;
+
+static bool oom_hit(void) {
+  return ++oom_count == oom_fail_at;
+}
+static void *oom_malloc(size_t n, void *ud) {
+  (void)ud;
+  return oom_hit() ? NULL : malloc(n);
+}
+static void oom_free(void *p, void *ud) {
+  (void)ud;
+  free(p);
+}
+static void *oom_calloc(size_t n, size_t m, void *ud) {
+  (void)ud;
+  return oom_hit() ? NULL : calloc(n, m);
+}
+static void *oom_realloc(void *p, size_t n, void *ud) {
+  (void)ud;
+  return oom_hit() ? NULL : realloc(p, n);
+}
+
+/* One unary exchange with allocation |fail_at| failing. Whatever fails,
+ * everything must end (no hang), and the loop must close with no handle
+ * left; ASan checks for leaks. Returns the number of allocations. */
+static int oom_ok_runs;
+static long oom_run(long fail_at, bool *hung) {
+  static const grit_allocator failing = {NULL, oom_malloc, oom_free, oom_calloc,
+                                         oom_realloc};
+  fixture f;
+  fx_start(&f, SC_UNARY, NULL);
+  oom_count = 0;
+  oom_fail_at = fail_at;
+  grit_set_allocator(&failing);
+  call c = {0};
+  grit_metadata *md = NULL;
+  if (fx_connect(&f, NULL) == GRIT_OK) {
+    while (!f.cl.ready && !f.cl.closed && !f.expired)
+      uv_run(&f.loop, UV_RUN_ONCE);
+    grit_stream_head h = default_head();
+    if (grit_metadata_create(&md) == GRIT_OK &&
+        grit_metadata_add(md, "x-raw-bin", "\1\2\3\4", 4) == GRIT_OK)
+      h.metadata = md;
+    h.timeout_ns = 1000000000;
+    if (f.cl.ready && !f.cl.closed &&
+        grit_transport_start_stream(f.cl.t, &h, &call_cbs, &c, &c.s) ==
+            GRIT_OK) {
+      grit_slice *m = grit_frame_message("ping", 4);
+      if (m) {
+        grit_stream_send(c.s, m);
+        grit_slice_unref(m);
+      }
+      grit_stream_close_send(c.s);
+      while (!c.done && !f.expired)
+        uv_run(&f.loop, UV_RUN_ONCE);
+    }
+  }
+  *hung = f.expired;
+  if (c.done && c.code == GRIT_STATUS_OK && c.nmsgs == 1)
+    oom_ok_runs++;
+  grit_metadata_destroy(md);
+  call_free(&c);
+  if (fx_finish(&f) != 0)
+    *hung = true;
+  grit_set_allocator(NULL);
+  return oom_count;
+}
+
+static void test_oom_sweep(void) {
+  bool hung;
+  oom_ok_runs = 0;
+  long total = oom_run(-1, &hung);
+  ASSERT(!hung);
+  ASSERT_EQ(oom_ok_runs, 1);
+  ASSERT_CMP(total, >, 10);
+  for (long i = 1; i <= total; i++) {
+    oom_run(i, &hung);
+    if (hung)
+      TEST_FAIL_AT(__FILE__, __LINE__,
+                   "hang with allocation %ld of %ld "
+                   "failing",
+                   i, total);
+  }
+  fprintf(stderr, "oom_sweep: %ld allocations, %d runs still succeeded\n",
+          total, oom_ok_runs - 1);
+}
+
 static const test_case tests[] = {
     {"unary", test_unary},
     {"trailers_only", test_trailers_only},
@@ -1071,6 +1613,8 @@ static const test_case tests[] = {
     {"message_too_large", test_message_too_large},
     {"http_503", test_http_503},
     {"header_list_limit", test_header_list_limit},
+    {"missing_status", test_missing_status},
+    {"partial_message", test_partial_message},
     {"early_trailers", test_early_trailers},
     {"cancel", test_cancel},
     {"keepalive_timeout", test_keepalive_timeout},
@@ -1081,10 +1625,22 @@ static const test_case tests[] = {
     {"queued_not_sent", test_queued_not_sent},
     {"large_echo", test_large_echo},
     {"drain", test_drain},
+    {"many_streams", test_many_streams},
+    {"unix_socket", test_unix_socket},
+    {"connect_timeout", test_connect_timeout},
+    {"too_many_pings", test_too_many_pings},
+    {"tls_unary", test_tls_unary},
+    {"tls_untrusted", test_tls_untrusted},
+    {"tls_wrong_host", test_tls_wrong_host},
+    {"tls_no_alpn", test_tls_no_alpn},
+    {"tls_ip_san", test_tls_ip_san},
+    {"oom_sweep", test_oom_sweep},
     {NULL, NULL},
 };
 
 int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
-  return test_main(tests, argc, argv);
+  int rc = test_main(tests, argc, argv);
+  tls_free_cert();
+  return rc;
 }

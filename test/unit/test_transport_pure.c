@@ -77,13 +77,13 @@ static void test_deframe_mid_message(void) {
   collected c = {.n = 0};
   const char *why;
   ASSERT(!grit_deframer_mid_message(&d));
-  ASSERT_EQ(grit_deframer_feed(&d, (const uint8_t *)"\0\0\0", 3, collect, &c,
-                               &why),
-            0);
+  ASSERT_EQ(
+      grit_deframer_feed(&d, (const uint8_t *)"\0\0\0", 3, collect, &c, &why),
+      0);
   ASSERT(grit_deframer_mid_message(&d));
-  ASSERT_EQ(grit_deframer_feed(&d, (const uint8_t *)"\0\2a", 3, collect, &c,
-                               &why),
-            0);
+  ASSERT_EQ(
+      grit_deframer_feed(&d, (const uint8_t *)"\0\2a", 3, collect, &c, &why),
+      0);
   ASSERT(grit_deframer_mid_message(&d));
   ASSERT_EQ(c.n, 0);
   grit_deframer_free(&d);
@@ -101,8 +101,8 @@ static void test_deframe_compressed(void) {
   ASSERT_EQ(c.n, 0);
   grit_deframer_free(&d);
   grit_deframer_init(&d, -1);
-  ASSERT_EQ(grit_deframer_feed(&d, (const uint8_t *)"\x80\0\0\0\0", 5,
-                               collect, &c, &why),
+  ASSERT_EQ(grit_deframer_feed(&d, (const uint8_t *)"\x80\0\0\0\0", 5, collect,
+                               &c, &why),
             GRIT_STATUS_INTERNAL);
   grit_deframer_free(&d);
 }
@@ -303,14 +303,19 @@ static void test_percent(void) {
   static const struct {
     const char *in, *out;
   } lax[] = {
-      {"%", "%"},         {"%4", "%4"},       {"%zz", "%zz"},
-      {"%%41", "%A"},     {"50% off", "50% off"}, {"%4g1", "%4g1"},
-      {"%e9t%C3%A9", "\xe9t\xc3\xa9"}, {"a%2", "a%2"},
+      {"%", "%"},
+      {"%4", "%4"},
+      {"%zz", "%zz"},
+      {"%%41", "%A"},
+      {"50% off", "50% off"},
+      {"%4g1", "%4g1"},
+      {"%e9t%C3%A9", "\xe9t\xc3\xa9"},
+      {"a%2", "a%2"},
       {"\xc3\xa9", "\xc3\xa9"}, /* raw non-ASCII is kept */
   };
   for (size_t i = 0; i < sizeof(lax) / sizeof(lax[0]); i++) {
-    char *d = grit_percent_decode((const uint8_t *)lax[i].in,
-                                  strlen(lax[i].in), NULL);
+    char *d = grit_percent_decode((const uint8_t *)lax[i].in, strlen(lax[i].in),
+                                  NULL);
     ASSERT_STR_EQ(d, lax[i].out);
     grit_free(d);
   }
@@ -322,9 +327,14 @@ static void test_base64(void) {
   static const struct {
     const char *raw, *enc;
   } cases[] = {
-      {"", ""},       {"f", "Zg"},         {"fo", "Zm8"},
-      {"foo", "Zm9v"}, {"foob", "Zm9vYg"}, {"fooba", "Zm9vYmE"},
-      {"foobar", "Zm9vYmFy"}, {"\xff\xfe\xfd", "//79"},
+      {"", ""},
+      {"f", "Zg"},
+      {"fo", "Zm8"},
+      {"foo", "Zm9v"},
+      {"foob", "Zm9vYg"},
+      {"fooba", "Zm9vYmE"},
+      {"foobar", "Zm9vYmFy"},
+      {"\xff\xfe\xfd", "//79"},
       {"\xfb\xef", "++8"},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -343,10 +353,10 @@ static void test_base64(void) {
     const char *in;
     const char *out; /* NULL: rejected */
   } dec[] = {
-      {"Zg==", "f"},     {"Zm8=", "fo"},   {"Zm9vYg==", "foob"},
-      {"Zg", "f"},       {"Z", NULL},      {"Zg=", NULL},
-      {"Z===", NULL},    {"Zm9v!", NULL},  {"Zm 9v", NULL},
-      {"Zm9v-_", NULL},  {"=Zg=", NULL},   {"Zg==Zg==", NULL},
+      {"Zg==", "f"},    {"Zm8=", "fo"},  {"Zm9vYg==", "foob"},
+      {"Zg", "f"},      {"Z", NULL},     {"Zg=", NULL},
+      {"Z===", NULL},   {"Zm9v!", NULL}, {"Zm 9v", NULL},
+      {"Zm9v-_", NULL}, {"=Zg=", NULL},  {"Zg==Zg==", NULL},
       {"====", NULL},
   };
   for (size_t i = 0; i < sizeof(dec) / sizeof(dec[0]); i++) {
@@ -354,8 +364,7 @@ static void test_base64(void) {
     uint8_t *d = grit_base64_decode(dec[i].in, strlen(dec[i].in), &n);
     if (!dec[i].out) {
       if (d)
-        TEST_FAIL_AT(__FILE__, __LINE__, "decode(\"%s\") accepted",
-                     dec[i].in);
+        TEST_FAIL_AT(__FILE__, __LINE__, "decode(\"%s\") accepted", dec[i].in);
       continue;
     }
     ASSERT_NOT_NULL(d);
@@ -412,11 +421,15 @@ static void test_status_text(void) {
     const char *s;
     grit_status_code code;
   } cases[] = {
-      {"0", GRIT_STATUS_OK},        {"14", GRIT_STATUS_UNAVAILABLE},
+      {"0", GRIT_STATUS_OK},
+      {"14", GRIT_STATUS_UNAVAILABLE},
       {"16", GRIT_STATUS_UNAUTHENTICATED},
-      {"17", GRIT_STATUS_UNKNOWN},  {"-1", GRIT_STATUS_UNKNOWN},
-      {"abc", GRIT_STATUS_UNKNOWN}, {"", GRIT_STATUS_UNKNOWN},
-      {"1a", GRIT_STATUS_UNKNOWN},  {" 1", GRIT_STATUS_UNKNOWN},
+      {"17", GRIT_STATUS_UNKNOWN},
+      {"-1", GRIT_STATUS_UNKNOWN},
+      {"abc", GRIT_STATUS_UNKNOWN},
+      {"", GRIT_STATUS_UNKNOWN},
+      {"1a", GRIT_STATUS_UNKNOWN},
+      {" 1", GRIT_STATUS_UNKNOWN},
       {"99999999999999999999", GRIT_STATUS_UNKNOWN},
       {"4294967310", GRIT_STATUS_UNKNOWN},
   };
@@ -472,6 +485,76 @@ static void test_tls_ctx(void) {
   grit_tls_ctx_unref(NULL);
 }
 
+/* ---- out of memory: every allocation of every helper may fail ---- */
+
+static long fail_at, fail_count;
+static void *fail_malloc(size_t n, void *ud) {
+  (void)ud;
+  return ++fail_count == fail_at ? NULL : malloc(n);
+}
+static void *fail_calloc(size_t n, size_t m, void *ud) {
+  (void)ud;
+  return ++fail_count == fail_at ? NULL : calloc(n, m);
+}
+static void *fail_realloc(void *p, size_t n, void *ud) {
+  (void)ud;
+  return ++fail_count == fail_at ? NULL : realloc(p, n);
+}
+
+/* Run every helper once; returns false if one reported failure. */
+static bool oom_helpers(void) {
+  bool ok = true;
+  char *p = grit_percent_encode((const uint8_t *)"a\n%", 3, NULL);
+  ok &= p != NULL;
+  grit_free(p);
+  p = grit_percent_decode((const uint8_t *)"a%0A", 4, NULL);
+  ok &= p != NULL;
+  grit_free(p);
+  p = grit_base64_encode((const uint8_t *)"abcd", 4, NULL);
+  ok &= p != NULL;
+  grit_free(p);
+  uint8_t *b = grit_base64_decode("YWJjZA", 6, NULL);
+  ok &= b != NULL;
+  grit_free(b);
+  grit_slice *f = grit_frame_message("xyz", 3);
+  ok &= f != NULL;
+  grit_deframer d;
+  grit_deframer_init(&d, -1);
+  collected c = {.n = 0};
+  const char *why;
+  if (f) {
+    ok &= grit_deframer_feed(&d, f->data, f->len, collect, &c, &why) == 0;
+    ok &= grit_deframer_feed(&d, f->data, 2, collect, &c, &why) == 0;
+  }
+  ok &= c.n == (f ? 1 : 0);
+  collected_free(&c);
+  grit_deframer_free(&d);
+  grit_slice_unref(f);
+  grit_tls_ctx *t = NULL;
+  ok &= grit_tls_ctx_create(NULL, NULL, &t) == GRIT_OK;
+  grit_tls_ctx_unref(t);
+  return ok;
+}
+
+static void test_oom_sweep(void) {
+  grit_allocator a = {NULL, fail_malloc, count_free, fail_calloc, fail_realloc};
+  grit_set_allocator(&a);
+  fail_at = -1;
+  fail_count = 0;
+  bool ok = oom_helpers();
+  long total = fail_count;
+  int failures = 0;
+  for (long i = 1; i <= total; i++) {
+    fail_at = i;
+    fail_count = 0;
+    failures += !oom_helpers();
+  }
+  grit_set_allocator(NULL);
+  ASSERT(ok);
+  ASSERT_CMP(total, >=, 7);
+  ASSERT_EQ(failures, total); /* each failure is reported, none crash */
+}
+
 static const test_case tests[] = {
     {"frame_message", test_frame_message},
     {"deframe_splits", test_deframe_splits},
@@ -489,6 +572,7 @@ static const test_case tests[] = {
     {"status_text", test_status_text},
     {"addr", test_addr},
     {"tls_ctx", test_tls_ctx},
+    {"oom_sweep", test_oom_sweep},
     {NULL, NULL},
 };
 

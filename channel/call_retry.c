@@ -1,0 +1,236 @@
+/* What follows an uncommitted attempt that failed: the configured retry
+ * policy (gRFC A6, SPEC RT-*), or the hedging schedule (HG-*), with
+ * throttling per server name (TH-*), server pushback (RT-04, HG-05) and
+ * per-attempt recv timeouts (RT-10). */
+#include "channel/channel_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---- set-up ---- */
+
+static grit_err call_add_idempotency_key(grit_call *c) {
+  char key[33];
+  if (!c->idempotency_key) {
+    /* ID-01: one random 128-bit value per logical call. */
+    uint64_t hi = grit_rng_next(&c->ch->rng), lo = grit_rng_next(&c->ch->rng);
+    snprintf(key, sizeof(key), "%016llx%016llx", (unsigned long long)hi,
+             (unsigned long long)lo);
+  }
+  const char *k = c->idempotency_key ? c->idempotency_key : key;
+  if (!c->metadata && grit_metadata_create(&c->metadata) != GRIT_OK)
+    return GRIT_ERR_NOMEM;
+  return grit_metadata_add_unchecked(c->metadata, "idempotency-key", 15, k,
+                                     strlen(k));
+}
+
+void grit_call_retry_setup(grit_call *c) {
+  const grit_method_cfg *m = c->mcfg;
+  const grit_svccfg_global *g =
+      c->config ? grit_svccfg_get_global(c->config) : NULL;
+  if (g && g->has_throttling)
+    c->throttle = grit_channel_throttle(c->ch, g);
+  if (!m || !c->ch->o.enable_retries) /* RT-01 */
+    return;
+  if (m->policy == GRIT_POLICY_RETRY)
+    c->retry = &m->retry;
+  else if (m->policy == GRIT_POLICY_HEDGING)
+    c->hedge = &m->hedging;
+  bool with_policy = c->retry || c->hedge;
+  if (with_policy && (c->ch->o.idempotency_keys || c->idempotency_key) &&
+      call_add_idempotency_key(c) != GRIT_OK)
+    grit_call_end(c, GRIT_STATUS_RESOURCE_EXHAUSTED,
+                     "out of memory adding an idempotency key", NULL,
+                     GRIT_REASON_COMMITTED);
+}
+
+void grit_call_retry_stop_timers(grit_call *c) {
+  uv_timer_stop(&c->retry_timer);
+  uv_timer_stop(&c->recv_timer);
+}
+
+static void call_save_last(grit_call *c, grit_status_code code,
+                           const char *msg, const grit_metadata *trailers) {
+  c->last_code = code;
+  grit_free(c->last_message);
+  c->last_message = grit_strdup(msg ? msg : "");
+  grit_metadata_destroy(c->last_trailers);
+  c->last_trailers = NULL;
+  if (trailers)
+    grit_metadata_copy(trailers, &c->last_trailers);
+}
+
+/* ---- retries ---- */
+
+static void call_retry_fire(uv_timer_t *t) {
+  grit_call *c = t->data;
+  if (c->state != CALL_DONE && !c->committed)
+    grit_attempt_start(c, GRIT_ATTEMPT_RETRY, c->pending_backoff_ms,
+                       c->pending_pushback);
+}
+
+void grit_call_recv_timeout(uv_timer_t *t) {
+  grit_call *c = t->data;
+  grit_list *e;
+  GRIT_LIST_FOREACH(e, &c->attempts) {
+    call_attempt *a = GRIT_CONTAINER_OF(e, call_attempt, link);
+    if (a->stream && !a->headers) {
+      a->recv_timed_out = true; /* RT-10: fails as CANCELLED, then decide */
+      grit_stream_cancel(a->stream, GRIT_STATUS_CANCELLED,
+                         "per-attempt recv timeout");
+    }
+  }
+}
+
+static void call_retry_decide(grit_call *c, call_attempt *a,
+                              grit_status_code code, const char *msg,
+                              const grit_metadata *trailers,
+                              bool recv_timeout) {
+  grit_retry_policy p = *c->retry;
+  if (recv_timeout) /* RT-10: a recv timeout is retried as CANCELLED */
+    p.retryable_codes |= GRIT_CODE_BIT(GRIT_STATUS_CANCELLED);
+  grit_pushback pb = grit_retry_parse_pushback(trailers);
+  uint64_t now = uv_now(&c->ch->rt->loop);
+  grit_throttle *thr = c->throttle ? grit_throttle_table_lock(c->throttle)
+                                   : NULL;
+  grit_retry_decision d = grit_retry_decide(&p, &c->rs, code, &pb, thr, now,
+                                            c->deadline_at_ms, &c->ch->rng);
+  if (thr)
+    grit_throttle_table_unlock(c->throttle);
+  if (!d.retry) {
+    if (d.reason == GRIT_REASON_THROTTLED)
+      __atomic_add_fetch(&c->ch->stats.throttled, 1, __ATOMIC_RELAXED);
+    c->winner = a; /* for the peer in the call's info */
+    grit_attempt_observe(a, code, msg, d.reason);
+    grit_call_end(c, code, msg, trailers, d.reason);
+    return;
+  }
+  GRIT_TRACE(GRIT_TRACE_RETRY, GRIT_LEVEL_INFO,
+             "call %llu attempt %u: %s, retry in %llu ms%s",
+             (unsigned long long)c->id, a->number,
+             grit_status_code_name(code), (unsigned long long)d.delay_ms,
+             d.pushback_used ? " (pushback)" : "");
+  grit_attempt_observe(a, code, msg, GRIT_REASON_NONE);
+  c->pending_backoff_ms = d.delay_ms;
+  c->pending_pushback = d.pushback_used;
+  c->backoff_total_ms += d.delay_ms;
+  uv_timer_start(&c->retry_timer, call_retry_fire, d.delay_ms, 0);
+}
+
+/* ---- hedging (HG-01..HG-09) ---- */
+
+static bool hedge_more(grit_call *c) {
+  return !c->committed && !c->hedge_stop &&
+         c->next_number < c->hedge->max_attempts;
+}
+
+static void hedge_timer_fire(uv_timer_t *t);
+
+static void hedge_arm(grit_call *c, uint64_t ms) {
+  if (hedge_more(c))
+    uv_timer_start(&c->retry_timer, hedge_timer_fire, ms, 0);
+}
+
+/* Send the next hedge if tokens allow (HG-06). */
+static bool hedge_send(grit_call *c) {
+  if (!hedge_more(c))
+    return false;
+  if (!grit_throttle_table_allows(c->throttle)) {
+    __atomic_add_fetch(&c->ch->stats.throttled, 1, __ATOMIC_RELAXED);
+    c->hedge_stop = true;
+    return false;
+  }
+  grit_attempt_start(c, GRIT_ATTEMPT_HEDGE, 0, false);
+  return c->state != CALL_DONE;
+}
+
+static uint64_t hedge_delay_ms(const grit_call *c) {
+  return (uint64_t)((c->hedge->hedging_delay_ns + 999999) / 1000000);
+}
+
+static void hedge_timer_fire(uv_timer_t *t) {
+  grit_call *c = t->data;
+  if (c->state == CALL_DONE)
+    return;
+  if (hedge_send(c))
+    hedge_arm(c, hedge_delay_ms(c));
+}
+
+void grit_call_hedge_start(grit_call *c) {
+  grit_attempt_start(c, GRIT_ATTEMPT_FIRST, 0, false); /* HG-01: t = 0 */
+  if (hedge_delay_ms(c) == 0) { /* SC-11: all attempts at once */
+    while (c->state != CALL_DONE && hedge_send(c))
+      ;
+    return;
+  }
+  hedge_arm(c, hedge_delay_ms(c));
+}
+
+static void hedge_on_failed(grit_call *c, call_attempt *a,
+                            grit_status_code code, const char *msg,
+                            const grit_metadata *trailers) {
+  if (code == GRIT_STATUS_OK) { /* HG-02: a Trailers-Only OK wins */
+    c->winner = a;
+    grit_attempt_observe(a, code, msg, GRIT_REASON_OK);
+    grit_call_end(c, code, msg, trailers, GRIT_REASON_OK);
+    return;
+  }
+  if (!(c->hedge->non_fatal_codes & GRIT_CODE_BIT(code))) {
+    c->winner = a;
+    grit_attempt_observe(a, code, msg, GRIT_REASON_FATAL); /* HG-03 */
+    grit_call_end(c, code, msg, trailers, GRIT_REASON_FATAL);
+    return;
+  }
+  call_save_last(c, code, msg, trailers);
+  /* HG-06: a non-fatal failure, or a stop pushback, costs tokens. */
+  if (!grit_throttle_table_failure_allows(c->throttle))
+    c->hedge_stop = true;
+  grit_pushback pb = grit_retry_parse_pushback(trailers);
+  grit_attempt_reason why = GRIT_REASON_NONE;
+  if (pb.kind == GRIT_PUSHBACK_STOP) {
+    c->hedge_stop = true; /* HG-05: in-flight hedges continue */
+    why = GRIT_REASON_PUSHBACK;
+  } else if (pb.kind == GRIT_PUSHBACK_DELAY) {
+    uv_timer_stop(&c->retry_timer);
+    hedge_arm(c, pb.ms);
+  } else if (hedge_more(c)) {
+    uv_timer_stop(&c->retry_timer); /* HG-03: the next one at once */
+    if (hedge_send(c))
+      hedge_arm(c, hedge_delay_ms(c));
+  }
+  if (c->state == CALL_DONE)
+    return;
+  bool last = grit_list_empty(&c->attempts) && !hedge_more(c);
+  if (last && why == GRIT_REASON_NONE)
+    why = c->hedge_stop ? GRIT_REASON_THROTTLED : GRIT_REASON_EXHAUSTED;
+  grit_attempt_observe(a, code, msg, last ? why : GRIT_REASON_NONE);
+  if (last) /* HG-04: the last status, once every attempt has ended */
+    c->winner = a;
+  if (last)
+    grit_call_end(c, c->last_code, c->last_message, c->last_trailers, why);
+}
+
+/* ---- the entry point ---- */
+
+void grit_call_on_attempt_failed(grit_call *c, call_attempt *a,
+                                 grit_status_code code, const char *msg,
+                                 const grit_metadata *trailers,
+                                 bool recv_timeout) {
+  if (c->state == CALL_DONE)
+    return;
+  if (c->hedge) {
+    hedge_on_failed(c, a, code, msg, trailers);
+    return;
+  }
+  if (c->retry) {
+    call_retry_decide(c, a, code, msg, trailers, recv_timeout);
+    return;
+  }
+  grit_attempt_reason why = code == GRIT_STATUS_OK ? GRIT_REASON_OK
+                            : c->mcfg && c->mcfg->policy != GRIT_POLICY_NONE
+                                ? GRIT_REASON_DISABLED
+                                : GRIT_REASON_NO_POLICY;
+  c->winner = a;
+  grit_attempt_observe(a, code, msg, why);
+  grit_call_end(c, code, msg, trailers, why);
+}
