@@ -11,9 +11,10 @@ typedef struct arg_spec {
   size_t offset;
 } arg_spec;
 
-#define INT_ARG(k, field, lo, hi)                                             \
-  {(k), false, (lo), (hi), offsetof(grit_chan_opts, field)}
-#define STR_ARG(k, field) {(k), true, 0, 0, offsetof(grit_chan_opts, field)}
+#define INT_ARG(k, field, lo, hi)                                              \
+  { (k), false, (lo), (hi), offsetof(grit_chan_opts, field) }
+#define STR_ARG(k, field)                                                      \
+  { (k), true, 0, 0, offsetof(grit_chan_opts, field) }
 #define MS_MAX ((int64_t)1 << 40)
 
 static const arg_spec specs[] = {
@@ -39,12 +40,11 @@ static const arg_spec specs[] = {
     STR_ARG(GRIT_ARG_TLS_PRIVATE_KEY_FILE, tls_private_key_file),
     STR_ARG(GRIT_ARG_TLS_TARGET_NAME_OVERRIDE, tls_target_name_override),
     INT_ARG(GRIT_ARG_TLS_VERIFY_HOSTNAME, tls_verify_hostname, 0, 1),
-    INT_ARG(GRIT_ARG_INITIAL_RECONNECT_BACKOFF_MS,
-            initial_reconnect_backoff_ms, 1, MS_MAX),
+    INT_ARG(GRIT_ARG_INITIAL_RECONNECT_BACKOFF_MS, initial_reconnect_backoff_ms,
+            1, MS_MAX),
     INT_ARG(GRIT_ARG_MAX_RECONNECT_BACKOFF_MS, max_reconnect_backoff_ms, 1,
             MS_MAX),
-    INT_ARG(GRIT_ARG_MIN_CONNECT_TIMEOUT_MS, min_connect_timeout_ms, 1,
-            MS_MAX),
+    INT_ARG(GRIT_ARG_MIN_CONNECT_TIMEOUT_MS, min_connect_timeout_ms, 1, MS_MAX),
     INT_ARG(GRIT_ARG_KEEPALIVE_TIME_MS, keepalive_time_ms, 0, MS_MAX),
     INT_ARG(GRIT_ARG_KEEPALIVE_TIMEOUT_MS, keepalive_timeout_ms, 1, MS_MAX),
     INT_ARG(GRIT_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS,
@@ -66,19 +66,19 @@ static const arg_spec *find_spec(const char *key) {
 
 void grit_chan_opts_defaults(grit_chan_opts *o) {
   memset(o, 0, sizeof(*o));
-  o->dns_min_reresolve_ms = 30000;          /* DNS-05 */
-  o->max_attempts_cap = 5;                  /* SC-10 */
-  o->enable_retries = 1;                    /* RT-01 */
-  o->per_call_retry_buffer = 256 * 1024;    /* RT-07 */
-  o->per_channel_retry_buffer = 16 << 20;   /* RT-07 */
-  o->max_recv_message = 4 << 20;            /* SC-07 */
-  o->max_send_message = -1;                 /* SC-07 */
-  o->max_header_list = 16384;               /* HS-06 */
-  o->tls_verify_hostname = 1;               /* HS-07 */
-  o->initial_reconnect_backoff_ms = 1000;   /* CB-01 */
+  o->dns_min_reresolve_ms = 30000;        /* DNS-05 */
+  o->max_attempts_cap = 5;                /* SC-10 */
+  o->enable_retries = 1;                  /* RT-01 */
+  o->per_call_retry_buffer = 256 * 1024;  /* RT-07 */
+  o->per_channel_retry_buffer = 16 << 20; /* RT-07 */
+  o->max_recv_message = 4 << 20;          /* SC-07 */
+  o->max_send_message = -1;               /* SC-07 */
+  o->max_header_list = 16384;             /* HS-06 */
+  o->tls_verify_hostname = 1;             /* HS-07 */
+  o->initial_reconnect_backoff_ms = 1000; /* CB-01 */
   o->max_reconnect_backoff_ms = 120000;
   o->min_connect_timeout_ms = 20000;
-  o->keepalive_timeout_ms = 20000;          /* LB-04 */
+  o->keepalive_timeout_ms = 20000; /* LB-04 */
   o->idle_timeout_ms = 30 * 60 * 1000;
 }
 

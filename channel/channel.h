@@ -22,10 +22,10 @@ typedef enum grit_target_kind {
  * others |addrs| holds the addresses. */
 typedef struct grit_target {
   grit_target_kind kind;
-  char *host;          /* DNS host, without brackets */
-  uint16_t port;       /* default 443 */
-  char *dns_authority; /* "dns://8.8.8.8/host" authority, or NULL */
-  char *authority;     /* default :authority ("host:port" as written) */
+  char *host;           /* DNS host, without brackets */
+  uint16_t port;        /* default 443 */
+  char *dns_authority;  /* "dns://8.8.8.8/host" authority, or NULL */
+  char *authority;      /* default :authority ("host:port" as written) */
   bool host_is_literal; /* DNS target naming an IP literal or localhost */
   grit_addr *addrs;
   size_t naddrs;
@@ -33,8 +33,7 @@ typedef struct grit_target {
 
 /* Parse |s| into |t| (zeroed first). Returns GRIT_OK,
  * GRIT_ERR_INVALID_TARGET (reason in |d|) or GRIT_ERR_NOMEM. */
-grit_err grit_target_parse(const char *s, grit_target *t,
-                           grit_error_detail *d);
+grit_err grit_target_parse(const char *s, grit_target *t, grit_error_detail *d);
 void grit_target_free(grit_target *t);
 
 #endif

@@ -37,7 +37,8 @@ static void txt_query_cb(void *arg, int status, int timeouts,
   if (chunks) {
     size_t i = 0;
     for (struct ares_txt_ext *t = txt; t; t = t->next, i++)
-      chunks[i] = (grit_txt_chunk){.data = t->txt, .len = t->length,
+      chunks[i] = (grit_txt_chunk){.data = t->txt,
+                                   .len = t->length,
                                    .record_start = t->record_start != 0};
     q->rv = grit_svccfg_txt_extract(chunks, n, &q->value, &q->len);
   }
@@ -102,7 +103,8 @@ grit_err grit_service_config_check_dns(const char *host, const char *dns_server,
   ares_channel ch;
   if (ares_init_options(&ch, NULL, 0) != ARES_SUCCESS)
     return GRIT_ERR_NOMEM;
-  if (dns_server && ares_set_servers_ports_csv(ch, dns_server) != ARES_SUCCESS) {
+  if (dns_server &&
+      ares_set_servers_ports_csv(ch, dns_server) != ARES_SUCCESS) {
     ares_destroy(ch);
     return GRIT_ERR_INVALID_ARG;
   }

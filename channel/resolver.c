@@ -86,7 +86,8 @@ static void res_rearm(grit_resolver *r) {
     uv_timer_stop(&r->ares_timer);
     return;
   }
-  uint64_t ms = (uint64_t)tv.tv_sec * 1000 + ((uint64_t)tv.tv_usec + 999) / 1000;
+  uint64_t ms =
+      (uint64_t)tv.tv_sec * 1000 + ((uint64_t)tv.tv_usec + 999) / 1000;
   uv_timer_start(&r->ares_timer, res_ares_timer_fire, ms, 0);
 }
 
@@ -212,7 +213,8 @@ static void res_txt_parse(grit_resolver *r, const unsigned char *abuf,
   if (rv == GRIT_OK) {
     size_t i = 0;
     for (struct ares_txt_ext *t = txt; t; t = t->next, i++)
-      chunks[i] = (grit_txt_chunk){.data = t->txt, .len = t->length,
+      chunks[i] = (grit_txt_chunk){.data = t->txt,
+                                   .len = t->length,
                                    .record_start = t->record_start != 0};
     rv = grit_svccfg_txt_extract(chunks, n, &value, &vlen);
   }
@@ -239,8 +241,8 @@ static void res_txt_parse(grit_resolver *r, const unsigned char *abuf,
   }
 }
 
-static void res_txt_cb(void *arg, int status, int timeouts,
-                       unsigned char *abuf, int alen) {
+static void res_txt_cb(void *arg, int status, int timeouts, unsigned char *abuf,
+                       int alen) {
   grit_resolver *r = arg;
   if (status == ARES_EDESTRUCTION || r->destroyed)
     return;
@@ -264,8 +266,8 @@ static void res_start(grit_resolver *r) {
   r->addr_error[0] = '\0';
   r->txt = GRIT_TXT_NONE;
   r->outstanding = 1 + (r->want_txt ? 1 : 0);
-  GRIT_TRACE(GRIT_TRACE_DNS, GRIT_LEVEL_INFO, "resolving %s%s",
-             r->target->host, r->want_txt ? " (+TXT)" : "");
+  GRIT_TRACE(GRIT_TRACE_DNS, GRIT_LEVEL_INFO, "resolving %s%s", r->target->host,
+             r->want_txt ? " (+TXT)" : "");
   char port[8];
   snprintf(port, sizeof(port), "%u", (unsigned)r->target->port);
   struct ares_addrinfo_hints hints = {.ai_family = AF_UNSPEC,

@@ -14,10 +14,10 @@ typedef struct grit_subchannel grit_subchannel;
 /* What every subchannel of a channel shares. */
 typedef struct grit_subchannel_args {
   uv_loop_t *loop;
-  grit_transport_opts topts;      /* borrowed; lives as long as the channel */
-  grit_rng *rng;                  /* the channel's PRNG, for jitter */
-  uint64_t initial_backoff_ms;    /* CB-01: 1 s */
-  uint64_t max_backoff_ms;        /* 120 s */
+  grit_transport_opts topts;       /* borrowed; lives as long as the channel */
+  grit_rng *rng;                   /* the channel's PRNG, for jitter */
+  uint64_t initial_backoff_ms;     /* CB-01: 1 s */
+  uint64_t max_backoff_ms;         /* 120 s */
   uint64_t min_connect_timeout_ms; /* 20 s */
 } grit_subchannel_args;
 

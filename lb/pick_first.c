@@ -85,8 +85,8 @@ static void pf_cancel_others(pick_first *pf) {
         (s != GRIT_STATE_CONNECTING && s != GRIT_STATE_READY))
       continue;
     grit_subchannel *fresh;
-    if (grit_subchannel_create(&pf->a, grit_subchannel_addr(sc),
-                               pf_on_sc_state, pf, &fresh) != GRIT_OK)
+    if (grit_subchannel_create(&pf->a, grit_subchannel_addr(sc), pf_on_sc_state,
+                               pf, &fresh) != GRIT_OK)
       continue; /* out of memory: keep the old one */
     grit_subchannel_destroy(sc);
     pf->list.scs[i] = fresh;
@@ -177,8 +177,8 @@ static grit_err pf_update(grit_lb_policy *p, const grit_addr *addrs, size_t n,
   if (shuffle) /* SC-08: shuffleAddressList, per update */
     pf_shuffle(copy, n, pf->a.rng);
   lb_sclist fresh;
-  grit_err rv = lb_sclist_reconcile(&pf->list, copy, n, &pf->a,
-                                    pf_on_sc_state, pf, &fresh);
+  grit_err rv = lb_sclist_reconcile(&pf->list, copy, n, &pf->a, pf_on_sc_state,
+                                    pf, &fresh);
   grit_free(copy);
   if (rv != GRIT_OK)
     return rv;

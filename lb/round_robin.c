@@ -86,8 +86,8 @@ static grit_err rr_update(grit_lb_policy *p, const grit_addr *addrs, size_t n,
                           bool shuffle) {
   round_robin *rr = (round_robin *)p;
   lb_sclist fresh;
-  grit_err rv = lb_sclist_reconcile(&rr->list, addrs, n, &rr->a,
-                                    rr_on_sc_state, rr, &fresh);
+  grit_err rv = lb_sclist_reconcile(&rr->list, addrs, n, &rr->a, rr_on_sc_state,
+                                    rr, &fresh);
   if (rv != GRIT_OK)
     return rv;
   rr->list = fresh;

@@ -95,8 +95,8 @@ static void sc_on_closed(grit_transport *t, const grit_transport_close_info *ci,
   /* Checked before the drained-transport test: the GOAWAY that carries
    * "too_many_pings" has already detached |t| from |sc|. */
   if (ci->too_many_pings && sc->keepalive_time_ms > 0) {
-    sc->keepalive_time_ms = grit_lb_keepalive_after_too_many_pings_ms(
-        sc->keepalive_time_ms);
+    sc->keepalive_time_ms =
+        grit_lb_keepalive_after_too_many_pings_ms(sc->keepalive_time_ms);
     GRIT_TRACE(GRIT_TRACE_LB, GRIT_LEVEL_INFO,
                "subchannel %s: too_many_pings, keepalive time now %llu ms",
                sc->addr.text, (unsigned long long)sc->keepalive_time_ms);

@@ -179,18 +179,17 @@ static void print_summary(call_run *r, uint64_t elapsed_us) {
 }
 
 static void call_usage(FILE *f) {
-  fprintf(f,
-          "usage: grit call [options] TARGET /pkg.Service/Method\n"
-          "  --data HEX | --data @FILE   request message (default empty)\n"
-          "  --metadata k:v              call metadata (repeatable)\n"
-          "  --deadline MS               per-call deadline\n"
-          "  --service-config JSON|@FILE default service config\n"
-          "  --tls                       use TLS\n"
-          "  --ca FILE                   root certificates (PEM)\n"
-          "  --authority NAME            :authority and TLS name\n"
-          "  --count N --concurrency C   N calls, C in flight\n"
-          "  --wait-for-ready            queue until the channel is READY\n"
-          "  --json                      one JSON object per call\n");
+  fprintf(f, "usage: grit call [options] TARGET /pkg.Service/Method\n"
+             "  --data HEX | --data @FILE   request message (default empty)\n"
+             "  --metadata k:v              call metadata (repeatable)\n"
+             "  --deadline MS               per-call deadline\n"
+             "  --service-config JSON|@FILE default service config\n"
+             "  --tls                       use TLS\n"
+             "  --ca FILE                   root certificates (PEM)\n"
+             "  --authority NAME            :authority and TLS name\n"
+             "  --count N --concurrency C   N calls, C in flight\n"
+             "  --wait-for-ready            queue until the channel is READY\n"
+             "  --json                      one JSON object per call\n");
 }
 
 typedef struct call_flags {
@@ -219,16 +218,36 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
   int o;
   while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (o) {
-    case 'd': fl->data = optarg; break;
-    case 't': fl->deadline_ms = strtoull(optarg, NULL, 10); break;
-    case 's': fl->service_config = optarg; break;
-    case 'T': fl->tls = true; break;
-    case 'c': fl->ca = optarg; break;
-    case 'a': fl->authority = optarg; break;
-    case 'n': fl->count = strtoull(optarg, NULL, 10); break;
-    case 'C': fl->concurrency = strtoull(optarg, NULL, 10); break;
-    case 'w': fl->wfr = true; break;
-    case 'j': fl->json = true; break;
+    case 'd':
+      fl->data = optarg;
+      break;
+    case 't':
+      fl->deadline_ms = strtoull(optarg, NULL, 10);
+      break;
+    case 's':
+      fl->service_config = optarg;
+      break;
+    case 'T':
+      fl->tls = true;
+      break;
+    case 'c':
+      fl->ca = optarg;
+      break;
+    case 'a':
+      fl->authority = optarg;
+      break;
+    case 'n':
+      fl->count = strtoull(optarg, NULL, 10);
+      break;
+    case 'C':
+      fl->concurrency = strtoull(optarg, NULL, 10);
+      break;
+    case 'w':
+      fl->wfr = true;
+      break;
+    case 'j':
+      fl->json = true;
+      break;
     case 'm': {
       const char *colon = strchr(optarg, ':');
       if (!colon) {
@@ -245,8 +264,12 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
       }
       break;
     }
-    case 'h': call_usage(stdout); return 1;
-    default: call_usage(stderr); return 2;
+    case 'h':
+      call_usage(stdout);
+      return 1;
+    default:
+      call_usage(stderr);
+      return 2;
     }
   }
   if (argc - optind != 2) {
@@ -310,8 +333,10 @@ int cmd_call(int argc, char **argv) {
     grit_metadata_destroy(fl.md);
     return rc == 1 ? 0 : rc;
   }
-  call_run r = {.method = argv[optind + 1], .count = fl.count,
-                .json = fl.json, .verbose = fl.count == 1};
+  call_run r = {.method = argv[optind + 1],
+                .count = fl.count,
+                .json = fl.json,
+                .verbose = fl.count == 1};
   if (fl.data) {
     if (fl.data[0] == '@') {
       char *raw = tool_read_text_or_file(fl.data, &r.req_len);

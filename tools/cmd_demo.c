@@ -100,8 +100,8 @@ static void print_peers(const char *title, const demo_tally *t) {
 static int scene_streaming(grit_channel *ch) {
   grit_call *c;
   grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION, .timeout_ms = 5000};
-  if (grit_call_start(ch, "/grit.demo.Echo/Chat", &o,
-                      NULL, NULL, &c) != GRIT_OK)
+  if (grit_call_start(ch, "/grit.demo.Echo/Chat", &o, NULL, NULL, &c) !=
+      GRIT_OK)
     return 1;
   const char *words[] = {"one", "two", "three", "four", "five"};
   for (int i = 0; i < 5; i++)

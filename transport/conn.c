@@ -42,6 +42,7 @@ static void conn_free(grit_transport *t) {
   grit_tls_ctx_unref(t->tls_ctx);
   grit_buf_free(&t->wbuf);
   grit_buf_free(&t->plain);
+  grit_buf_free(&t->staged);
   grit_free(t->server_name);
   grit_free(t->user_agent);
   grit_free(t);
@@ -116,6 +117,19 @@ static void conn_io_fail(grit_transport *t, const char *reason) {
   grit_transport_fail(t, GRIT_STATUS_UNAVAILABLE, reason);
 }
 
+/* nghttp2 gives up on a session after a connection error (it has queued
+ * GOAWAY): once that is handed over there is nothing left to do. Checked
+ * after reads and after writes, since the GOAWAY may wait for a write in
+ * flight. */
+static void conn_check_terminated(grit_transport *t) {
+  if (!t->shut && t->phase != GRIT_TP_CLOSED && t->h2 &&
+      !nghttp2_session_want_read(t->h2) && !nghttp2_session_want_write(t->h2)) {
+    grit_transport_fail(t, GRIT_STATUS_UNAVAILABLE,
+                        "HTTP/2 session terminated");
+    conn_process(t);
+  }
+}
+
 static void conn_on_write(uv_write_t *req, int status) {
   grit_transport *t = req->data;
   t->writing = false;
@@ -130,6 +144,7 @@ static void conn_on_write(uv_write_t *req, int status) {
     return;
   }
   conn_flush(t);
+  conn_check_terminated(t);
 }
 
 static void conn_flush(grit_transport *t) {
@@ -138,8 +153,12 @@ static void conn_flush(grit_transport *t) {
   grit_buf *b = &t->wbuf;
   b->len = 0;
   char why[256];
+  /* With TLS, the frames of one flush are staged and encrypted together,
+   * so that small frames share records instead of one record each. */
+  grit_buf *out = t->tls ? &t->staged : b;
+  out->len = 0;
   bool h2_ok = !t->tls || grit_tls_conn_ready(t->tls);
-  while (h2_ok && b->len < CONN_WRITE_CHUNK) {
+  while (h2_ok && out->len < CONN_WRITE_CHUNK) {
     const uint8_t *data;
     ssize_t n = nghttp2_session_mem_send(t->h2, &data);
     if (n < 0) {
@@ -150,21 +169,24 @@ static void conn_flush(grit_transport *t) {
     }
     if (n == 0)
       break;
-    grit_err rv =
-        t->tls ? grit_tls_conn_send(t->tls, data, (size_t)n, why, sizeof(why))
-               : grit_buf_append(b, data, (size_t)n);
-    if (rv == GRIT_OK && t->tls)
-      rv = grit_tls_conn_take(t->tls, b);
-    if (rv != GRIT_OK) {
-      if (rv == GRIT_ERR_NOMEM)
-        snprintf(why, sizeof(why), "out of memory writing to %s", t->addr.text);
-      conn_io_fail(t, why);
+    if (grit_buf_append(out, data, (size_t)n) != GRIT_OK) {
+      conn_io_fail(t, "out of memory writing to the connection");
       return;
     }
   }
-  if (t->tls && grit_tls_conn_take(t->tls, b) != GRIT_OK) {
-    conn_io_fail(t, "out of memory writing TLS records");
-    return;
+  if (t->tls) {
+    grit_err rv = GRIT_OK;
+    if (out->len > 0)
+      rv = grit_tls_conn_send(t->tls, out->data, out->len, why, sizeof(why));
+    if (rv == GRIT_OK && grit_tls_conn_take(t->tls, b) != GRIT_OK) {
+      rv = GRIT_ERR_NOMEM;
+      snprintf(why, sizeof(why), "out of memory writing TLS records");
+    }
+    out->len = 0;
+    if (rv != GRIT_OK) {
+      conn_io_fail(t, why);
+      return;
+    }
   }
   if (b->len == 0)
     return;
@@ -350,14 +372,7 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread,
     }
   }
   conn_process(t);
-  /* nghttp2 gives up on a session after a connection error (it has queued
-   * GOAWAY): once that is written there is nothing left to do. */
-  if (!t->shut && t->phase != GRIT_TP_CLOSED &&
-      !nghttp2_session_want_read(t->h2) && !nghttp2_session_want_write(t->h2)) {
-    grit_transport_fail(t, GRIT_STATUS_UNAVAILABLE,
-                        "HTTP/2 session terminated");
-    conn_process(t);
-  }
+  conn_check_terminated(t);
 }
 
 static void conn_on_connect(uv_connect_t *req, int status) {
@@ -451,6 +466,7 @@ grit_err grit_transport_create(uv_loop_t *loop, const grit_addr *addr,
   grit_list_init(&t->ev_streams);
   grit_buf_init(&t->wbuf);
   grit_buf_init(&t->plain);
+  grit_buf_init(&t->staged);
   t->close_info.code = GRIT_STATUS_UNAVAILABLE;
   t->close_info.reason = t->close_reason;
   t->write_req.data = t;

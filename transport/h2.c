@@ -49,7 +49,6 @@ static int h2_on_begin_headers(nghttp2_session *session,
   grit_metadata_destroy(s->blk);
   s->blk = NULL;
   s->blk_bytes = 0;
-  s->blk_failed = false;
   s->http_status = s->blk_kind == GRIT_BLK_TRAILERS ? s->http_status : 0;
   if (s->blk_kind != GRIT_BLK_TRAILERS)
     s->content_type_ok = false;
@@ -172,7 +171,7 @@ static void h2_stream_ended(grit_stream *s, bool have_trailers) {
 static void h2_headers_done(grit_stream *s, const nghttp2_frame *frame) {
   grit_transport *t = s->t;
   bool eos = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
-  if (s->blk_kind == GRIT_BLK_NONE || s->blk_failed)
+  if (s->blk_kind == GRIT_BLK_NONE)
     return;
   grit_blk_kind kind = s->blk_kind;
   s->blk_kind = GRIT_BLK_NONE;

@@ -88,8 +88,9 @@ struct grit_transport {
 
   nghttp2_session *h2;
   grit_tls_conn *tls;
-  grit_buf wbuf;  /* the bytes of the write in flight */
-  grit_buf plain; /* decrypted input of one read, reused */
+  grit_buf wbuf;   /* the bytes of the write in flight */
+  grit_buf plain;  /* decrypted input of one read, reused */
+  grit_buf staged; /* plaintext of one flush, encrypted in one go */
 
   grit_tp_phase phase;
   bool connected; /* socket connected and not failed */
@@ -150,7 +151,6 @@ struct grit_stream {
   grit_blk_kind blk_kind;
   grit_metadata *blk; /* the header block being received */
   size_t blk_bytes;
-  bool blk_failed;
   int http_status;
   bool content_type_ok;
   bool have_grpc_status;

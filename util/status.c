@@ -7,8 +7,8 @@
 
 const char *grit_strerror(grit_err err) {
   switch (err) {
-#define GRIT_ERR_TEXT(name, val, text)                                        \
-  case GRIT_##name:                                                           \
+#define GRIT_ERR_TEXT(name, val, text)                                         \
+  case GRIT_##name:                                                            \
     return text;
     GRIT_ERR_MAP(GRIT_ERR_TEXT)
 #undef GRIT_ERR_TEXT
@@ -18,8 +18,8 @@ const char *grit_strerror(grit_err err) {
 
 const char *grit_err_name(grit_err err) {
   switch (err) {
-#define GRIT_ERR_NAME(name, val, text)                                        \
-  case GRIT_##name:                                                           \
+#define GRIT_ERR_NAME(name, val, text)                                         \
+  case GRIT_##name:                                                            \
     return #name;
     GRIT_ERR_MAP(GRIT_ERR_NAME)
 #undef GRIT_ERR_NAME
@@ -29,8 +29,8 @@ const char *grit_err_name(grit_err err) {
 
 const char *grit_status_code_name(grit_status_code code) {
   switch (code) {
-#define GRIT_STATUS_NAME(name, val)                                           \
-  case GRIT_STATUS_##name:                                                    \
+#define GRIT_STATUS_NAME(name, val)                                            \
+  case GRIT_STATUS_##name:                                                     \
     return #name;
     GRIT_STATUS_MAP(GRIT_STATUS_NAME)
 #undef GRIT_STATUS_NAME
@@ -102,8 +102,8 @@ void grit_bytes_free(grit_bytes *b) {
 
 const char *grit_attempt_reason_name(grit_attempt_reason r) {
   switch (r) {
-#define GRIT_REASON_NAME(name, val, text)                                     \
-  case GRIT_REASON_##name:                                                    \
+#define GRIT_REASON_NAME(name, val, text)                                      \
+  case GRIT_REASON_##name:                                                     \
     return #name;
     GRIT_REASON_MAP(GRIT_REASON_NAME)
 #undef GRIT_REASON_NAME

@@ -16,9 +16,12 @@ static const struct {
   const char *name;
   unsigned flag;
 } trace_names[] = {
-    {"retry", GRIT_TRACE_RETRY},         {"hedging", GRIT_TRACE_HEDGING},
-    {"transport", GRIT_TRACE_TRANSPORT}, {"lb", GRIT_TRACE_LB},
-    {"dns", GRIT_TRACE_DNS},             {"config", GRIT_TRACE_CONFIG},
+    {"retry", GRIT_TRACE_RETRY},
+    {"hedging", GRIT_TRACE_HEDGING},
+    {"transport", GRIT_TRACE_TRANSPORT},
+    {"lb", GRIT_TRACE_LB},
+    {"dns", GRIT_TRACE_DNS},
+    {"config", GRIT_TRACE_CONFIG},
     {"channel", GRIT_TRACE_CHANNEL},
 };
 
@@ -66,8 +69,8 @@ void grit_trace_log(grit_trace_flag flag, grit_trace_level level,
   static const char lv[] = {'D', 'I', 'E'};
   char line[1024];
   uint64_t us = grit_clock_now_us();
-  int n = snprintf(line, sizeof(line), "%c %llu.%06llu grit %s: ",
-                   lv[level], (unsigned long long)(us / 1000000u),
+  int n = snprintf(line, sizeof(line), "%c %llu.%06llu grit %s: ", lv[level],
+                   (unsigned long long)(us / 1000000u),
                    (unsigned long long)(us % 1000000u), trace_flag_name(flag));
   va_list ap;
   va_start(ap, fmt);

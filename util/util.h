@@ -47,9 +47,9 @@ typedef struct grit_list {
   struct grit_list *next, *prev;
 } grit_list;
 
-#define GRIT_CONTAINER_OF(ptr, type, field)                                   \
+#define GRIT_CONTAINER_OF(ptr, type, field)                                    \
   ((type *)((char *)(ptr)-offsetof(type, field)))
-#define GRIT_LIST_FOREACH(it, head)                                           \
+#define GRIT_LIST_FOREACH(it, head)                                            \
   for ((it) = (head)->next; (it) != (head); (it) = (it)->next)
 
 void grit_list_init(grit_list *head);
@@ -110,10 +110,10 @@ bool grit_trace_on(grit_trace_flag flag, grit_trace_level level);
 void grit_trace_log(grit_trace_flag flag, grit_trace_level level,
                     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-#define GRIT_TRACE(flag, level, ...)                                          \
-  do {                                                                        \
-    if (grit_trace_on((flag), (level)))                                       \
-      grit_trace_log((flag), (level), __VA_ARGS__);                           \
+#define GRIT_TRACE(flag, level, ...)                                           \
+  do {                                                                         \
+    if (grit_trace_on((flag), (level)))                                        \
+      grit_trace_log((flag), (level), __VA_ARGS__);                            \
   } while (0)
 
 /* Error detail helpers: set the code, the JSON path and a formatted reason
@@ -141,10 +141,10 @@ grit_err grit_status_set(grit_status *st, grit_status_code code,
 
 /* Assertion that stays on in release builds for invariants whose violation
  * would corrupt memory. */
-#define GRIT_ASSERT(cond)                                                     \
-  do {                                                                        \
-    if (!(cond))                                                              \
-      grit_assert_fail(#cond, __FILE__, __LINE__);                            \
+#define GRIT_ASSERT(cond)                                                      \
+  do {                                                                         \
+    if (!(cond))                                                               \
+      grit_assert_fail(#cond, __FILE__, __LINE__);                             \
   } while (0)
 _Noreturn void grit_assert_fail(const char *expr, const char *file, int line);
 

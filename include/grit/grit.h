@@ -37,20 +37,20 @@ extern "C" {
  * Library errors. A grit_err says whether a library call worked; it is never
  * a gRPC status. Values are stable: never renumbered or removed.
  */
-#define GRIT_ERR_MAP(XX)                                                      \
-  XX(OK, 0, "success")                                                        \
-  XX(ERR_NOMEM, -1, "out of memory")                                          \
-  XX(ERR_INVALID_ARG, -2, "invalid argument")                                 \
-  XX(ERR_INVALID_TARGET, -3, "invalid target")                                \
-  XX(ERR_INVALID_CONFIG, -4, "invalid service config")                        \
-  XX(ERR_INVALID_METADATA, -5, "invalid metadata key or value")               \
-  XX(ERR_SHUTDOWN, -6, "object is shutting down")                             \
-  XX(ERR_CALL_STATE, -7, "operation not valid in the call's state")           \
-  XX(ERR_SYSTEM, -8, "system call failed")                                    \
-  XX(ERR_TLS, -9, "TLS set-up failed")                                        \
-  XX(ERR_WOULD_DEADLOCK, -10, "blocking call made on the I/O thread")         \
-  XX(ERR_PARSE, -11, "input could not be parsed")                             \
-  XX(ERR_TIMEOUT, -12, "timed out")                                           \
+#define GRIT_ERR_MAP(XX)                                                       \
+  XX(OK, 0, "success")                                                         \
+  XX(ERR_NOMEM, -1, "out of memory")                                           \
+  XX(ERR_INVALID_ARG, -2, "invalid argument")                                  \
+  XX(ERR_INVALID_TARGET, -3, "invalid target")                                 \
+  XX(ERR_INVALID_CONFIG, -4, "invalid service config")                         \
+  XX(ERR_INVALID_METADATA, -5, "invalid metadata key or value")                \
+  XX(ERR_SHUTDOWN, -6, "object is shutting down")                              \
+  XX(ERR_CALL_STATE, -7, "operation not valid in the call's state")            \
+  XX(ERR_SYSTEM, -8, "system call failed")                                     \
+  XX(ERR_TLS, -9, "TLS set-up failed")                                         \
+  XX(ERR_WOULD_DEADLOCK, -10, "blocking call made on the I/O thread")          \
+  XX(ERR_PARSE, -11, "input could not be parsed")                              \
+  XX(ERR_TIMEOUT, -12, "timed out")                                            \
   XX(ERR_NOT_FOUND, -13, "not found")
 
 typedef enum grit_err {
@@ -73,23 +73,23 @@ GRIT_EXTERN const char *grit_err_name(grit_err err);
 /* ------------------------------------------------------------------------
  * gRPC status codes, 0..16 as on the wire.
  */
-#define GRIT_STATUS_MAP(XX)                                                   \
-  XX(OK, 0)                                                                   \
-  XX(CANCELLED, 1)                                                            \
-  XX(UNKNOWN, 2)                                                              \
-  XX(INVALID_ARGUMENT, 3)                                                     \
-  XX(DEADLINE_EXCEEDED, 4)                                                    \
-  XX(NOT_FOUND, 5)                                                            \
-  XX(ALREADY_EXISTS, 6)                                                       \
-  XX(PERMISSION_DENIED, 7)                                                    \
-  XX(RESOURCE_EXHAUSTED, 8)                                                   \
-  XX(FAILED_PRECONDITION, 9)                                                  \
-  XX(ABORTED, 10)                                                             \
-  XX(OUT_OF_RANGE, 11)                                                        \
-  XX(UNIMPLEMENTED, 12)                                                       \
-  XX(INTERNAL, 13)                                                            \
-  XX(UNAVAILABLE, 14)                                                         \
-  XX(DATA_LOSS, 15)                                                           \
+#define GRIT_STATUS_MAP(XX)                                                    \
+  XX(OK, 0)                                                                    \
+  XX(CANCELLED, 1)                                                             \
+  XX(UNKNOWN, 2)                                                               \
+  XX(INVALID_ARGUMENT, 3)                                                      \
+  XX(DEADLINE_EXCEEDED, 4)                                                     \
+  XX(NOT_FOUND, 5)                                                             \
+  XX(ALREADY_EXISTS, 6)                                                        \
+  XX(PERMISSION_DENIED, 7)                                                     \
+  XX(RESOURCE_EXHAUSTED, 8)                                                    \
+  XX(FAILED_PRECONDITION, 9)                                                   \
+  XX(ABORTED, 10)                                                              \
+  XX(OUT_OF_RANGE, 11)                                                         \
+  XX(UNIMPLEMENTED, 12)                                                        \
+  XX(INTERNAL, 13)                                                             \
+  XX(UNAVAILABLE, 14)                                                          \
+  XX(DATA_LOSS, 15)                                                            \
   XX(UNAUTHENTICATED, 16)
 
 typedef enum grit_status_code {
@@ -200,8 +200,8 @@ GRIT_EXTERN size_t grit_metadata_count(const grit_metadata *md);
  * Thread: any.
  * Returns GRIT_OK, or GRIT_ERR_INVALID_ARG when |i| is out of range. */
 GRIT_EXTERN grit_err grit_metadata_get(const grit_metadata *md, size_t i,
-                                       const char **key,
-                                       const uint8_t **value, size_t *len);
+                                       const char **key, const uint8_t **value,
+                                       size_t *len);
 
 /** The first value for |key|, or NULL (and |*len| untouched) if absent.
  *
@@ -256,20 +256,20 @@ typedef enum grit_attempt_kind {
 
 /** Why no further attempt followed an attempt (SPEC MX-03), or
  * GRIT_REASON_NONE when one did. */
-#define GRIT_REASON_MAP(XX)                                                   \
-  XX(NONE, 0, "another attempt followed")                                     \
-  XX(OK, 1, "succeeded")                                                      \
-  XX(COMMITTED, 2, "committed by response headers or a message")              \
-  XX(NO_POLICY, 3, "no retry or hedging policy")                              \
-  XX(NON_RETRYABLE, 4, "status code not retryable")                           \
-  XX(THROTTLED, 5, "retry throttling")                                        \
-  XX(EXHAUSTED, 6, "maxAttempts reached")                                     \
-  XX(PUSHBACK, 7, "server pushback said do not retry")                        \
-  XX(DEADLINE, 8, "deadline")                                                 \
-  XX(CANCELLED, 9, "cancelled by the application")                            \
-  XX(BUFFER, 10, "replay buffer limit reached")                               \
-  XX(DISABLED, 11, "retries disabled by channel argument")                    \
-  XX(HEDGE_LOST, 12, "another hedge won")                                     \
+#define GRIT_REASON_MAP(XX)                                                    \
+  XX(NONE, 0, "another attempt followed")                                      \
+  XX(OK, 1, "succeeded")                                                       \
+  XX(COMMITTED, 2, "committed by response headers or a message")               \
+  XX(NO_POLICY, 3, "no retry or hedging policy")                               \
+  XX(NON_RETRYABLE, 4, "status code not retryable")                            \
+  XX(THROTTLED, 5, "retry throttling")                                         \
+  XX(EXHAUSTED, 6, "maxAttempts reached")                                      \
+  XX(PUSHBACK, 7, "server pushback said do not retry")                         \
+  XX(DEADLINE, 8, "deadline")                                                  \
+  XX(CANCELLED, 9, "cancelled by the application")                             \
+  XX(BUFFER, 10, "replay buffer limit reached")                                \
+  XX(DISABLED, 11, "retries disabled by channel argument")                     \
+  XX(HEDGE_LOST, 12, "another hedge won")                                      \
   XX(FATAL, 13, "fatal status for hedging")
 
 typedef enum grit_attempt_reason {
@@ -282,20 +282,19 @@ typedef enum grit_attempt_reason {
  * Ownership: static. Thread: any. */
 GRIT_EXTERN const char *grit_attempt_reason_name(grit_attempt_reason r);
 
-
 /** One attempt, as it ended. Every pointer is borrowed for the callback. */
 typedef struct grit_attempt_record {
-  uint64_t call_id;       /* grit_call_info.call_id of its call */
-  const char *method;     /* "/pkg.Service/Method" */
-  uint32_t attempt;       /* 1-based; a transparent retry keeps the number */
+  uint64_t call_id;   /* grit_call_info.call_id of its call */
+  const char *method; /* "/pkg.Service/Method" */
+  uint32_t attempt;   /* 1-based; a transparent retry keeps the number */
   grit_attempt_kind kind;
-  const char *peer;       /* "" if no stream was opened */
-  uint64_t start_us;      /* monotonic clock, microseconds */
+  const char *peer;  /* "" if no stream was opened */
+  uint64_t start_us; /* monotonic clock, microseconds */
   uint64_t end_us;
-  grit_status_code code;  /* how this attempt ended */
+  grit_status_code code; /* how this attempt ended */
   const char *message;
-  uint64_t backoff_ms;    /* waited before this attempt */
-  bool pushback;          /* that wait came from grpc-retry-pushback-ms */
+  uint64_t backoff_ms;        /* waited before this attempt */
+  bool pushback;              /* that wait came from grpc-retry-pushback-ms */
   grit_attempt_reason reason; /* why nothing followed, or NONE */
 } grit_attempt_record;
 
@@ -353,7 +352,8 @@ typedef struct grit_channel_args grit_channel_args;
 /** Int 0/1, default 1. Verify the server's hostname. */
 #define GRIT_ARG_TLS_VERIFY_HOSTNAME "grit.tls_verify_hostname"
 /** Int ms, defaults 1000, 120000, 20000. Reconnect backoff (CB-01). */
-#define GRIT_ARG_INITIAL_RECONNECT_BACKOFF_MS "grit.initial_reconnect_backoff_ms"
+#define GRIT_ARG_INITIAL_RECONNECT_BACKOFF_MS                                  \
+  "grit.initial_reconnect_backoff_ms"
 #define GRIT_ARG_MAX_RECONNECT_BACKOFF_MS "grit.max_reconnect_backoff_ms"
 #define GRIT_ARG_MIN_CONNECT_TIMEOUT_MS "grit.min_connect_timeout_ms"
 /** Int ms, default 0 (off). HTTP/2 keepalive ping interval (LB-04). */
@@ -390,8 +390,7 @@ GRIT_EXTERN void grit_channel_args_destroy(grit_channel_args *a);
  * Returns GRIT_OK; GRIT_ERR_INVALID_ARG if the key is unknown, takes a
  * string, or |value| is out of its range; GRIT_ERR_NOMEM. */
 GRIT_EXTERN grit_err grit_channel_args_set_int(grit_channel_args *a,
-                                               const char *key,
-                                               int64_t value);
+                                               const char *key, int64_t value);
 
 /** Set string argument |key| (one of the GRIT_ARG_ keys documented String).
  *
@@ -459,8 +458,8 @@ GRIT_EXTERN void grit_channel_destroy(grit_channel *ch);
 
 /** Current connectivity state of |ch|. With |try_to_connect| an IDLE
  * channel starts connecting. Thread: any. */
-GRIT_EXTERN grit_connectivity_state
-grit_channel_get_state(grit_channel *ch, bool try_to_connect);
+GRIT_EXTERN grit_connectivity_state grit_channel_get_state(grit_channel *ch,
+                                                           bool try_to_connect);
 
 /** Callback for grit_channel_watch_state: |state| is the new state, or the
  * unchanged one when |timed_out|. Runs on the I/O thread. */
@@ -482,10 +481,8 @@ GRIT_EXTERN grit_err grit_channel_watch_state(grit_channel *ch,
 /** Block until the state differs from |last_seen| or |timeout_ms| passes
  * (0: forever), and return the state then.
  * Thread: any but the I/O thread (there it returns |last_seen| at once). */
-GRIT_EXTERN grit_connectivity_state
-grit_channel_wait_for_state_change(grit_channel *ch,
-                                   grit_connectivity_state last_seen,
-                                   uint64_t timeout_ms);
+GRIT_EXTERN grit_connectivity_state grit_channel_wait_for_state_change(
+    grit_channel *ch, grit_connectivity_state last_seen, uint64_t timeout_ms);
 
 /** Channel-wide counters (SPEC MX-01). */
 typedef struct grit_channel_stats {
@@ -515,11 +512,11 @@ typedef struct grit_call grit_call;
 
 /** Per-call options. Zero-initialise, then set version. */
 typedef struct grit_call_opts {
-  unsigned version;         /* GRIT_CALL_OPTS_VERSION */
-  uint64_t timeout_ms;      /* deadline = start + timeout_ms; 0 = none */
-  int wait_for_ready;       /* -1 or 0: config decides (default false); 1 on;
-                               set wait_for_ready_set to force 0 */
-  bool wait_for_ready_set;  /* true: wait_for_ready (0/1) overrides config */
+  unsigned version;        /* GRIT_CALL_OPTS_VERSION */
+  uint64_t timeout_ms;     /* deadline = start + timeout_ms; 0 = none */
+  int wait_for_ready;      /* -1 or 0: config decides (default false); 1 on;
+                              set wait_for_ready_set to force 0 */
+  bool wait_for_ready_set; /* true: wait_for_ready (0/1) overrides config */
   const grit_metadata *metadata; /* copied; may be NULL */
   const char *authority;         /* copied; NULL = channel default */
   const char *idempotency_key;   /* copied; NULL = generated if enabled */
@@ -557,8 +554,8 @@ typedef struct grit_call_cbs {
  * GRIT_ERR_NOMEM. |*out| is NULL on error. */
 GRIT_EXTERN grit_err grit_call_start(grit_channel *ch, const char *method,
                                      const grit_call_opts *opts,
-                                     const grit_call_cbs *cbs,
-                                     void *user_data, grit_call **out);
+                                     const grit_call_cbs *cbs, void *user_data,
+                                     grit_call **out);
 
 /** Queue one request message of |len| bytes.
  *
@@ -657,8 +654,7 @@ typedef void (*grit_unary_cb)(const grit_status *st, const uint8_t *resp,
  * Ownership: req, method and opts copied. Thread: any.
  * Returns GRIT_OK; GRIT_ERR_INVALID_ARG; GRIT_ERR_SHUTDOWN; GRIT_ERR_NOMEM.
  */
-GRIT_EXTERN grit_err grit_unary_call_async(grit_channel *ch,
-                                           const char *method,
+GRIT_EXTERN grit_err grit_unary_call_async(grit_channel *ch, const char *method,
                                            const void *req, size_t req_len,
                                            const grit_call_opts *opts,
                                            grit_unary_cb cb, void *user_data);
@@ -690,8 +686,7 @@ GRIT_EXTERN grit_err grit_service_config_check(const char *json, size_t len,
  * Returns GRIT_OK; GRIT_ERR_INVALID_CONFIG (the TXT value or the chosen
  * config is invalid); GRIT_ERR_NOT_FOUND (no choice matches);
  * GRIT_ERR_INVALID_ARG; GRIT_ERR_NOMEM. */
-GRIT_EXTERN grit_err grit_service_config_check_txt(const char *txt,
-                                                   size_t len,
+GRIT_EXTERN grit_err grit_service_config_check_txt(const char *txt, size_t len,
                                                    const char *hostname,
                                                    char **report);
 

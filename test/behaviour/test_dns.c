@@ -682,6 +682,26 @@ static void test_txt_invalid_chosen_config(void) {
               true);
 }
 
+/* SC-07 through TXT on a fresh channel: a request message sent before
+ * the config arrived is still checked against its maxRequestMessageBytes
+ * (RESOURCE_EXHAUSTED, nothing written); a smaller one goes through. */
+static void test_txt_max_request_bytes(void) {
+  fresh(SLOW_MS);
+  rec_svc("[{\"serviceConfig\":{\"methodConfig\":[{\"name\":[{}],"
+          "\"maxRequestMessageBytes\":3}]}}]");
+  ASSERT_OK(dnsm_start(&g_dns, g_rec));
+  grit_channel *ch = dns_channel(&(chan_opts){.txt = true});
+  grit_status st = {0};
+  ASSERT_EQ(bh_unary(ch, FAST, "ping", 3000, &st),
+            GRIT_STATUS_RESOURCE_EXHAUSTED);
+  grit_status_free(&st);
+  ASSERT_EQ(h2s_server_request_count(g_srv), 0);
+  ASSERT_EQ(bh_unary(ch, FAST, "pin", 3000, NULL), GRIT_STATUS_OK);
+  ASSERT_EQ(h2s_server_request_count(g_srv), 1);
+  grit_channel_destroy(ch);
+  teardown();
+}
+
 /* DNS-01: TXT is off unless enabled: no query, the config is not used. */
 static void test_txt_disabled_by_default(void) {
   char cfg[512];
@@ -930,6 +950,7 @@ static const test_case tests[] = {
     {"txt_client_hostname", test_txt_client_hostname},
     {"txt_unknown_key", test_txt_unknown_key},
     {"txt_invalid_chosen_config", test_txt_invalid_chosen_config},
+    {"txt_max_request_bytes", test_txt_max_request_bytes},
     {"txt_disabled_by_default", test_txt_disabled_by_default},
     {"txt_never_for_literals", test_txt_never_for_literals},
     {"no_txt_uses_default", test_no_txt_uses_default},

@@ -86,6 +86,7 @@ typedef struct raw_server {
   uint16_t port; /* first, so listener.data != &listener */
   uv_tcp_t listener;
   bool send_goaway;
+  bool no_accept; /* leave connections in the backlog: connects hang */
   int accepted;
   int closed;
 } raw_server;
@@ -116,7 +117,7 @@ static void raw_written(uv_write_t *w, int status) {
 
 static void raw_on_conn(uv_stream_t *l, int status) {
   raw_server *srv = l->data;
-  if (status < 0)
+  if (status < 0 || srv->no_accept)
     return;
   raw_conn *c = calloc(1, sizeof(*c));
   c->srv = srv;
@@ -276,18 +277,20 @@ typedef struct pick_wait {
   size_t nseen;
 } pick_wait;
 
-/* Pick until |want_distinct| different transports came back. */
+/* Pick (a few times per check) until |want_distinct| different
+ * transports came back. */
 static bool picks_distinct(void *ud) {
   pick_wait *w = ud;
-  grit_pick_result r = w->p->vt->pick(w->p);
-  if (r.kind != GRIT_PICK_COMPLETE)
-    return false;
-  for (size_t i = 0; i < w->nseen; i++) {
-    if (w->seen[i] == r.transport)
-      return w->nseen >= w->want_distinct;
+  for (int k = 0; k < 4 && w->nseen < w->want_distinct; k++) {
+    grit_pick_result r = w->p->vt->pick(w->p);
+    if (r.kind != GRIT_PICK_COMPLETE)
+      return false;
+    bool known = false;
+    for (size_t i = 0; i < w->nseen; i++)
+      known = known || w->seen[i] == r.transport;
+    if (!known && w->nseen < 4)
+      w->seen[w->nseen++] = r.transport;
   }
-  if (w->nseen < 4)
-    w->seen[w->nseen++] = r.transport;
   return w->nseen >= w->want_distinct;
 }
 
@@ -388,6 +391,66 @@ static void test_pf_failover_and_tf(void) {
   fx_finish(&f);
 }
 
+/* A refused address, then one whose connect hangs: after the hanging one
+ * times out the pass is over and the policy must end in TRANSIENT_FAILURE
+ * (the refused one, back from backoff meanwhile, keeps being retried)
+ * rather than wait forever in CONNECTING. */
+static void test_pf_pass_ends_in_tf(void) {
+  fixture f;
+  fx_init(&f);
+  f.a.min_connect_timeout_ms = 300;
+  raw_server dead, hang;
+  raw_start(&dead, &f.loop, false);
+  uint16_t dead_port = dead.port;
+  uv_close((uv_handle_t *)&dead.listener, NULL);
+  raw_start(&hang, &f.loop, false);
+  hang.no_accept = true;
+  grit_addr addrs[2];
+  ASSERT_OK(grit_addr_from_ip(&addrs[0], "127.0.0.1", dead_port));
+  ASSERT_OK(grit_addr_from_ip(&addrs[1], "127.0.0.1", hang.port));
+  grit_lb_helper h = {pol_state, pol_reresolve, &f};
+  grit_lb_policy *p = NULL;
+  ASSERT_OK(grit_lb_pick_first.create(&f.a, &h, &p));
+  ASSERT_OK(p->vt->update_addresses(p, addrs, 2, false));
+  p->vt->exit_idle(p);
+  ASSERT_EQ(f.policy_state, GRIT_STATE_CONNECTING);
+  ASSERT(fx_run(&f, state_is_tf, &f));
+  grit_pick_result r = p->vt->pick(p);
+  ASSERT_EQ(r.kind, GRIT_PICK_FAIL);
+  p->vt->destroy(p);
+  fx_finish(&f);
+}
+
+/* Happy Eyeballs: the first address hangs, so 250 ms in the second is
+ * tried too, wins, and picks use it. */
+static void test_pf_happy_eyeballs(void) {
+  fixture f;
+  fx_init(&f);
+  raw_server hang, live;
+  raw_start(&hang, &f.loop, false);
+  hang.no_accept = true;
+  raw_start(&live, &f.loop, false);
+  grit_addr addrs[2];
+  ASSERT_OK(grit_addr_from_ip(&addrs[0], "127.0.0.1", hang.port));
+  ASSERT_OK(grit_addr_from_ip(&addrs[1], "127.0.0.1", live.port));
+  grit_lb_helper h = {pol_state, pol_reresolve, &f};
+  grit_lb_policy *p = NULL;
+  ASSERT_OK(grit_lb_pick_first.create(&f.a, &h, &p));
+  ASSERT_OK(p->vt->update_addresses(p, addrs, 2, false));
+  uint64_t t0 = uv_now(&f.loop);
+  p->vt->exit_idle(p);
+  ASSERT(fx_run(&f, state_is_ready, &f));
+  uv_update_time(&f.loop);
+  ASSERT_CMP(uv_now(&f.loop) - t0, >=, 240);
+  ASSERT_CMP(uv_now(&f.loop) - t0, <, 2000); /* well before 2 s timeout */
+  grit_pick_result r = p->vt->pick(p);
+  ASSERT_EQ(r.kind, GRIT_PICK_COMPLETE);
+  ASSERT_STR_EQ(grit_transport_peer(r.transport)->text, addrs[1].text);
+  ASSERT_EQ(live.accepted, 1);
+  p->vt->destroy(p);
+  fx_finish(&f);
+}
+
 int main(int argc, char **argv) {
   static const test_case tests[] = {
       {"backoff_sequence", test_backoff_sequence},
@@ -397,6 +460,8 @@ int main(int argc, char **argv) {
       {"too_many_pings", test_too_many_pings},
       {"rr_update_keeps_connections", test_rr_update_keeps_connections},
       {"pf_failover_and_tf", test_pf_failover_and_tf},
+      {"pf_pass_ends_in_tf", test_pf_pass_ends_in_tf},
+      {"pf_happy_eyeballs", test_pf_happy_eyeballs},
       {NULL, NULL},
   };
   return test_main(tests, argc, argv);

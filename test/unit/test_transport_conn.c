@@ -1543,17 +1543,22 @@ static void *oom_realloc(void *p, size_t n, void *ud) {
  * everything must end (no hang), and the loop must close with no handle
  * left; ASan checks for leaks. Returns the number of allocations. */
 static int oom_ok_runs;
-static long oom_run(long fail_at, bool *hung) {
+static long oom_run(long fail_at, bool tls, bool *hung) {
   static const grit_allocator failing = {NULL, oom_malloc, oom_free, oom_calloc,
                                          oom_realloc};
   fixture f;
   fx_start(&f, SC_UNARY, NULL);
+  if (tls)
+    server_enable_tls(&f.srv);
   oom_count = 0;
   oom_fail_at = fail_at;
   grit_set_allocator(&failing);
   call c = {0};
   grit_metadata *md = NULL;
-  if (fx_connect(&f, NULL) == GRIT_OK) {
+  grit_tls_ctx *ctx = NULL;
+  grit_err crv = tls ? fx_connect_tls(&f, tls_cert_file, "localhost", &ctx)
+                     : fx_connect(&f, NULL);
+  if (crv == GRIT_OK) {
     while (!f.cl.ready && !f.cl.closed && !f.expired)
       uv_run(&f.loop, UV_RUN_ONCE);
     grit_stream_head h = default_head();
@@ -1581,27 +1586,36 @@ static long oom_run(long fail_at, bool *hung) {
   call_free(&c);
   if (fx_finish(&f) != 0)
     *hung = true;
+  grit_tls_ctx_unref(ctx);
   grit_set_allocator(NULL);
+  SSL_CTX_free(f.srv.tls);
   return oom_count;
 }
 
-static void test_oom_sweep(void) {
+static void oom_sweep(bool tls) {
   bool hung;
   oom_ok_runs = 0;
-  long total = oom_run(-1, &hung);
+  long total = oom_run(-1, tls, &hung);
   ASSERT(!hung);
   ASSERT_EQ(oom_ok_runs, 1);
   ASSERT_CMP(total, >, 10);
   for (long i = 1; i <= total; i++) {
-    oom_run(i, &hung);
+    oom_run(i, tls, &hung);
     if (hung)
       TEST_FAIL_AT(__FILE__, __LINE__,
-                   "hang with allocation %ld of %ld "
-                   "failing",
-                   i, total);
+                   "hang with allocation %ld of %ld failing", i, total);
   }
-  fprintf(stderr, "oom_sweep: %ld allocations, %d runs still succeeded\n",
-          total, oom_ok_runs - 1);
+  fprintf(stderr, "oom_sweep%s: %ld allocations, %d runs still succeeded\n",
+          tls ? " (TLS)" : "", total, oom_ok_runs - 1);
+}
+
+static void test_oom_sweep(void) {
+  oom_sweep(false);
+}
+
+static void test_oom_sweep_tls(void) {
+  ASSERT(tls_make_cert());
+  oom_sweep(true);
 }
 
 static const test_case tests[] = {
@@ -1635,6 +1649,7 @@ static const test_case tests[] = {
     {"tls_no_alpn", test_tls_no_alpn},
     {"tls_ip_san", test_tls_ip_san},
     {"oom_sweep", test_oom_sweep},
+    {"oom_sweep_tls", test_oom_sweep_tls},
     {NULL, NULL},
 };
 
