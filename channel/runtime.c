@@ -2,6 +2,7 @@
  * other threads post to (one uv_async_send wakes the loop for a batch). */
 #include "channel/channel_int.h"
 
+#include <signal.h>
 #include <string.h>
 
 static void rt_drain(uv_async_t *a) {
@@ -49,6 +50,12 @@ bool grit_rt_on_loop(const grit_runtime *rt) {
 
 static void rt_thread(void *arg) {
   grit_runtime *rt = arg;
+  /* A write to a reset peer raises SIGPIPE in the writing thread; here it
+   * must come back as EPIPE instead of killing the host program. */
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
   uv_run(&rt->loop, UV_RUN_DEFAULT);
 }
 
