@@ -193,8 +193,11 @@ static void ch_apply_resolver_config(grit_channel *ch,
     ch_set_config(ch, grit_svccfg_ref(ch->default_config));
     return;
   }
-  if (r->txt == GRIT_TXT_KEEP)
+  if (r->txt == GRIT_TXT_KEEP) { /* DNS-04: a TXT timeout keeps the config */
+    if (!ch->have_resolver_result)
+      ch_set_config(ch, grit_svccfg_ref(ch->default_config));
     return;
+  }
   grit_error_detail d = {0};
   grit_svccfg *cfg = NULL;
   if (r->txt == GRIT_TXT_CONFIG)
@@ -213,6 +216,10 @@ static void ch_apply_resolver_config(grit_channel *ch,
              ch->target.authority, d.path, d.reason);
   if (ch->config || ch->have_resolver_result)
     return; /* keep the last good one */
+  if (ch->default_config) { /* gRFC A21: no good one yet, use the default */
+    ch_set_config(ch, grit_svccfg_ref(ch->default_config));
+    return;
+  }
   char buf[600];
   snprintf(buf, sizeof(buf), "invalid service config: %s%s%s", d.path,
            d.path[0] ? ": " : "", d.reason);

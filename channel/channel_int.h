@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include "channel/channel.h"
+#include "hedging/hedging.h"
 #include "lb/lb.h"
 #include "retry/retry.h"
 #include "service_config/service_config.h"
@@ -329,7 +330,7 @@ struct grit_call {
   uint32_t next_number;
   grit_retry_state rs;
   uint32_t transparent;
-  bool hedge_stop;        /* pushback stopped new hedges (HG-05) */
+  grit_hedge_sched hs;    /* the hedging schedule (HG-*) */
   grit_status_code last_code; /* of the last failed attempt (HG-04) */
   char *last_message;
   grit_metadata *last_trailers;

@@ -33,8 +33,7 @@ void grit_channel_idle_arm(grit_channel *ch) {
     uv_timer_init(&ch->rt->loop, ch->idle_timer);
     ch->idle_timer->data = ch;
   }
-  uv_timer_start(ch->idle_timer, idle_fire, (uint64_t)ch->o.idle_timeout_ms,
-                 0);
+  uv_timer_start(ch->idle_timer, idle_fire, (uint64_t)ch->o.idle_timeout_ms, 0);
 }
 
 static void idle_timer_closed(uv_handle_t *h) {

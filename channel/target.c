@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define DEFAULT_PORT 443 /* SPEC DNS-05 */
 
@@ -120,8 +121,9 @@ static grit_err parse_dns(const char *s, grit_target *t) {
   t->authority = grit_strdup(s);
   if (!t->authority)
     return GRIT_ERR_NOMEM;
-  t->host_is_literal =
-      is_ip_literal(t->host) || strcmp(t->host, "localhost") == 0;
+  t->host_is_literal = is_ip_literal(t->host) ||
+                       strcasecmp(t->host, "localhost") == 0 ||
+                       strcasecmp(t->host, "localhost.") == 0;
   if (is_ip_literal(t->host)) {
     grit_addr a;
     rv = grit_addr_from_ip(&a, t->host, t->port);

@@ -878,8 +878,10 @@ static void test_invalid_then_valid(void) {
   g_rec[0] = '\0';
   rec_svc(cfg_timeout(cfg, sizeof(cfg), "0.5s"));
   ASSERT_OK(dnsm_restart(&g_dns, g_rec));
-  /* Nothing fails on the connection side here, so what re-resolves? */
+  /* No connection fails here: the resolver retries a rejected result with
+   * its failure backoff (1 s first), and the channel recovers. */
   ASSERT(wait_config_timeout(ch, 300, 500, 3000));
+  ASSERT_EQ(grit_channel_get_state(ch, false), GRIT_STATE_READY);
   grit_channel_destroy(ch);
   teardown();
 }

@@ -311,8 +311,8 @@ typedef struct recorder {
   size_t n;
 } recorder;
 
-static void rec_cb(grit_channel *ch, grit_connectivity_state s,
-                   bool timed_out, void *ud) {
+static void rec_cb(grit_channel *ch, grit_connectivity_state s, bool timed_out,
+                   void *ud) {
   recorder *r = ud;
   if (timed_out)
     return;
@@ -325,8 +325,7 @@ static void rec_cb(grit_channel *ch, grit_connectivity_state s,
 }
 
 /* Index of the first |want| in r->seen at or after |from|, or r->n. */
-static size_t rec_find(recorder *r, size_t from,
-                       grit_connectivity_state want) {
+static size_t rec_find(recorder *r, size_t from, grit_connectivity_state want) {
   pthread_mutex_lock(&r->mu);
   size_t i = from;
   while (i < r->n && r->seen[i] != want)
@@ -378,8 +377,7 @@ static void test_states(void) {
   grit_channel_destroy(ch);
   /* The last watcher saw SHUTDOWN (or was refused); wait for it. */
   until = now_ms() + 2000;
-  while (rec_find(&rec, 0, GRIT_STATE_SHUTDOWN) == rec.n &&
-         now_ms() < until)
+  while (rec_find(&rec, 0, GRIT_STATE_SHUTDOWN) == rec.n && now_ms() < until)
     sleep_ms(5);
   ASSERT_CMP(rec_find(&rec, 0, GRIT_STATE_SHUTDOWN), <, rec.n);
   pthread_mutex_destroy(&rec.mu);
@@ -404,8 +402,7 @@ static void test_pf_states(void) {
   ASSERT(wait_state(ch, GRIT_STATE_TRANSIENT_FAILURE, false, 5000));
   /* Sticky: reconnect attempts (50..200 ms backoff) keep it in TF. */
   for (int i = 0; i < 20; i++) {
-    ASSERT_EQ(grit_channel_get_state(ch, false),
-              GRIT_STATE_TRANSIENT_FAILURE);
+    ASSERT_EQ(grit_channel_get_state(ch, false), GRIT_STATE_TRANSIENT_FAILURE);
     sleep_ms(20);
   }
   ASSERT_EQ(bh_unary(ch, METHOD, "x", 3000, NULL), GRIT_STATUS_UNAVAILABLE);

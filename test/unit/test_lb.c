@@ -71,9 +71,9 @@ static void test_find(void) {
 
 static const uint8_t settings_frame[] = {0, 0, 0, 4, 0, 0, 0, 0, 0};
 static const uint8_t goaway_tmp[] = {
-    0,   0,   22,  7,   0,   0,   0,   0,   0,   /* GOAWAY, 22 bytes */
-    0,   0,   0,   0,                            /* last stream 0 */
-    0,   0,   0,   11,                           /* ENHANCE_YOUR_CALM */
+    0,   0,   22,  7,   0,   0,   0,   0,   0, /* GOAWAY, 22 bytes */
+    0,   0,   0,   0,                          /* last stream 0 */
+    0,   0,   0,   11,                         /* ENHANCE_YOUR_CALM */
     't', 'o', 'o', '_', 'm', 'a', 'n', 'y', '_', 'p', 'i', 'n', 'g', 's'};
 
 typedef struct raw_conn {
@@ -158,8 +158,8 @@ static void walk_close(uv_handle_t *h, void *arg) {
   (void)arg;
   if (uv_is_closing(h))
     return;
-  uv_close(h, h->type == UV_TCP && h->data == (void *)h ? raw_conn_closed
-                                                         : NULL);
+  uv_close(h,
+           h->type == UV_TCP && h->data == (void *)h ? raw_conn_closed : NULL);
 }
 
 /* ---- fixture: a loop, a guard timer and a condition ---- */

@@ -1,0 +1,134 @@
+// bench_server: grpc.testing.TestService on Debian's libgrpc++ (callback
+// API), the common server of bench/run. EmptyCall answers at once,
+// UnaryCall returns a payload of response_size bytes, StreamingOutputCall
+// writes one message per response_parameters entry.
+//
+//   bench_server [--port N] [--host ADDR]      prints "PORT n", then serves
+#include <grpcpp/grpcpp.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "empty.pb.h"
+#include "messages.pb.h"
+#include "test.grpc.pb.h"
+
+using grpc::CallbackServerContext;
+using grpc::ServerUnaryReactor;
+using grpc::ServerWriteReactor;
+using grpc::Status;
+namespace gt = grpc::testing;
+
+namespace {
+
+class Service final : public gt::TestService::CallbackService {
+  ServerUnaryReactor *EmptyCall(CallbackServerContext *ctx, const gt::Empty *,
+                                gt::Empty *) override {
+    auto *r = ctx->DefaultReactor();
+    r->Finish(Status::OK);
+    return r;
+  }
+
+  ServerUnaryReactor *UnaryCall(CallbackServerContext *ctx,
+                                const gt::SimpleRequest *req,
+                                gt::SimpleResponse *resp) override {
+    auto *r = ctx->DefaultReactor();
+    if (req->response_size() > 0)
+      resp->mutable_payload()->mutable_body()->assign(
+          static_cast<size_t>(req->response_size()), '\0');
+    if (req->has_response_status() && req->response_status().code() != 0) {
+      r->Finish(Status(static_cast<grpc::StatusCode>(req->response_status().code()),
+                       req->response_status().message()));
+      return r;
+    }
+    r->Finish(Status::OK);
+    return r;
+  }
+
+  class Streamer final : public ServerWriteReactor<gt::StreamingOutputCallResponse> {
+   public:
+    explicit Streamer(const gt::StreamingOutputCallRequest *req) {
+      for (const auto &p : req->response_parameters())
+        sizes_.push_back(p.size());
+      Next();
+    }
+    void OnWriteDone(bool ok) override {
+      if (!ok) {
+        Finish(Status(grpc::StatusCode::UNKNOWN, "write failed"));
+        return;
+      }
+      Next();
+    }
+    void OnDone() override { delete this; }
+
+   private:
+    void Next() {
+      if (i_ == sizes_.size()) {
+        Finish(Status::OK);
+        return;
+      }
+      msg_.mutable_payload()->mutable_body()->assign(
+          static_cast<size_t>(sizes_[i_++]), '\0');
+      StartWrite(&msg_);
+    }
+    std::vector<int32_t> sizes_;
+    size_t i_ = 0;
+    gt::StreamingOutputCallResponse msg_;
+  };
+
+  ServerWriteReactor<gt::StreamingOutputCallResponse> *StreamingOutputCall(
+      CallbackServerContext *, const gt::StreamingOutputCallRequest *req) override {
+    return new Streamer(req);
+  }
+};
+
+std::unique_ptr<grpc::Server> g_server;
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  // Block SIGINT/SIGTERM before gRPC starts its threads; main waits for one.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  std::string host = "127.0.0.1";
+  int port = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--port") && i + 1 < argc)
+      port = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--host") && i + 1 < argc)
+      host = argv[++i];
+    else {
+      fprintf(stderr, "usage: bench_server [--port N] [--host ADDR]\n");
+      return 2;
+    }
+  }
+  Service svc;
+  grpc::ServerBuilder b;
+  int bound = 0;
+  b.AddListeningPort(host + ":" + std::to_string(port),
+                     grpc::InsecureServerCredentials(), &bound);
+  b.RegisterService(&svc);
+  b.SetMaxReceiveMessageSize(16 << 20);
+  b.SetMaxSendMessageSize(16 << 20);
+  g_server = b.BuildAndStart();
+  if (!g_server || bound == 0) {
+    fprintf(stderr, "bench_server: cannot listen on %s:%d\n", host.c_str(), port);
+    return 1;
+  }
+  printf("PORT %d\n", bound);
+  fflush(stdout);
+  int sig = 0;
+  sigwait(&set, &sig);
+  g_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  g_server->Wait();
+  return 0;
+}

@@ -1,0 +1,579 @@
+/*
+ * Behaviour tests of hedging (SPEC HG-01..HG-09, with TH-02/TH-03 and
+ * MX-01..MX-03) against test/h2server. The server's script answers
+ * requests in arrival order; assertions are on its log (grpc-previous-rpc-
+ * attempts, the client's RST_STREAM, arrival times) and on the attempt
+ * records the observer receives. Every wait is bounded.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bh.h"
+
+#define WAIT_MS 5000
+#define CALL_MS 5000
+#define H2_CANCEL 8 /* RST_STREAM error code CANCEL */
+#define M "/pkg.Svc/M"
+
+/* ---- helpers ---- */
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A hedging service config for pkg.Svc; |delay| is a duration string or
+ * NULL (absent: all at once); |extra| is more top-level JSON or "". */
+static const char *hedge_cfg(char *buf, size_t len, int max_attempts,
+                             const char *delay, const char *extra) {
+  char d[64] = "";
+  if (delay)
+    snprintf(d, sizeof(d), "\"hedgingDelay\":\"%s\",", delay);
+  snprintf(buf, len,
+           "{\"methodConfig\":[{\"name\":[{\"service\":\"pkg.Svc\"}],"
+           "\"hedgingPolicy\":{\"maxAttempts\":%d,%s"
+           "\"nonFatalStatusCodes\":[\"UNAVAILABLE\"]}}]%s}",
+           max_attempts, d, extra);
+  return buf;
+}
+
+/* Attempt records from the observer (MX-03). */
+#define MAX_RECS 32
+typedef struct recs {
+  pthread_mutex_t mu;
+  grit_attempt_record r[MAX_RECS];
+  size_t n;
+} recs;
+
+static recs g_recs;
+
+static void observe(const grit_attempt_record *r, void *ud) {
+  recs *rs = ud;
+  pthread_mutex_lock(&rs->mu);
+  if (rs->n < MAX_RECS) {
+    rs->r[rs->n] = *r;
+    rs->r[rs->n].method = NULL; /* borrowed: not kept */
+    rs->r[rs->n].peer = NULL;
+    rs->r[rs->n].message = NULL;
+    rs->n++;
+  }
+  pthread_mutex_unlock(&rs->mu);
+}
+
+static size_t recs_with_reason(grit_attempt_reason why) {
+  size_t k = 0;
+  pthread_mutex_lock(&g_recs.mu);
+  for (size_t i = 0; i < g_recs.n; i++)
+    k += g_recs.r[i].reason == why;
+  pthread_mutex_unlock(&g_recs.mu);
+  return k;
+}
+
+/* A channel to |n| servers with |cfg| and the observer; extra int args
+ * as (key, value) pairs ending with NULL. */
+static grit_channel *chan(h2s_server **s, size_t n, const char *cfg,
+                          const char *key, int64_t val) {
+  grit_channel_args *a = NULL;
+  grit_channel_args_create(&a);
+  pthread_mutex_lock(&g_recs.mu);
+  g_recs.n = 0;
+  pthread_mutex_unlock(&g_recs.mu);
+  grit_channel_args_set_observer(a, observe, &g_recs);
+  grit_channel_args_set_int(a, GRIT_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  if (key)
+    grit_channel_args_set_int(a, key, val);
+  grit_channel *ch = bh_channel_args(s, n, cfg, a);
+  grit_channel_args_destroy(a);
+  return ch;
+}
+
+typedef struct closed_pred {
+  size_t seq;
+} closed_pred;
+
+static bool pred_closed(h2s_server *srv, void *ud) {
+  closed_pred *p = ud;
+  if (h2s_server_request_count(srv) <= p->seq)
+    return false;
+  const h2s_request *r = h2s_server_request(srv, p->seq);
+  return r && r->closed;
+}
+
+/* Request |seq| once its stream has closed on the server, or NULL. */
+static const h2s_request *req_closed(h2s_server *srv, size_t seq) {
+  closed_pred p = {seq};
+  if (!h2s_server_wait(srv, pred_closed, &p, WAIT_MS))
+    return NULL;
+  return h2s_server_request(srv, seq);
+}
+
+static bool cancelled_by_client(const h2s_request *r) {
+  return r && r->client_rst && r->client_rst_code == H2_CANCEL;
+}
+
+/* A unary call with its info. */
+static grit_status_code unary_info(grit_channel *ch, uint64_t timeout_ms,
+                                   grit_status *st, grit_call_info *info) {
+  grit_call *c;
+  grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION,
+                      .timeout_ms = timeout_ms};
+  if (grit_call_start(ch, M, &o, NULL, NULL, &c) != GRIT_OK)
+    return (grit_status_code)-1;
+  grit_call_send(c, "hi", 2);
+  grit_call_close_send(c);
+  grit_call_finish(c, st);
+  if (info)
+    grit_call_get_info(c, info);
+  grit_call_destroy(c);
+  return st->code;
+}
+
+static grit_status_code unary(grit_channel *ch, uint64_t timeout_ms,
+                              char *msg, size_t msg_len) {
+  grit_status st;
+  grit_status_code code = unary_info(ch, timeout_ms, &st, NULL);
+  if ((int)code < 0)
+    return code;
+  if (msg)
+    snprintf(msg, msg_len, "%s", st.message);
+  grit_status_free(&st);
+  return code;
+}
+
+static const char *prev_attempts(h2s_server *srv, size_t seq) {
+  const h2s_request *r = h2s_server_request(srv, seq);
+  return r ? h2s_request_header(r, "grpc-previous-rpc-attempts") : NULL;
+}
+
+/* ---- cases ---- */
+
+/* HG-02: the second hedge answers first; the first is cancelled with
+ * RST_STREAM CANCEL and its record says HEDGE_LOST. */
+static void test_second_hedge_wins(void) {
+  h2s_server *srv = bh_server("path=" M " hang\n");
+  char cfg[512];
+  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 2, "0.05s", ""),
+                          NULL, 0);
+  ASSERT_EQ(unary(ch, CALL_MS, NULL, 0), GRIT_STATUS_OK);
+  const h2s_request *r0 = req_closed(srv, 0);
+  ASSERT_NOT_NULL(r0);
+  ASSERT(cancelled_by_client(r0));
+  const h2s_request *r1 = req_closed(srv, 1);
+  ASSERT_NOT_NULL(r1);
+  ASSERT(!r1->client_rst);
+  ASSERT_EQ(r1->status_sent, 0);
+  ASSERT_EQ(recs_with_reason(GRIT_REASON_HEDGE_LOST), 1);
+  ASSERT_EQ(recs_with_reason(GRIT_REASON_OK), 1);
+  grit_channel_stats s;
+  ASSERT_OK(grit_channel_get_stats(ch, &s));
+  ASSERT_EQ(s.hedges, 1);
+  ASSERT_EQ(s.attempts, 2);
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+/* HG-04: every attempt fails non-fatally: the call ends with the status
+ * of the attempt that ended last, once all have ended. */
+static void test_all_nonfatal_last_status(void) {
+  h2s_server *srv = bh_server(
+      "path=" M " delay=300 trailers_only status=UNAVAILABLE message=slow\n"
+      "path=" M " trailers_only status=UNAVAILABLE message=b\n"
+      "path=" M " trailers_only status=UNAVAILABLE message=c\n");
+  char cfg[512];
+  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.05s", ""),
+                          NULL, 0);
+  char msg[64];
+  uint64_t t0 = now_ms();
+  ASSERT_EQ(unary(ch, CALL_MS, msg, sizeof(msg)), GRIT_STATUS_UNAVAILABLE);
+  ASSERT_CMP(now_ms() - t0, >=, 280);
+  ASSERT_STR_EQ(msg, "slow");
+  ASSERT_EQ(h2s_server_request_count(srv), 3);
+  ASSERT_EQ(recs_with_reason(GRIT_REASON_EXHAUSTED), 1);
+  ASSERT_EQ(recs_with_reason(GRIT_REASON_NONE), 2);
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+/* HG-03: a fatal status is final and cancels the hedges in flight. */
+static void test_fatal_cancels_rest(void) {
+  h2s_server *srv =
+      bh_server("path=" M " hang\n"
+                "path=" M " trailers_only status=INTERNAL message=boom\n");
+  char cfg[512];
+  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.05s", ""),
+                          NULL, 0);
+  char msg[64];
+  ASSERT_EQ(unary(ch, CALL_MS, msg, sizeof(msg)), GRIT_STATUS_INTERNAL);
+  ASSERT_STR_EQ(msg, "boom");
+  ASSERT(cancelled_by_client(req_closed(srv, 0)));
+  usleep(200 * 1000); /* a third hedge would be due by now */
+  ASSERT_EQ(h2s_server_request_count(srv), 2);
+  ASSERT_EQ(recs_with_reason(GRIT_REASON_FATAL), 1);
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+/* HG-03: a non-fatal status sends the next hedge at once, long before
+ * hedgingDelay; the one after resumes hedgingDelay apart. */
+static void test_nonfatal_next_at_once(void) {
+  h2s_server *srv =
+      bh_server("path=" M " trailers_only status=UNAVAILABLE\n"
+                "path=" M " hang\n");
+  char cfg[512];
+  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.3s", ""),
+                          NULL, 0);
+  ASSERT_EQ(unary(ch, CALL_MS, NULL, 0), GRIT_STATUS_OK);
+  ASSERT_EQ(h2s_server_request_count(srv), 3);
+  const h2s_request *r0 = h2s_server_request(srv, 0);
+  const h2s_request *r1 = h2s_server_request(srv, 1);
+  const h2s_request *r2 = h2s_server_request(srv, 2);
+  ASSERT_CMP(r1->headers_ms - r0->headers_ms, <, 150);
+  ASSERT_CMP(r2->headers_ms - r1->headers_ms, >=, 250);
+  ASSERT_STR_EQ(prev_attempts(srv, 1), "1");
+  ASSERT_STR_EQ(prev_attempts(srv, 2), "2");
+  ASSERT(cancelled_by_client(req_closed(srv, 1)));
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+/* HG-05: pushback "-1" stops new hedges; the one in flight goes on and
+ * wins. */
+static void test_pushback_stop(void) {
+  h2s_server *srv = bh_server(
+      "path=" M " delay=250\n"
+      "path=" M " trailers_only status=UNAVAILABLE pushback=-1\n");
+  char cfg[512];
+  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.05s", ""),
+                          NULL, 0);
+  ASSERT_EQ(unary(ch, CALL_MS, NULL, 0), GRIT_STATUS_OK);
+  usleep(150 * 1000);
+  ASSERT_EQ(h2s_server_request_count(srv), 2);
+  ASSERT_EQ(h2s_server_request(srv, 0)->status_sent, 0);
+  ASSERT_EQ(recs_with_reason(GRIT_REASON_PUSHBACK), 0); /* one followed */
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+/* HG-05: pushback n >= 0 sends the next hedge after n ms, not at once
+ * and not after hedgingDelay. */
+static void test_pushback_delay(void) {
+  h2s_server *srv = bh_server(
+      "path=" M " trailers_only status=UNAVAILABLE pushback=150\n");
+  char cfg[512];
+  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "2s", ""),
+                          NULL, 0);
+  ASSERT_EQ(unary(ch, CALL_MS, NULL, 0), GRIT_STATUS_OK);
+  ASSERT_EQ(h2s_server_request_count(srv), 2);
+  uint64_t gap = h2s_server_request(srv, 1)->headers_ms -
+                 h2s_server_request(srv, 0)->headers_ms;
+  ASSERT_CMP(gap, >=, 130);
+  ASSERT_CMP(gap, <, 1000);
+  pthread_mutex_lock(&g_recs.mu);
+  bool pushback_seen = g_recs.n >= 2 && g_recs.r[1].pushback &&
+                       g_recs.r[1].backoff_ms == 150;
+  pthread_mutex_unlock(&g_recs.mu);
+  ASSERT(pushback_seen);
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+/* HG-06, TH-02, TH-03: with maxTokens 3 the first failure leaves 2 (> 1.5,
+ * a hedge may go), the second 1 (throttled). A later call still sends its
+ * first attempt, and no hedge. */
+static void test_throttled_hedges(void) {
+  h2s_server *srv =
+      bh_server("path=" M " repeat=* trailers_only status=UNAVAILABLE\n");
+  char cfg[512];
+  grit_channel *ch = chan(
+      &srv, 1,
+      hedge_cfg(cfg, sizeof(cfg), 3, "2s",
+                ",\"retryThrottling\":{\"maxTokens\":3,\"tokenRatio\":0.1}"),
+      NULL, 0);
+  ASSERT_EQ(unary(ch, CALL_MS, NULL, 0), GRIT_STATUS_UNAVAILABLE);
+  ASSERT_EQ(h2s_server_request_count(srv), 2);
+  ASSERT_EQ(unary(ch, CALL_MS, NULL, 0), GRIT_STATUS_UNAVAILABLE);
+  ASSERT_EQ(h2s_server_request_count(srv), 3);
+  grit_channel_stats s;
+  ASSERT_OK(grit_channel_get_stats(ch, &s));
+  ASSERT_EQ(s.hedges, 1);
+  ASSERT_EQ(s.throttled, 2);
+  ASSERT_EQ(recs_with_reason(GRIT_REASON_THROTTLED), 2);
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+/* SC-11, HG-01: no hedgingDelay sends every attempt at once. */
+static void test_delay_zero_all_at_once(void) {
+  h2s_server *srv = bh_server("path=" M " repeat=2 hang\n");
+  char cfg[512];
+  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, NULL, ""),
+                          NULL, 0);
+  ASSERT_EQ(unary(ch, CALL_MS, NULL, 0), GRIT_STATUS_OK);
+  ASSERT_EQ(h2s_server_request_count(srv), 3);
+  uint64_t spread = h2s_server_request(srv, 2)->headers_ms -
+                    h2s_server_request(srv, 0)->headers_ms;
+  ASSERT_CMP(spread, <, 100);
+  ASSERT(cancelled_by_client(req_closed(srv, 0)));
+  ASSERT(cancelled_by_client(req_closed(srv, 1)));
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+/* HG-09: the deadline covers every hedge: all are cancelled. */
+static void test_deadline_cancels_all(void) {
+  h2s_server *srv = bh_server("path=" M " repeat=* hang\n");
+  char cfg[512];
+  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.03s", ""),
+                          NULL, 0);
+  ASSERT_EQ(unary(ch, 300, NULL, 0), GRIT_STATUS_DEADLINE_EXCEEDED);
+  ASSERT_EQ(h2s_server_request_count(srv), 3);
+  for (size_t i = 0; i < 3; i++)
+    ASSERT(cancelled_by_client(req_closed(srv, i)));
+  ASSERT_EQ(recs_with_reason(GRIT_REASON_DEADLINE), 3);
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+/* HG-09, RT-11: an application cancel covers every hedge. */
+static void test_cancel_cancels_all(void) {
+  h2s_server *srv = bh_server("path=" M " repeat=* hang\n");
+  char cfg[512];
+  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.03s", ""),
+                          NULL, 0);
+  grit_call *c;
+  grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION, .timeout_ms = CALL_MS};
+  ASSERT_OK(grit_call_start(ch, M, &o, NULL, NULL, &c));
+  grit_call_send(c, "x", 1);
+  grit_call_close_send(c);
+  ASSERT(h2s_server_wait_requests(srv, 3, WAIT_MS));
+  grit_call_cancel(c);
+  grit_status st;
+  ASSERT_OK(grit_call_finish(c, &st));
+  ASSERT_EQ(st.code, GRIT_STATUS_CANCELLED);
+  grit_status_free(&st);
+  grit_call_destroy(c);
+  for (size_t i = 0; i < 3; i++)
+    ASSERT(cancelled_by_client(req_closed(srv, i)));
+  ASSERT_EQ(recs_with_reason(GRIT_REASON_CANCELLED), 3);
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+static bool same_msgs(const h2s_request *r, const char *const *want,
+                      size_t n) {
+  if (!r || r->n_msgs != n)
+    return false;
+  for (size_t i = 0; i < n; i++) {
+    if (r->msgs[i].len != strlen(want[i]) ||
+        memcmp(r->msgs[i].data, want[i], r->msgs[i].len) != 0)
+      return false;
+  }
+  return true;
+}
+
+/* RT-13 for hedges: a hedge started mid-stream replays what was sent
+ * before it; both hedges see the same messages. */
+static void test_streaming_replay(void) {
+  h2s_server *srv = bh_server("path=" M " hang\n");
+  char cfg[512];
+  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 2, "0.1s", ""),
+                          NULL, 0);
+  grit_call *c;
+  grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION, .timeout_ms = CALL_MS};
+  ASSERT_OK(grit_call_start(ch, M, &o, NULL, NULL, &c));
+  grit_call_send(c, "a", 1);
+  grit_call_send(c, "bb", 2);
+  ASSERT(h2s_server_wait_requests(srv, 2, WAIT_MS));
+  grit_call_send(c, "ccc", 3);
+  grit_call_close_send(c);
+  int got = 0;
+  grit_bytes b;
+  while (grit_call_recv(c, &b) == GRIT_OK) {
+    got++;
+    grit_bytes_free(&b);
+  }
+  grit_status st;
+  ASSERT_OK(grit_call_finish(c, &st));
+  ASSERT_EQ(st.code, GRIT_STATUS_OK);
+  grit_status_free(&st);
+  grit_call_destroy(c);
+  ASSERT_EQ(got, 3);
+  static const char *const want[] = {"a", "bb", "ccc"};
+  ASSERT(same_msgs(req_closed(srv, 0), want, 3));
+  ASSERT(same_msgs(req_closed(srv, 1), want, 3));
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+/* HG-07, RT-07: a send over the replay limit commits to the attempt that
+ * has sent the most (a tie goes to the oldest); the others are cancelled
+ * and no hedge follows. */
+static void test_buffer_overflow_commits(void) {
+  h2s_server *srv = bh_server(NULL);
+  char cfg[512];
+  grit_channel *ch =
+      chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.1s", ""),
+           GRIT_ARG_PER_CALL_RETRY_BUFFER, 100);
+  grit_call *c;
+  grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION, .timeout_ms = CALL_MS};
+  ASSERT_OK(grit_call_start(ch, M, &o, NULL, NULL, &c));
+  char big[60];
+  memset(big, 'x', sizeof(big));
+  grit_call_send(c, big, sizeof(big));
+  ASSERT(h2s_server_wait_requests(srv, 2, WAIT_MS));
+  grit_call_send(c, big, sizeof(big)); /* 130 framed bytes > 100 */
+  grit_call_close_send(c);
+  int got = 0;
+  grit_bytes b;
+  while (grit_call_recv(c, &b) == GRIT_OK) {
+    got++;
+    grit_bytes_free(&b);
+  }
+  grit_status st;
+  ASSERT_OK(grit_call_finish(c, &st));
+  ASSERT_EQ(st.code, GRIT_STATUS_OK);
+  grit_status_free(&st);
+  grit_call_destroy(c);
+  ASSERT_EQ(got, 2);
+  const h2s_request *r0 = req_closed(srv, 0);
+  const h2s_request *r1 = req_closed(srv, 1);
+  ASSERT(r0 && r1);
+  ASSERT(!r0->client_rst);
+  ASSERT_EQ(r0->n_msgs, 2);
+  ASSERT(cancelled_by_client(r1));
+  usleep(250 * 1000);
+  ASSERT_EQ(h2s_server_request_count(srv), 2);
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+/* Hang every attempt except the third (grpc-previous-rpc-attempts 2). */
+static void third_wins(const h2s_request *req, bool at_end, h2s_action *act,
+                       void *ud) {
+  (void)at_end;
+  (void)ud;
+  if (strcmp(req->path, M) != 0)
+    return;
+  const char *p = h2s_request_header(req, "grpc-previous-rpc-attempts");
+  if (!p || strcmp(p, "2") != 0)
+    act->kind = H2S_HANG;
+}
+
+static size_t count_path(h2s_server *srv, const char *path) {
+  size_t k = 0, n = h2s_server_request_count(srv);
+  for (size_t i = 0; i < n; i++) {
+    const h2s_request *r = h2s_server_request(srv, i);
+    k += r && r->path && strcmp(r->path, path) == 0;
+  }
+  return k;
+}
+
+/* HG-08: each hedge is a fresh round_robin pick, so three hedges land on
+ * three backends. */
+static void test_round_robin_spread(void) {
+  h2s_server *s[3];
+  for (int i = 0; i < 3; i++) {
+    h2s_config cfg = {.quiet = true, .handler = third_wins};
+    ASSERT_EQ(h2s_server_start(&cfg, &s[i]), 0);
+  }
+  char cfg[512];
+  grit_channel *ch =
+      chan(s, 3,
+           hedge_cfg(cfg, sizeof(cfg), 3, "0.03s",
+                     ",\"loadBalancingConfig\":[{\"round_robin\":{}}]"),
+           NULL, 0);
+  /* Warm up until every backend has answered once: all READY. */
+  for (int i = 0; i < 60; i++) {
+    bool all = true;
+    for (int k = 0; k < 3; k++)
+      all &= count_path(s[k], "/pkg.Warm/Up") > 0;
+    if (all)
+      break;
+    bh_unary(ch, "/pkg.Warm/Up", "w", CALL_MS, NULL);
+    usleep(10 * 1000);
+  }
+  ASSERT_EQ(unary(ch, CALL_MS, NULL, 0), GRIT_STATUS_OK);
+  for (int k = 0; k < 3; k++)
+    ASSERT_EQ(count_path(s[k], M), 1);
+  grit_channel_destroy(ch);
+  for (int k = 0; k < 3; k++)
+    h2s_server_stop(s[k]);
+}
+
+/* HG-01, RT-08: attempt k carries grpc-previous-rpc-attempts k-1 and
+ * starts (k-1) x hedgingDelay after the first. */
+static void test_previous_rpc_attempts(void) {
+  h2s_config hc = {.quiet = true, .handler = third_wins};
+  h2s_server *srv = NULL;
+  ASSERT_EQ(h2s_server_start(&hc, &srv), 0);
+  char cfg[512];
+  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.05s", ""),
+                          NULL, 0);
+  grit_status st;
+  grit_call_info info;
+  ASSERT_EQ(unary_info(ch, CALL_MS, &st, &info), GRIT_STATUS_OK);
+  grit_status_free(&st);
+  ASSERT_EQ(h2s_server_request_count(srv), 3);
+  ASSERT_NULL(prev_attempts(srv, 0));
+  ASSERT_STR_EQ(prev_attempts(srv, 1), "1");
+  ASSERT_STR_EQ(prev_attempts(srv, 2), "2");
+  uint64_t t0 = h2s_server_request(srv, 0)->headers_ms;
+  ASSERT_CMP(h2s_server_request(srv, 1)->headers_ms - t0, >=, 40);
+  ASSERT_CMP(h2s_server_request(srv, 2)->headers_ms - t0, >=, 90);
+  ASSERT_EQ(info.attempts, 3);
+  ASSERT_EQ(info.hedges, 2);
+  ASSERT_EQ(info.transparent_retries, 0);
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+/* TR-02, TR-03 with hedging: REFUSED_STREAM on a hedge is replayed
+ * transparently in its place; the number of hedges stays maxAttempts and
+ * the replay keeps grpc-previous-rpc-attempts. */
+static void test_transparent_retry_of_hedge(void) {
+  h2s_server *srv = bh_server("path=" M " rst=REFUSED_STREAM\n"
+                              "path=" M " repeat=* hang\n");
+  char cfg[512];
+  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 2, "0.1s", ""),
+                          NULL, 0);
+  grit_status st;
+  grit_call_info info;
+  ASSERT_EQ(unary_info(ch, 600, &st, &info), GRIT_STATUS_DEADLINE_EXCEEDED);
+  grit_status_free(&st);
+  ASSERT_EQ(h2s_server_request_count(srv), 3);
+  ASSERT_NULL(prev_attempts(srv, 0));
+  ASSERT_NULL(prev_attempts(srv, 1)); /* the transparent replay */
+  ASSERT_STR_EQ(prev_attempts(srv, 2), "1");
+  ASSERT_EQ(info.attempts, 3);
+  ASSERT_EQ(info.transparent_retries, 1);
+  ASSERT_EQ(info.hedges, 1);
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+static const test_case tests[] = {
+    {"second_hedge_wins", test_second_hedge_wins},
+    {"all_nonfatal_last_status", test_all_nonfatal_last_status},
+    {"fatal_cancels_rest", test_fatal_cancels_rest},
+    {"nonfatal_next_at_once", test_nonfatal_next_at_once},
+    {"pushback_stop", test_pushback_stop},
+    {"pushback_delay", test_pushback_delay},
+    {"throttled_hedges", test_throttled_hedges},
+    {"delay_zero_all_at_once", test_delay_zero_all_at_once},
+    {"deadline_cancels_all", test_deadline_cancels_all},
+    {"cancel_cancels_all", test_cancel_cancels_all},
+    {"streaming_replay", test_streaming_replay},
+    {"buffer_overflow_commits", test_buffer_overflow_commits},
+    {"round_robin_spread", test_round_robin_spread},
+    {"previous_rpc_attempts", test_previous_rpc_attempts},
+    {"transparent_retry_of_hedge", test_transparent_retry_of_hedge},
+    {NULL, NULL},
+};
+
+int main(int argc, char **argv) {
+  pthread_mutex_init(&g_recs.mu, NULL);
+  return test_main(tests, argc, argv);
+}
