@@ -135,8 +135,8 @@ static bool attempt_transparent_ok(call_attempt *a,
     return false;
   if (r->wire == GRIT_WIRE_NOT_SENT)
     return true;
-  if (r->wire == GRIT_WIRE_REFUSED && !a->refused_retry_used) {
-    a->refused_retry_used = true; /* TR-02: once */
+  if (r->wire == GRIT_WIRE_REFUSED && !c->refused_retry_used) {
+    c->refused_retry_used = true; /* TR-02: once per call */
     return true;
   }
   return false;
@@ -179,10 +179,12 @@ static void attempt_on_done(grit_stream *s, const grit_stream_result *r,
   }
   a->stream = NULL;
   if (c->winner == a) {
+    grit_attempt_reason why = r->code == GRIT_STATUS_OK
+                                  ? GRIT_REASON_OK
+                                  : GRIT_REASON_COMMITTED;
     grit_list_remove(&a->link);
-    grit_call_end(c, r->code, r->message, r->trailers,
-                     r->code == GRIT_STATUS_OK ? GRIT_REASON_OK
-                                               : GRIT_REASON_COMMITTED);
+    grit_attempt_observe(a, r->code, r->message, why); /* MX-03 */
+    grit_call_end(c, r->code, r->message, r->trailers, why);
     attempt_free(a);
   } else if (attempt_transparent_ok(a, r)) {
     attempt_transparent(a, r);

@@ -158,6 +158,13 @@ void grit_call_end(grit_call *c, grit_status_code code, const char *msg,
   grit_list *e;
   while ((e = grit_list_pop_head(&c->attempts)) != NULL) {
     call_attempt *a = GRIT_CONTAINER_OF(e, call_attempt, link);
+    /* MX-03: every attempt gets its record; the ones still in flight end
+     * with the call (deadline, cancel) or lose to the hedge that ended
+     * it (a Trailers-Only OK or a fatal status, HG-02, HG-03). */
+    bool lost = reason == GRIT_REASON_OK || reason == GRIT_REASON_FATAL;
+    grit_attempt_observe(a, lost ? GRIT_STATUS_CANCELLED : code,
+                         lost ? "another attempt won" : msg,
+                         lost ? GRIT_REASON_HEDGE_LOST : reason);
     grit_attempt_cancel(a, code, msg); /* frees or detaches it */
   }
   grit_replay_free(&c->sends);

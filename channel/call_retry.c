@@ -64,7 +64,10 @@ static void call_save_last(grit_call *c, grit_status_code code,
 
 static void call_retry_fire(uv_timer_t *t) {
   grit_call *c = t->data;
-  if (c->state != CALL_DONE && !c->committed)
+  /* A send that overflowed the replay buffer during the backoff committed
+   * the call with no attempt live: this retry is the committed attempt
+   * (RT-07; grit_attempt_start makes it the winner). */
+  if (c->state != CALL_DONE && (!c->committed || !c->winner))
     grit_attempt_start(c, GRIT_ATTEMPT_RETRY, c->pending_backoff_ms,
                        c->pending_pushback);
 }
@@ -117,17 +120,22 @@ static void call_retry_decide(grit_call *c, call_attempt *a,
   uv_timer_start(&c->retry_timer, call_retry_fire, d.delay_ms, 0);
 }
 
-/* ---- hedging (HG-01..HG-09) ---- */
-
-static bool hedge_more(grit_call *c) {
-  return !c->committed && !c->hedge_stop &&
-         c->next_number < c->hedge->max_attempts;
-}
+/* ---- hedging (HG-01..HG-09): the schedule is hedging/schedule.c ---- */
 
 static void hedge_timer_fire(uv_timer_t *t);
 
-static void hedge_arm(grit_call *c, uint64_t ms) {
-  if (hedge_more(c))
+static uint64_t hedge_now(grit_call *c) {
+  return uv_now(&c->ch->rt->loop);
+}
+
+static bool hedge_more(grit_call *c) {
+  return !c->committed && grit_hedge_more(&c->hs);
+}
+
+/* Start the timer for the next hedge, if one will be due. */
+static void hedge_arm(grit_call *c) {
+  uint64_t ms = grit_hedge_wait_ms(&c->hs, hedge_now(c));
+  if (!c->committed && ms != GRIT_HEDGE_NONE)
     uv_timer_start(&c->retry_timer, hedge_timer_fire, ms, 0);
 }
 
@@ -137,77 +145,73 @@ static bool hedge_send(grit_call *c) {
     return false;
   if (!grit_throttle_table_allows(c->throttle)) {
     __atomic_add_fetch(&c->ch->stats.throttled, 1, __ATOMIC_RELAXED);
-    c->hedge_stop = true;
+    grit_hedge_stop(&c->hs, GRIT_REASON_THROTTLED);
     return false;
   }
-  grit_attempt_start(c, GRIT_ATTEMPT_HEDGE, 0, false);
+  uint64_t wait_ms = c->hs.wait_ms;
+  bool pushback = c->hs.wait_pushback;
+  grit_hedge_on_sent(&c->hs, hedge_now(c));
+  grit_attempt_start(c, GRIT_ATTEMPT_HEDGE, wait_ms, pushback);
   return c->state != CALL_DONE;
 }
 
-static uint64_t hedge_delay_ms(const grit_call *c) {
-  return (uint64_t)((c->hedge->hedging_delay_ns + 999999) / 1000000);
+/* Send every hedge that is due now (all of them when hedgingDelay is 0,
+ * SC-11), then wait for the next. */
+static void hedge_pump(grit_call *c) {
+  while (c->state != CALL_DONE &&
+         grit_hedge_wait_ms(&c->hs, hedge_now(c)) == 0 && hedge_send(c))
+    ;
+  if (c->state != CALL_DONE)
+    hedge_arm(c);
 }
 
 static void hedge_timer_fire(uv_timer_t *t) {
   grit_call *c = t->data;
   if (c->state == CALL_DONE)
     return;
-  if (hedge_send(c))
-    hedge_arm(c, hedge_delay_ms(c));
+  if (hedge_send(c)) /* due by construction of the timer */
+    hedge_pump(c);
 }
 
 void grit_call_hedge_start(grit_call *c) {
+  grit_hedge_init(&c->hs, c->hedge, hedge_now(c));
+  grit_hedge_on_sent(&c->hs, hedge_now(c));
   grit_attempt_start(c, GRIT_ATTEMPT_FIRST, 0, false); /* HG-01: t = 0 */
-  if (hedge_delay_ms(c) == 0) { /* SC-11: all attempts at once */
-    while (c->state != CALL_DONE && hedge_send(c))
-      ;
-    return;
-  }
-  hedge_arm(c, hedge_delay_ms(c));
+  hedge_pump(c);
 }
 
 static void hedge_on_failed(grit_call *c, call_attempt *a,
                             grit_status_code code, const char *msg,
                             const grit_metadata *trailers) {
-  if (code == GRIT_STATUS_OK) { /* HG-02: a Trailers-Only OK wins */
+  grit_hedge_verdict v = grit_hedge_classify(&c->hs, code);
+  if (v != GRIT_HEDGE_NON_FATAL) { /* HG-02, HG-03 */
+    grit_attempt_reason why =
+        v == GRIT_HEDGE_WIN ? GRIT_REASON_OK : GRIT_REASON_FATAL;
     c->winner = a;
-    grit_attempt_observe(a, code, msg, GRIT_REASON_OK);
-    grit_call_end(c, code, msg, trailers, GRIT_REASON_OK);
-    return;
-  }
-  if (!(c->hedge->non_fatal_codes & GRIT_CODE_BIT(code))) {
-    c->winner = a;
-    grit_attempt_observe(a, code, msg, GRIT_REASON_FATAL); /* HG-03 */
-    grit_call_end(c, code, msg, trailers, GRIT_REASON_FATAL);
+    grit_attempt_observe(a, code, msg, why);
+    grit_call_end(c, code, msg, trailers, why);
     return;
   }
   call_save_last(c, code, msg, trailers);
-  /* HG-06: a non-fatal failure, or a stop pushback, costs tokens. */
-  if (!grit_throttle_table_failure_allows(c->throttle))
-    c->hedge_stop = true;
+  bool could = hedge_more(c);
+  /* HG-06, TH-02: a non-fatal failure, or a stop pushback, costs tokens. */
+  bool tokens = grit_throttle_table_failure_allows(c->throttle);
   grit_pushback pb = grit_retry_parse_pushback(trailers);
-  grit_attempt_reason why = GRIT_REASON_NONE;
-  if (pb.kind == GRIT_PUSHBACK_STOP) {
-    c->hedge_stop = true; /* HG-05: in-flight hedges continue */
-    why = GRIT_REASON_PUSHBACK;
-  } else if (pb.kind == GRIT_PUSHBACK_DELAY) {
-    uv_timer_stop(&c->retry_timer);
-    hedge_arm(c, pb.ms);
-  } else if (hedge_more(c)) {
-    uv_timer_stop(&c->retry_timer); /* HG-03: the next one at once */
-    if (hedge_send(c))
-      hedge_arm(c, hedge_delay_ms(c));
-  }
+  grit_hedge_on_non_fatal(&c->hs, &pb, tokens, hedge_now(c));
+  if (could && c->hs.stop_why == GRIT_REASON_THROTTLED)
+    __atomic_add_fetch(&c->ch->stats.throttled, 1, __ATOMIC_RELAXED);
+  uv_timer_stop(&c->retry_timer);
+  hedge_pump(c);
   if (c->state == CALL_DONE)
     return;
   bool last = grit_list_empty(&c->attempts) && !hedge_more(c);
-  if (last && why == GRIT_REASON_NONE)
-    why = c->hedge_stop ? GRIT_REASON_THROTTLED : GRIT_REASON_EXHAUSTED;
-  grit_attempt_observe(a, code, msg, last ? why : GRIT_REASON_NONE);
-  if (last) /* HG-04: the last status, once every attempt has ended */
+  grit_attempt_reason why =
+      last ? grit_hedge_final_reason(&c->hs) : GRIT_REASON_NONE;
+  grit_attempt_observe(a, code, msg, why);
+  if (last) { /* HG-04: the last status, once every attempt has ended */
     c->winner = a;
-  if (last)
     grit_call_end(c, c->last_code, c->last_message, c->last_trailers, why);
+  }
 }
 
 /* ---- the entry point ---- */

@@ -262,7 +262,6 @@ typedef struct call_attempt {
   bool queued;
   bool ended;
   bool headers;
-  bool refused_retry_used;
   bool recv_timed_out;
   size_t sent;      /* replay items handed to the stream */
   bool close_sent;
@@ -330,6 +329,7 @@ struct grit_call {
   uint32_t next_number;
   grit_retry_state rs;
   uint32_t transparent;
+  bool refused_retry_used; /* TR-02: the one retry after a refusal */
   grit_hedge_sched hs;    /* the hedging schedule (HG-*) */
   grit_status_code last_code; /* of the last failed attempt (HG-04) */
   char *last_message;

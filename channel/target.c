@@ -75,6 +75,8 @@ static grit_err parse_ip_list(const char *s, grit_target *t, int family) {
     uint16_t port;
     bool has_port;
     grit_err rv = split_host_port(s, n, &host, &port, &has_port);
+    if (rv == GRIT_OK && !has_port)
+      rv = GRIT_ERR_INVALID_TARGET; /* DNS-06: ipv4:a:p, as grpc-core */
     if (rv == GRIT_OK) {
       unsigned char buf[sizeof(struct in6_addr)];
       grit_addr a;

@@ -21,9 +21,9 @@ typedef struct grit_hedge_sched {
   uint32_t sent;            /* attempts started (HG-01 numbering) */
   bool stopped;             /* no further hedge (HG-05, HG-06, commit) */
   grit_attempt_reason stop_why;
-  uint64_t due_at_ms;  /* when the next hedge goes, if any */
-  uint64_t wait_ms;    /* the wait before it, for its attempt record */
-  bool wait_pushback;  /* that wait came from grpc-retry-pushback-ms */
+  uint64_t due_at_ms; /* when the next hedge goes, if any */
+  uint64_t wait_ms;   /* the wait before it, for its attempt record */
+  bool wait_pushback; /* that wait came from grpc-retry-pushback-ms */
 } grit_hedge_sched;
 
 /* How an attempt's status counts (HG-02, HG-03). */

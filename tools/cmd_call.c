@@ -1,5 +1,7 @@
 /* grit call: N unary calls, C in flight, with per-call output (plain or
- * JSON) and a summary of codes, peers, qps and latency percentiles. */
+ * JSON) and a summary of codes, peers, qps and latency percentiles. With
+ * --attempts, each call's attempt timeline from the channel's observer
+ * (SPEC MX-03), grouped by call id. */
 #include "tools.h"
 
 #include <getopt.h>
@@ -10,6 +12,29 @@
 #include <string.h>
 
 #define MAX_PEERS 32
+#define MAX_CALL_ATTEMPTS 64 /* records kept per call for its timeline */
+
+/* An attempt record, copied out of the observer callback. */
+typedef struct att_rec {
+  uint64_t call_id;
+  uint32_t attempt;
+  grit_attempt_kind kind;
+  char peer[64];
+  uint64_t start_us, end_us;
+  grit_status_code code;
+  char message[128];
+  uint64_t backoff_ms;
+  bool pushback;
+  grit_attempt_reason reason;
+} att_rec;
+
+/* Records of calls still running: the observer adds (I/O thread), the
+ * call's completion takes its own out. */
+typedef struct att_store {
+  pthread_mutex_t mu;
+  att_rec *v;
+  size_t n, cap;
+} att_store;
 
 typedef struct call_run call_run;
 
@@ -33,6 +58,8 @@ struct call_run {
   uint64_t peer_calls[MAX_PEERS];
   bool json;
   bool verbose;
+  bool attempts; /* --attempts: print each call's timeline */
+  att_store store;
   pthread_mutex_t mu;
   pthread_cond_t cv;
 };
@@ -56,17 +83,185 @@ static void print_hex(FILE *f, const uint8_t *p, size_t n) {
     fprintf(f, "%02x", p[i]);
 }
 
+/* ---- attempt timelines (--attempts) ---- */
+
+static void on_attempt(const grit_attempt_record *rec, void *ud) {
+  att_store *s = ud;
+  pthread_mutex_lock(&s->mu);
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 64;
+    att_rec *v = realloc(s->v, cap * sizeof(*v));
+    if (!v) {
+      pthread_mutex_unlock(&s->mu);
+      return;
+    }
+    s->v = v;
+    s->cap = cap;
+  }
+  att_rec *a = &s->v[s->n++];
+  *a = (att_rec){.call_id = rec->call_id,
+                 .attempt = rec->attempt,
+                 .kind = rec->kind,
+                 .start_us = rec->start_us,
+                 .end_us = rec->end_us,
+                 .code = rec->code,
+                 .backoff_ms = rec->backoff_ms,
+                 .pushback = rec->pushback,
+                 .reason = rec->reason};
+  snprintf(a->peer, sizeof(a->peer), "%s", rec->peer);
+  snprintf(a->message, sizeof(a->message), "%s", rec->message);
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* Timeline order: by attempt number, then start (a transparent retry
+ * keeps its attempt's number). */
+static int att_cmp(const void *x, const void *y) {
+  const att_rec *a = x, *b = y;
+  if (a->attempt != b->attempt)
+    return a->attempt < b->attempt ? -1 : 1;
+  return a->start_us < b->start_us ? -1 : a->start_us > b->start_us;
+}
+
+/* Move call |id|'s records into |out|, in timeline order. */
+static size_t take_attempts(att_store *s, uint64_t id, att_rec *out,
+                            size_t max) {
+  size_t n = 0, k = 0;
+  pthread_mutex_lock(&s->mu);
+  for (size_t i = 0; i < s->n; i++) {
+    if (s->v[i].call_id == id) {
+      if (n < max)
+        out[n++] = s->v[i];
+    } else {
+      s->v[k++] = s->v[i];
+    }
+  }
+  s->n = k;
+  pthread_mutex_unlock(&s->mu);
+  qsort(out, n, sizeof(*out), att_cmp);
+  return n;
+}
+
+static const char *kind_name(grit_attempt_kind k) {
+  switch (k) {
+  case GRIT_ATTEMPT_FIRST:
+    return "first";
+  case GRIT_ATTEMPT_RETRY:
+    return "retry";
+  case GRIT_ATTEMPT_HEDGE:
+    return "hedge";
+  case GRIT_ATTEMPT_TRANSPARENT:
+    return "transparent";
+  }
+  return "?";
+}
+
+/* Why the call made no further attempt: the reason of the attempt that
+ * decided it (losing hedges say HEDGE_LOST, earlier ones NONE); from the
+ * status when no record says (e.g. a deadline during a backoff). */
+static grit_attempt_reason call_reason(const att_rec *a, size_t n,
+                                       grit_status_code code) {
+  for (size_t i = 0; i < n; i++) {
+    if (a[i].reason != GRIT_REASON_NONE &&
+        a[i].reason != GRIT_REASON_HEDGE_LOST)
+      return a[i].reason;
+  }
+  if (code == GRIT_STATUS_DEADLINE_EXCEEDED)
+    return GRIT_REASON_DEADLINE;
+  if (code == GRIT_STATUS_CANCELLED)
+    return GRIT_REASON_CANCELLED;
+  return n ? a[n - 1].reason : GRIT_REASON_NONE;
+}
+
+/* The reason in plain words, from the public GRIT_REASON_MAP. */
+static const char *reason_text(grit_attempt_reason r) {
+  switch (r) {
+#define REASON_TEXT(name, val, text)                                           \
+  case GRIT_REASON_##name:                                                     \
+    return text;
+    GRIT_REASON_MAP(REASON_TEXT)
+#undef REASON_TEXT
+  }
+  return "?";
+}
+
+static uint64_t first_start(const att_rec *a, size_t n) {
+  uint64_t t = n ? a[0].start_us : 0;
+  for (size_t i = 1; i < n; i++)
+    t = a[i].start_us < t ? a[i].start_us : t;
+  return t;
+}
+
+static void print_json_string(FILE *f, const char *s, size_t n);
+
+static void print_json_timeline(FILE *f, const att_rec *a, size_t n) {
+  uint64_t t0 = first_start(a, n);
+  fprintf(f, ",\"timeline\":[");
+  for (size_t i = 0; i < n; i++) {
+    fprintf(f, "%s{\"attempt\":%u,\"kind\":\"%s\",\"peer\":", i ? "," : "",
+            a[i].attempt, kind_name(a[i].kind));
+    print_json_string(f, a[i].peer, strlen(a[i].peer));
+    fprintf(f,
+            ",\"start_us\":%" PRIu64 ",\"duration_us\":%" PRIu64
+            ",\"code\":%d,\"code_name\":\"%s\",\"message\":",
+            a[i].start_us - t0, a[i].end_us - a[i].start_us, a[i].code,
+            grit_status_code_name(a[i].code));
+    print_json_string(f, a[i].message, strlen(a[i].message));
+    fprintf(f, ",\"backoff_ms\":%" PRIu64 ",\"pushback\":%s,\"reason\":\"%s\"}",
+            a[i].backoff_ms, a[i].pushback ? "true" : "false",
+            grit_attempt_reason_name(a[i].reason));
+  }
+  fprintf(f, "]");
+}
+
+/* One line per attempt: number, kind, peer, start offset and duration,
+ * status, the wait before it, and the reason when nothing followed. */
+static void print_plain_timeline(uint64_t call_id, const grit_status *st,
+                                 const att_rec *a, size_t n) {
+  grit_attempt_reason why = call_reason(a, n, st->code);
+  printf("call %" PRIu64 ": %s after %zu attempt%s (%s: %s)\n", call_id,
+         grit_status_code_name(st->code), n, n == 1 ? "" : "s",
+         grit_attempt_reason_name(why), reason_text(why));
+  uint64_t t0 = first_start(a, n);
+  for (size_t i = 0; i < n; i++) {
+    char wait[48] = "";
+    if (a[i].backoff_ms || a[i].pushback)
+      snprintf(wait, sizeof(wait), "  after %s %" PRIu64 " ms",
+               a[i].pushback                     ? "pushback"
+               : a[i].kind == GRIT_ATTEMPT_HEDGE ? "hedgingDelay"
+                                                 : "backoff",
+               a[i].backoff_ms);
+    printf("  #%-2u %-11s %-21s +%7.1f ms %7.1f ms  %s%s%s%s", a[i].attempt,
+           kind_name(a[i].kind), a[i].peer[0] ? a[i].peer : "-",
+           (double)(a[i].start_us - t0) / 1000.0,
+           (double)(a[i].end_us - a[i].start_us) / 1000.0,
+           grit_status_code_name(a[i].code), a[i].message[0] ? " \"" : "",
+           a[i].message, a[i].message[0] ? "\"" : "");
+    printf("%s", wait);
+    if (a[i].reason != GRIT_REASON_NONE)
+      printf("  -> %s", grit_attempt_reason_name(a[i].reason));
+    printf("\n");
+  }
+}
+
 static void print_json_result(call_run *r, const grit_status *st,
                               const uint8_t *resp, size_t len,
-                              const grit_call_info *info, uint64_t lat) {
+                              const grit_call_info *info, uint64_t lat,
+                              const att_rec *att, size_t n_att) {
   FILE *f = stdout;
   fprintf(f, "{\"code\":%d,\"code_name\":\"%s\",\"message\":", st->code,
           grit_status_code_name(st->code));
   print_json_string(f, st->message, strlen(st->message));
   fprintf(f, ",\"latency_us\":%" PRIu64 ",\"peer\":", lat);
   print_json_string(f, info->peer, strlen(info->peer));
-  fprintf(f, ",\"attempts\":%u,\"transparent_retries\":%u,\"response\":\"",
-          info->attempts, info->transparent_retries);
+  fprintf(f,
+          ",\"call_id\":%" PRIu64 ",\"attempts\":%u,\"transparent_retries\":%u"
+          ",\"hedges\":%u,\"backoff_ms\":%" PRIu64 ",\"reason\":\"%s\"",
+          info->call_id, info->attempts, info->transparent_retries,
+          info->hedges, info->backoff_ms,
+          grit_attempt_reason_name(call_reason(att, n_att, st->code)));
+  if (r->attempts)
+    print_json_timeline(f, att, n_att);
+  fprintf(f, ",\"response\":\"");
   print_hex(f, resp, len);
   fprintf(f, "\",\"trailers\":{");
   for (size_t i = 0; i < grit_metadata_count(st->trailers); i++) {
@@ -125,10 +320,19 @@ static void on_done(const grit_status *st, const uint8_t *resp, size_t len,
     r->codes[st->code]++;
   if (info->peer[0])
     count_peer(r, info->peer);
-  if (r->json)
-    print_json_result(r, st, resp, len, info, r->lat_us[idx]);
-  else if (r->verbose)
-    print_plain_result(st, resp, len, info, r->lat_us[idx]);
+  att_rec att[MAX_CALL_ATTEMPTS];
+  size_t n_att =
+      r->json || r->attempts
+          ? take_attempts(&r->store, info->call_id, att, MAX_CALL_ATTEMPTS)
+          : 0;
+  if (r->json) {
+    print_json_result(r, st, resp, len, info, r->lat_us[idx], att, n_att);
+  } else {
+    if (r->verbose)
+      print_plain_result(st, resp, len, info, r->lat_us[idx]);
+    if (r->attempts)
+      print_plain_timeline(info->call_id, st, att, n_att);
+  }
   bool all = r->finished == r->count;
   if (all)
     pthread_cond_signal(&r->cv);
@@ -189,6 +393,7 @@ static void call_usage(FILE *f) {
              "  --authority NAME            :authority and TLS name\n"
              "  --count N --concurrency C   N calls, C in flight\n"
              "  --wait-for-ready            queue until the channel is READY\n"
+             "  --attempts                  print each call's attempts\n"
              "  --json                      one JSON object per call\n");
 }
 
@@ -196,7 +401,7 @@ typedef struct call_flags {
   const char *data, *service_config, *ca, *authority;
   grit_metadata *md;
   uint64_t deadline_ms, count, concurrency;
-  bool tls, json, wfr;
+  bool tls, json, wfr, attempts;
 } call_flags;
 
 static int parse_flags(int argc, char **argv, call_flags *fl) {
@@ -212,6 +417,7 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
       {"concurrency", required_argument, 0, 'C'},
       {"wait-for-ready", no_argument, 0, 'w'},
       {"json", no_argument, 0, 'j'},
+      {"attempts", no_argument, 0, 'A'},
       {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0},
   };
@@ -248,6 +454,9 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
     case 'j':
       fl->json = true;
       break;
+    case 'A':
+      fl->attempts = true;
+      break;
     case 'm': {
       const char *colon = strchr(optarg, ':');
       if (!colon) {
@@ -279,7 +488,7 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
   return 0;
 }
 
-static grit_channel_args *make_args(const call_flags *fl) {
+static grit_channel_args *make_args(const call_flags *fl, att_store *store) {
   grit_channel_args *a;
   if (grit_channel_args_create(&a) != GRIT_OK)
     return NULL;
@@ -292,6 +501,8 @@ static grit_channel_args *make_args(const call_flags *fl) {
     grit_channel_args_set_string(a, GRIT_ARG_SERVICE_CONFIG, sc);
     free(sc);
   }
+  if (fl->json || fl->attempts)
+    grit_channel_args_set_observer(a, on_attempt, store);
   if (fl->tls)
     grit_channel_args_set_int(a, GRIT_ARG_TLS, 1);
   if (fl->ca)
@@ -336,7 +547,9 @@ int cmd_call(int argc, char **argv) {
   call_run r = {.method = argv[optind + 1],
                 .count = fl.count,
                 .json = fl.json,
+                .attempts = fl.attempts,
                 .verbose = fl.count == 1};
+  pthread_mutex_init(&r.store.mu, NULL);
   if (fl.data) {
     if (fl.data[0] == '@') {
       char *raw = tool_read_text_or_file(fl.data, &r.req_len);
@@ -348,7 +561,7 @@ int cmd_call(int argc, char **argv) {
     if (!r.req)
       return 2;
   }
-  grit_channel_args *a = make_args(&fl);
+  grit_channel_args *a = make_args(&fl, &r.store);
   grit_error_detail d = {0};
   grit_err rv = a ? grit_channel_create(NULL, argv[optind], a, &d, &r.ch)
                   : GRIT_ERR_INVALID_ARG;
@@ -372,5 +585,7 @@ int cmd_call(int argc, char **argv) {
   grit_channel_destroy(r.ch);
   grit_metadata_destroy(fl.md);
   free(r.req);
+  free(r.store.v);
+  pthread_mutex_destroy(&r.store.mu);
   return rc;
 }

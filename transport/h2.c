@@ -356,9 +356,20 @@ static int h2_on_frame_send(nghttp2_session *session,
 static int h2_on_frame_not_send(nghttp2_session *session,
                                 const nghttp2_frame *frame, int lib_error_code,
                                 void *user_data) {
-  (void)user_data;
+  grit_transport *t = user_data;
   if (frame->hd.type != NGHTTP2_HEADERS)
     return 0;
+  if (lib_error_code == NGHTTP2_ERR_START_STREAM_NOT_ALLOWED &&
+      !t->going_away) {
+    /* nghttp2 gave up on the session (we sent GOAWAY after an error): tell
+     * the owner as for a GOAWAY, so no more streams are offered here and
+     * not-sent calls are not replayed onto it in a loop (TR-01). */
+    t->going_away = true;
+    t->ev_goaway = true;
+    t->ev_goaway_last_id = INT32_MAX;
+    t->ev_goaway_code = NGHTTP2_NO_ERROR;
+    grit_transport_schedule(t);
+  }
   grit_stream *s = h2_stream(session, frame->hd.stream_id);
   if (!s)
     return 0;

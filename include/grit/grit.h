@@ -365,7 +365,7 @@ typedef struct grit_channel_args grit_channel_args;
   "grit.keepalive_permit_without_calls"
 /** Int ms, default 1800000. Idle time after which connections close. */
 #define GRIT_ARG_IDLE_TIMEOUT_MS "grit.client_idle_timeout_ms"
-/** String, prepended to the user-agent ("<this> grit-c/<version>"). */
+/** String, appended to the user-agent ("grit-c/<version> <this>"). */
 #define GRIT_ARG_USER_AGENT "grit.primary_user_agent"
 /** Int 0/1, default 0. Stamp calls that have a retry or hedging policy with
  * an idempotency-key header, one random 128-bit value per call, the same

@@ -131,8 +131,8 @@ static grit_status_code unary_info(grit_channel *ch, uint64_t timeout_ms,
   return st->code;
 }
 
-static grit_status_code unary(grit_channel *ch, uint64_t timeout_ms,
-                              char *msg, size_t msg_len) {
+static grit_status_code unary(grit_channel *ch, uint64_t timeout_ms, char *msg,
+                              size_t msg_len) {
   grit_status st;
   grit_status_code code = unary_info(ch, timeout_ms, &st, NULL);
   if ((int)code < 0)
@@ -155,8 +155,8 @@ static const char *prev_attempts(h2s_server *srv, size_t seq) {
 static void test_second_hedge_wins(void) {
   h2s_server *srv = bh_server("path=" M " hang\n");
   char cfg[512];
-  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 2, "0.05s", ""),
-                          NULL, 0);
+  grit_channel *ch =
+      chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 2, "0.05s", ""), NULL, 0);
   ASSERT_EQ(unary(ch, CALL_MS, NULL, 0), GRIT_STATUS_OK);
   const h2s_request *r0 = req_closed(srv, 0);
   ASSERT_NOT_NULL(r0);
@@ -183,8 +183,8 @@ static void test_all_nonfatal_last_status(void) {
       "path=" M " trailers_only status=UNAVAILABLE message=b\n"
       "path=" M " trailers_only status=UNAVAILABLE message=c\n");
   char cfg[512];
-  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.05s", ""),
-                          NULL, 0);
+  grit_channel *ch =
+      chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.05s", ""), NULL, 0);
   char msg[64];
   uint64_t t0 = now_ms();
   ASSERT_EQ(unary(ch, CALL_MS, msg, sizeof(msg)), GRIT_STATUS_UNAVAILABLE);
@@ -203,8 +203,8 @@ static void test_fatal_cancels_rest(void) {
       bh_server("path=" M " hang\n"
                 "path=" M " trailers_only status=INTERNAL message=boom\n");
   char cfg[512];
-  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.05s", ""),
-                          NULL, 0);
+  grit_channel *ch =
+      chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.05s", ""), NULL, 0);
   char msg[64];
   ASSERT_EQ(unary(ch, CALL_MS, msg, sizeof(msg)), GRIT_STATUS_INTERNAL);
   ASSERT_STR_EQ(msg, "boom");
@@ -212,6 +212,7 @@ static void test_fatal_cancels_rest(void) {
   usleep(200 * 1000); /* a third hedge would be due by now */
   ASSERT_EQ(h2s_server_request_count(srv), 2);
   ASSERT_EQ(recs_with_reason(GRIT_REASON_FATAL), 1);
+  ASSERT_EQ(recs_with_reason(GRIT_REASON_HEDGE_LOST), 1);
   grit_channel_destroy(ch);
   h2s_server_stop(srv);
 }
@@ -219,12 +220,11 @@ static void test_fatal_cancels_rest(void) {
 /* HG-03: a non-fatal status sends the next hedge at once, long before
  * hedgingDelay; the one after resumes hedgingDelay apart. */
 static void test_nonfatal_next_at_once(void) {
-  h2s_server *srv =
-      bh_server("path=" M " trailers_only status=UNAVAILABLE\n"
-                "path=" M " hang\n");
+  h2s_server *srv = bh_server("path=" M " trailers_only status=UNAVAILABLE\n"
+                              "path=" M " hang\n");
   char cfg[512];
-  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.3s", ""),
-                          NULL, 0);
+  grit_channel *ch =
+      chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.3s", ""), NULL, 0);
   ASSERT_EQ(unary(ch, CALL_MS, NULL, 0), GRIT_STATUS_OK);
   ASSERT_EQ(h2s_server_request_count(srv), 3);
   const h2s_request *r0 = h2s_server_request(srv, 0);
@@ -242,12 +242,12 @@ static void test_nonfatal_next_at_once(void) {
 /* HG-05: pushback "-1" stops new hedges; the one in flight goes on and
  * wins. */
 static void test_pushback_stop(void) {
-  h2s_server *srv = bh_server(
-      "path=" M " delay=250\n"
-      "path=" M " trailers_only status=UNAVAILABLE pushback=-1\n");
+  h2s_server *srv =
+      bh_server("path=" M " delay=250\n"
+                "path=" M " trailers_only status=UNAVAILABLE pushback=-1\n");
   char cfg[512];
-  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.05s", ""),
-                          NULL, 0);
+  grit_channel *ch =
+      chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.05s", ""), NULL, 0);
   ASSERT_EQ(unary(ch, CALL_MS, NULL, 0), GRIT_STATUS_OK);
   usleep(150 * 1000);
   ASSERT_EQ(h2s_server_request_count(srv), 2);
@@ -260,11 +260,11 @@ static void test_pushback_stop(void) {
 /* HG-05: pushback n >= 0 sends the next hedge after n ms, not at once
  * and not after hedgingDelay. */
 static void test_pushback_delay(void) {
-  h2s_server *srv = bh_server(
-      "path=" M " trailers_only status=UNAVAILABLE pushback=150\n");
+  h2s_server *srv =
+      bh_server("path=" M " trailers_only status=UNAVAILABLE pushback=150\n");
   char cfg[512];
-  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "2s", ""),
-                          NULL, 0);
+  grit_channel *ch =
+      chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "2s", ""), NULL, 0);
   ASSERT_EQ(unary(ch, CALL_MS, NULL, 0), GRIT_STATUS_OK);
   ASSERT_EQ(h2s_server_request_count(srv), 2);
   uint64_t gap = h2s_server_request(srv, 1)->headers_ms -
@@ -272,8 +272,8 @@ static void test_pushback_delay(void) {
   ASSERT_CMP(gap, >=, 130);
   ASSERT_CMP(gap, <, 1000);
   pthread_mutex_lock(&g_recs.mu);
-  bool pushback_seen = g_recs.n >= 2 && g_recs.r[1].pushback &&
-                       g_recs.r[1].backoff_ms == 150;
+  bool pushback_seen =
+      g_recs.n >= 2 && g_recs.r[1].pushback && g_recs.r[1].backoff_ms == 150;
   pthread_mutex_unlock(&g_recs.mu);
   ASSERT(pushback_seen);
   grit_channel_destroy(ch);
@@ -309,8 +309,8 @@ static void test_throttled_hedges(void) {
 static void test_delay_zero_all_at_once(void) {
   h2s_server *srv = bh_server("path=" M " repeat=2 hang\n");
   char cfg[512];
-  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, NULL, ""),
-                          NULL, 0);
+  grit_channel *ch =
+      chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, NULL, ""), NULL, 0);
   ASSERT_EQ(unary(ch, CALL_MS, NULL, 0), GRIT_STATUS_OK);
   ASSERT_EQ(h2s_server_request_count(srv), 3);
   uint64_t spread = h2s_server_request(srv, 2)->headers_ms -
@@ -326,8 +326,8 @@ static void test_delay_zero_all_at_once(void) {
 static void test_deadline_cancels_all(void) {
   h2s_server *srv = bh_server("path=" M " repeat=* hang\n");
   char cfg[512];
-  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.03s", ""),
-                          NULL, 0);
+  grit_channel *ch =
+      chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.03s", ""), NULL, 0);
   ASSERT_EQ(unary(ch, 300, NULL, 0), GRIT_STATUS_DEADLINE_EXCEEDED);
   ASSERT_EQ(h2s_server_request_count(srv), 3);
   for (size_t i = 0; i < 3; i++)
@@ -341,8 +341,8 @@ static void test_deadline_cancels_all(void) {
 static void test_cancel_cancels_all(void) {
   h2s_server *srv = bh_server("path=" M " repeat=* hang\n");
   char cfg[512];
-  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.03s", ""),
-                          NULL, 0);
+  grit_channel *ch =
+      chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.03s", ""), NULL, 0);
   grit_call *c;
   grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION, .timeout_ms = CALL_MS};
   ASSERT_OK(grit_call_start(ch, M, &o, NULL, NULL, &c));
@@ -362,8 +362,7 @@ static void test_cancel_cancels_all(void) {
   h2s_server_stop(srv);
 }
 
-static bool same_msgs(const h2s_request *r, const char *const *want,
-                      size_t n) {
+static bool same_msgs(const h2s_request *r, const char *const *want, size_t n) {
   if (!r || r->n_msgs != n)
     return false;
   for (size_t i = 0; i < n; i++) {
@@ -379,8 +378,8 @@ static bool same_msgs(const h2s_request *r, const char *const *want,
 static void test_streaming_replay(void) {
   h2s_server *srv = bh_server("path=" M " hang\n");
   char cfg[512];
-  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 2, "0.1s", ""),
-                          NULL, 0);
+  grit_channel *ch =
+      chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 2, "0.1s", ""), NULL, 0);
   grit_call *c;
   grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION, .timeout_ms = CALL_MS};
   ASSERT_OK(grit_call_start(ch, M, &o, NULL, NULL, &c));
@@ -414,9 +413,8 @@ static void test_streaming_replay(void) {
 static void test_buffer_overflow_commits(void) {
   h2s_server *srv = bh_server(NULL);
   char cfg[512];
-  grit_channel *ch =
-      chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.1s", ""),
-           GRIT_ARG_PER_CALL_RETRY_BUFFER, 100);
+  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.1s", ""),
+                          GRIT_ARG_PER_CALL_RETRY_BUFFER, 100);
   grit_call *c;
   grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION, .timeout_ms = CALL_MS};
   ASSERT_OK(grit_call_start(ch, M, &o, NULL, NULL, &c));
@@ -510,8 +508,8 @@ static void test_previous_rpc_attempts(void) {
   h2s_server *srv = NULL;
   ASSERT_EQ(h2s_server_start(&hc, &srv), 0);
   char cfg[512];
-  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.05s", ""),
-                          NULL, 0);
+  grit_channel *ch =
+      chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.05s", ""), NULL, 0);
   grit_status st;
   grit_call_info info;
   ASSERT_EQ(unary_info(ch, CALL_MS, &st, &info), GRIT_STATUS_OK);
@@ -537,8 +535,8 @@ static void test_transparent_retry_of_hedge(void) {
   h2s_server *srv = bh_server("path=" M " rst=REFUSED_STREAM\n"
                               "path=" M " repeat=* hang\n");
   char cfg[512];
-  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 2, "0.1s", ""),
-                          NULL, 0);
+  grit_channel *ch =
+      chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 2, "0.1s", ""), NULL, 0);
   grit_status st;
   grit_call_info info;
   ASSERT_EQ(unary_info(ch, 600, &st, &info), GRIT_STATUS_DEADLINE_EXCEEDED);

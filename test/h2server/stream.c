@@ -342,6 +342,8 @@ static bool stream_conn_effects(h2s_stream *s) {
     return true;
   int64_t last = (int64_t)s->id + a->goaway_last_delta;
   last = last < 0 ? 0 : last > INT32_MAX ? INT32_MAX : last;
+  if (last > 0 && last % 2 == 0)
+    last--; /* client streams are odd; nghttp2 drops an even id silently */
   if (a->goaway_now)
     nghttp2_session_terminate_session2(c->ng, (int32_t)last, a->goaway_code);
   else

@@ -143,6 +143,8 @@ static void test_invalid(void) {
       "ipv4:127.0.0.1:99999",
       "ipv4:127.0.0.1:abc",
       "ipv4:127.0.0.1:",
+      "ipv4:127.0.0.1", /* DNS-06: the port is required, as in grpc-core */
+      "ipv6:[::1]",
       "ipv4:[::1]:1",
       "ipv4:localhost:1",
       "ipv4:,127.0.0.1:1",
@@ -187,12 +189,9 @@ static void test_invalid(void) {
 }
 
 static const test_case tests[] = {
-    {"dns_forms", test_dns_forms},
-    {"dns_literals", test_dns_literals},
-    {"ip_lists", test_ip_lists},
-    {"unix", test_unix},
-    {"invalid", test_invalid},
-    {NULL, NULL},
+    {"dns_forms", test_dns_forms}, {"dns_literals", test_dns_literals},
+    {"ip_lists", test_ip_lists},   {"unix", test_unix},
+    {"invalid", test_invalid},     {NULL, NULL},
 };
 
 int main(int argc, char **argv) {

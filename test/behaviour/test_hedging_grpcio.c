@@ -1,0 +1,336 @@
+/*
+ * Hedging against a real gRPC server (SPEC HG-01..HG-04, HG-09): grpcio
+ * running test/peers/hedge_server.py, whose generic handlers delay or fail
+ * chosen attempts by grpc-previous-rpc-attempts and log each attempt (with
+ * whether grpcio saw it cancelled). Exits 77 (skipped) when /usr/bin/python3
+ * has no grpc module.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <libgen.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bh.h"
+
+#define PYTHON "/usr/bin/python3"
+#define CALL_MS 5000
+#define M "/pkg.Svc/M"
+#define MS "/pkg.Svc/MStream"
+
+static pid_t g_pid = -1;
+static int g_stdin = -1;
+static uint16_t g_port;
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* test/peers/hedge_server.py, found from this file's path as compiled
+ * (relative to the build root, two levels above this executable). */
+static void script_path(char *out, size_t len) {
+  char src[PATH_MAX];
+  snprintf(src, sizeof(src), "%s", __FILE__);
+  char *dir = dirname(src);
+  if (dir[0] == '/') {
+    snprintf(out, len, "%s/../peers/hedge_server.py", dir);
+    return;
+  }
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  exe[n > 0 ? n : 0] = '\0';
+  snprintf(out, len, "%s/../../%s/../peers/hedge_server.py", dirname(exe), dir);
+}
+
+/* Start the server; read "PORT n" within 20 s. */
+static bool server_start(void) {
+  char path[PATH_MAX * 2];
+  script_path(path, sizeof(path));
+  int in[2], out[2];
+  if (pipe(in) != 0 || pipe(out) != 0)
+    return false;
+  g_pid = fork();
+  if (g_pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    close(in[1]);
+    close(out[0]);
+    execl(PYTHON, PYTHON, path, (char *)NULL);
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  g_stdin = in[1];
+  char buf[128];
+  size_t got = 0;
+  uint64_t end = now_ms() + 20000;
+  while (got < sizeof(buf) - 1 && now_ms() < end) {
+    struct pollfd p = {.fd = out[0], .events = POLLIN};
+    if (poll(&p, 1, 200) <= 0)
+      continue;
+    ssize_t n = read(out[0], buf + got, sizeof(buf) - 1 - got);
+    if (n <= 0)
+      break;
+    got += (size_t)n;
+    buf[got] = '\0';
+    unsigned port;
+    if (strchr(buf, '\n') && sscanf(buf, "PORT %u", &port) == 1) {
+      g_port = (uint16_t)port;
+      break;
+    }
+  }
+  close(out[0]);
+  if (!g_port)
+    fprintf(stderr, "hedge_server.py gave no port: %.*s\n", (int)got, buf);
+  return g_port != 0;
+}
+
+static void server_stop(void) {
+  if (g_stdin >= 0)
+    close(g_stdin);
+  if (g_pid > 0) {
+    kill(g_pid, SIGTERM);
+    waitpid(g_pid, NULL, 0);
+  }
+}
+
+static grit_channel *chan(int max_attempts, const char *delay) {
+  char cfg[512], target[64];
+  snprintf(cfg, sizeof(cfg),
+           "{\"methodConfig\":[{\"name\":[{\"service\":\"pkg.Svc\"}],"
+           "\"hedgingPolicy\":{\"maxAttempts\":%d,\"hedgingDelay\":\"%s\","
+           "\"nonFatalStatusCodes\":[\"UNAVAILABLE\"]}}]}",
+           max_attempts, delay);
+  snprintf(target, sizeof(target), "ipv4:127.0.0.1:%u", (unsigned)g_port);
+  grit_channel_args *a = NULL;
+  grit_channel_args_create(&a);
+  grit_channel_args_set_string(a, GRIT_ARG_SERVICE_CONFIG, cfg);
+  grit_channel *ch = NULL;
+  grit_error_detail d = {0};
+  if (grit_channel_create(NULL, target, a, &d, &ch) != GRIT_OK)
+    fprintf(stderr, "channel: %s\n", d.reason);
+  grit_channel_args_destroy(a);
+  /* Start from an empty log. */
+  bh_unary(ch, "/hedge.Log/Clear", "", CALL_MS, NULL);
+  return ch;
+}
+
+/* One attempt as the server logged it. */
+typedef struct entry {
+  char method[64];
+  int prev;
+  long start, end;
+  char outcome[16];
+  char msgs[256];
+} entry;
+
+/* Fetch the log's entries for |method| into |e| (at most |max|). */
+static size_t log_get(grit_channel *ch, const char *method, entry *e,
+                      size_t max) {
+  grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION, .timeout_ms = CALL_MS};
+  grit_bytes resp = {0};
+  grit_status st;
+  if (grit_unary_call(ch, "/hedge.Log/Get", "", 0, &o, &resp, &st) != GRIT_OK)
+    return 0;
+  grit_status_free(&st);
+  size_t n = 0;
+  char *text = strndup((const char *)resp.data, resp.len);
+  grit_bytes_free(&resp);
+  char *save = NULL;
+  for (char *line = strtok_r(text, "\n", &save); line && n < max;
+       line = strtok_r(NULL, "\n", &save)) {
+    entry x = {.msgs = ""};
+    if (sscanf(line, "%63s prev=%d start=%ld end=%ld %15s msgs=%255s", x.method,
+               &x.prev, &x.start, &x.end, x.outcome, x.msgs) < 5)
+      continue;
+    if (strcmp(x.method, method) == 0)
+      e[n++] = x;
+  }
+  free(text);
+  return n;
+}
+
+/* Wait (bounded) until |want| attempts of |method| are logged. */
+static size_t log_wait(grit_channel *ch, const char *method, entry *e,
+                       size_t want) {
+  size_t n = 0;
+  for (int i = 0; i < 250 && (n = log_get(ch, method, e, 8)) < want; i++)
+    usleep(20 * 1000);
+  return n;
+}
+
+static const entry *by_prev(const entry *e, size_t n, int prev) {
+  for (size_t i = 0; i < n; i++)
+    if (e[i].prev == prev)
+      return &e[i];
+  return NULL;
+}
+
+static grit_status_code unary(grit_channel *ch, const char *body,
+                              uint64_t timeout_ms, grit_call_info *info) {
+  grit_call *c;
+  grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION,
+                      .timeout_ms = timeout_ms};
+  if (grit_call_start(ch, M, &o, NULL, NULL, &c) != GRIT_OK)
+    return (grit_status_code)-1;
+  grit_call_send(c, body, strlen(body));
+  grit_call_close_send(c);
+  grit_status st;
+  grit_call_finish(c, &st);
+  if (info)
+    grit_call_get_info(c, info);
+  grit_call_destroy(c);
+  grit_status_code code = st.code;
+  grit_status_free(&st);
+  return code;
+}
+
+static bool outcome_is(const entry *e, const char *what) {
+  return e && strcmp(e->outcome, what) == 0;
+}
+
+/* HG-02: the second hedge answers first; grpcio sees the first cancelled. */
+static void test_second_hedge_wins(void) {
+  grit_channel *ch = chan(2, "0.05s");
+  uint64_t t0 = now_ms();
+  ASSERT_EQ(unary(ch, "d0=3000", CALL_MS, NULL), GRIT_STATUS_OK);
+  ASSERT_CMP(now_ms() - t0, <, 1500);
+  entry e[8];
+  ASSERT_EQ(log_wait(ch, M, e, 2), 2);
+  ASSERT(outcome_is(by_prev(e, 2, 0), "cancelled"));
+  ASSERT(outcome_is(by_prev(e, 2, 1), "ok"));
+  grit_channel_destroy(ch);
+}
+
+/* HG-01, RT-08: attempt k carries grpc-previous-rpc-attempts k-1, about
+ * (k-1) x hedgingDelay after the first. */
+static void test_previous_rpc_attempts(void) {
+  grit_channel *ch = chan(3, "0.1s");
+  grit_call_info info;
+  ASSERT_EQ(unary(ch, "d0=3000 d1=3000", CALL_MS, &info), GRIT_STATUS_OK);
+  ASSERT_EQ(info.hedges, 2);
+  entry e[8];
+  ASSERT_EQ(log_wait(ch, M, e, 3), 3);
+  const entry *a0 = by_prev(e, 3, 0), *a1 = by_prev(e, 3, 1),
+              *a2 = by_prev(e, 3, 2);
+  ASSERT(a0 && a1 && a2);
+  ASSERT_CMP(a1->start - a0->start, >=, 70);
+  ASSERT_CMP(a2->start - a0->start, >=, 170);
+  ASSERT(outcome_is(a0, "cancelled"));
+  ASSERT(outcome_is(a1, "cancelled"));
+  ASSERT(outcome_is(a2, "ok"));
+  grit_channel_destroy(ch);
+}
+
+/* HG-03: a non-fatal status sends the next hedge at once. */
+static void test_nonfatal_next_at_once(void) {
+  grit_channel *ch = chan(2, "2s");
+  uint64_t t0 = now_ms();
+  ASSERT_EQ(unary(ch, "f0=14", CALL_MS, NULL), GRIT_STATUS_OK);
+  ASSERT_CMP(now_ms() - t0, <, 1000);
+  entry e[8];
+  ASSERT_EQ(log_wait(ch, M, e, 2), 2);
+  ASSERT(outcome_is(by_prev(e, 2, 0), "14"));
+  ASSERT(outcome_is(by_prev(e, 2, 1), "ok"));
+  grit_channel_destroy(ch);
+}
+
+/* HG-03: a fatal status is final and cancels the hedge in flight. */
+static void test_fatal_cancels_rest(void) {
+  grit_channel *ch = chan(3, "0.05s");
+  ASSERT_EQ(unary(ch, "d0=3000 f1=13", CALL_MS, NULL), GRIT_STATUS_INTERNAL);
+  entry e[8];
+  ASSERT_EQ(log_wait(ch, M, e, 2), 2);
+  ASSERT(outcome_is(by_prev(e, 2, 0), "cancelled"));
+  usleep(150 * 1000);
+  ASSERT_EQ(log_get(ch, M, e, 8), 2); /* no third hedge */
+  grit_channel_destroy(ch);
+}
+
+/* HG-04: all attempts fail non-fatally: the last status. */
+static void test_all_nonfatal(void) {
+  grit_channel *ch = chan(3, "0.05s");
+  grit_call_info info;
+  ASSERT_EQ(unary(ch, "f0=14 f1=14 f2=14", CALL_MS, &info),
+            GRIT_STATUS_UNAVAILABLE);
+  ASSERT_EQ(info.attempts, 3);
+  entry e[8];
+  ASSERT_EQ(log_wait(ch, M, e, 3), 3);
+  grit_channel_destroy(ch);
+}
+
+/* HG-09: the deadline cancels every hedge. */
+static void test_deadline_cancels_all(void) {
+  grit_channel *ch = chan(3, "0.05s");
+  ASSERT_EQ(unary(ch, "d0=3000 d1=3000 d2=3000", 400, NULL),
+            GRIT_STATUS_DEADLINE_EXCEEDED);
+  entry e[8];
+  ASSERT_EQ(log_wait(ch, M, e, 3), 3);
+  for (int k = 0; k < 3; k++)
+    ASSERT(outcome_is(by_prev(e, 3, k), "cancelled"));
+  grit_channel_destroy(ch);
+}
+
+/* RT-13 for hedges: a hedge started mid-stream replays what was sent
+ * before it, so both attempts log the same messages. */
+static void test_streaming_replay(void) {
+  grit_channel *ch = chan(2, "0.1s");
+  grit_call *c;
+  grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION, .timeout_ms = CALL_MS};
+  ASSERT_OK(grit_call_start(ch, MS, &o, NULL, NULL, &c));
+  grit_call_send(c, "d0=3000", 7);
+  grit_call_send(c, "b", 1);
+  usleep(250 * 1000); /* the hedge starts meanwhile */
+  grit_call_send(c, "c", 1);
+  grit_call_close_send(c);
+  grit_bytes b;
+  ASSERT_OK(grit_call_recv(c, &b));
+  ASSERT(b.len == 1 && b.data[0] == '3');
+  grit_bytes_free(&b);
+  grit_status st;
+  ASSERT_OK(grit_call_finish(c, &st));
+  ASSERT_EQ(st.code, GRIT_STATUS_OK);
+  grit_status_free(&st);
+  grit_call_destroy(c);
+  entry e[8];
+  ASSERT_EQ(log_wait(ch, MS, e, 2), 2);
+  const entry *a0 = by_prev(e, 2, 0), *a1 = by_prev(e, 2, 1);
+  ASSERT(a0 && a1);
+  ASSERT_STR_EQ(a0->msgs, a1->msgs);
+  ASSERT_STR_EQ(a1->msgs, "64303d33303030,62,63");
+  ASSERT(outcome_is(a0, "cancelled"));
+  grit_channel_destroy(ch);
+}
+
+static const test_case tests[] = {
+    {"second_hedge_wins", test_second_hedge_wins},
+    {"previous_rpc_attempts", test_previous_rpc_attempts},
+    {"nonfatal_next_at_once", test_nonfatal_next_at_once},
+    {"fatal_cancels_rest", test_fatal_cancels_rest},
+    {"all_nonfatal", test_all_nonfatal},
+    {"deadline_cancels_all", test_deadline_cancels_all},
+    {"streaming_replay", test_streaming_replay},
+    {NULL, NULL},
+};
+
+int main(int argc, char **argv) {
+  if (access(PYTHON, X_OK) != 0 ||
+      system(PYTHON " -c 'import grpc' >/dev/null 2>&1") != 0) {
+    fprintf(stderr, "skip: %s has no grpc module\n", PYTHON);
+    return 77;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  if (!server_start()) {
+    server_stop();
+    return 1;
+  }
+  int rc = test_main(tests, argc, argv);
+  server_stop();
+  return rc;
+}

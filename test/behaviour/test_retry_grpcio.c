@@ -1,0 +1,445 @@
+/*
+ * Configured retries against a real gRPC server: test/peers/retry_server.py
+ * (grpcio), which fails the first N attempts of each call key with a chosen
+ * status and pushback and logs what each attempt carried. Proves retry then
+ * success (SPEC RT-02, RT-08), non-retryable codes (RT-14), pushback
+ * (RT-04), maxAttempts exhausted (RT-02), streaming replay (RT-13) and
+ * idempotency keys (ID-01) against grpcio's wire behaviour. Exits 77
+ * (skipped) when /usr/bin/python3 lacks grpc.
+ */
+#include <grit/grit.h>
+#include <libgen.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "test/harness.h"
+
+#define PYTHON "/usr/bin/python3"
+#define CALL_MS 10000
+
+static pid_t g_pid = -1;
+static int g_stdin = -1;
+static uint16_t g_port;
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* test/peers/retry_server.py, found from this file's path as compiled
+ * (absolute, or relative to the build root two levels above this
+ * executable). */
+static void script_path(char *out, size_t len) {
+  char src[PATH_MAX];
+  snprintf(src, sizeof(src), "%s", __FILE__);
+  char *dir = dirname(src);
+  if (dir[0] == '/') {
+    snprintf(out, len, "%s/../peers/retry_server.py", dir);
+    return;
+  }
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  exe[n > 0 ? n : 0] = '\0';
+  snprintf(out, len, "%s/../../%s/../peers/retry_server.py", dirname(exe), dir);
+}
+
+static bool python_has_grpc(void) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl(PYTHON, PYTHON, "-c", "import grpc", (char *)NULL);
+    _exit(127);
+  }
+  int st = 0;
+  if (pid < 0 || waitpid(pid, &st, 0) != pid)
+    return false;
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/* Start the server; read "PORT n" within 20 s. */
+static bool server_start(void) {
+  char path[PATH_MAX * 2];
+  script_path(path, sizeof(path));
+  int in[2], out[2];
+  if (pipe(in) != 0)
+    return false;
+  if (pipe(out) != 0) {
+    close(in[0]);
+    close(in[1]);
+    return false;
+  }
+  g_pid = fork();
+  if (g_pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    close(in[0]);
+    close(in[1]);
+    close(out[0]);
+    close(out[1]);
+    execl(PYTHON, PYTHON, path, (char *)NULL);
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  g_stdin = in[1];
+  char buf[256];
+  size_t got = 0;
+  uint64_t end = now_ms() + 20000;
+  while (g_pid > 0 && got < sizeof(buf) - 1 && now_ms() < end) {
+    struct pollfd p = {.fd = out[0], .events = POLLIN};
+    if (poll(&p, 1, 200) <= 0)
+      continue;
+    ssize_t n = read(out[0], buf + got, sizeof(buf) - 1 - got);
+    if (n <= 0)
+      break;
+    got += (size_t)n;
+    buf[got] = '\0';
+    unsigned port;
+    if (strchr(buf, '\n') && sscanf(buf, "PORT %u", &port) == 1) {
+      g_port = (uint16_t)port;
+      break;
+    }
+  }
+  close(out[0]);
+  if (!g_port)
+    fprintf(stderr, "retry_server.py (%s) gave no port: %.*s\n", path, (int)got,
+            buf);
+  return g_port != 0;
+}
+
+static void server_stop(void) {
+  if (g_stdin >= 0)
+    close(g_stdin);
+  g_stdin = -1;
+  if (g_pid > 0) {
+    kill(g_pid, SIGTERM);
+    waitpid(g_pid, NULL, 0);
+  }
+  g_pid = -1;
+}
+
+/* ---- observer ---- */
+
+typedef struct obs {
+  pthread_mutex_t mu;
+  size_t n;
+  grit_attempt_kind kind[32];
+  grit_attempt_reason reason[32];
+  grit_status_code code[32];
+  uint64_t backoff_ms[32];
+  bool pushback[32];
+} obs;
+
+static void obs_cb(const grit_attempt_record *r, void *ud) {
+  obs *o = ud;
+  pthread_mutex_lock(&o->mu);
+  if (o->n < 32) {
+    o->kind[o->n] = r->kind;
+    o->reason[o->n] = r->reason;
+    o->code[o->n] = r->code;
+    o->backoff_ms[o->n] = r->backoff_ms;
+    o->pushback[o->n] = r->pushback;
+    o->n++;
+  }
+  pthread_mutex_unlock(&o->mu);
+}
+
+static obs g_obs = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void obs_reset(void) {
+  pthread_mutex_lock(&g_obs.mu);
+  g_obs.n = 0;
+  pthread_mutex_unlock(&g_obs.mu);
+}
+
+/* A channel with a retryPolicy for retry.Svc (10 ms backoff, x2, max 50),
+ * idempotency keys on, the observer installed. */
+static grit_channel *chan(int max_attempts, const char *codes) {
+  char cfg[512], target[64];
+  snprintf(cfg, sizeof(cfg),
+           "{\"methodConfig\":[{\"name\":[{\"service\":\"retry.Svc\","
+           "\"method\":\"Call\"},{\"service\":\"retry.Svc\","
+           "\"method\":\"Stream\"}],"
+           "\"retryPolicy\":{\"maxAttempts\":%d,\"initialBackoff\":\"0.01s\","
+           "\"maxBackoff\":\"0.05s\",\"backoffMultiplier\":2,"
+           "\"retryableStatusCodes\":[%s]}}]}",
+           max_attempts, codes);
+  snprintf(target, sizeof(target), "ipv4:127.0.0.1:%u", (unsigned)g_port);
+  grit_channel_args *a = NULL;
+  grit_channel_args_create(&a);
+  grit_channel_args_set_string(a, GRIT_ARG_SERVICE_CONFIG, cfg);
+  grit_channel_args_set_int(a, GRIT_ARG_IDEMPOTENCY_KEYS, 1);
+  grit_channel_args_set_observer(a, obs_cb, &g_obs);
+  grit_channel *ch = NULL;
+  grit_error_detail d = {0};
+  if (grit_channel_create(NULL, target, a, &d, &ch) != GRIT_OK)
+    fprintf(stderr, "channel: %s\n", d.reason);
+  grit_channel_args_destroy(a);
+  obs_reset();
+  return ch;
+}
+
+/* Metadata from "k=v" pairs, NULL-terminated. */
+static grit_metadata *md_of(const char *const *kv) {
+  grit_metadata *md = NULL;
+  grit_metadata_create(&md);
+  for (; md && *kv; kv++) {
+    const char *eq = strchr(*kv, '=');
+    char key[64];
+    snprintf(key, sizeof(key), "%.*s", (int)(eq - *kv), *kv);
+    grit_metadata_add(md, key, eq + 1, strlen(eq + 1));
+  }
+  return md;
+}
+
+/* A unary retry.Svc/Call with metadata |kv|; fills |st| and |info|. */
+static grit_status_code call(grit_channel *ch, const char *const *kv,
+                             grit_bytes *resp, grit_status *st,
+                             grit_call_info *info) {
+  grit_metadata *md = md_of(kv);
+  grit_call_opts o = {
+      .version = GRIT_CALL_OPTS_VERSION, .timeout_ms = CALL_MS, .metadata = md};
+  grit_call *c = NULL;
+  grit_status_code code = (grit_status_code)-1;
+  if (grit_call_start(ch, "/retry.Svc/Call", &o, NULL, NULL, &c) == GRIT_OK) {
+    grit_call_send(c, "ping", 4);
+    grit_call_close_send(c);
+    grit_bytes b = {0};
+    if (grit_call_recv(c, &b) == GRIT_OK && resp)
+      *resp = b;
+    else
+      grit_bytes_free(&b);
+    if (grit_call_finish(c, st) == GRIT_OK)
+      code = st->code;
+    grit_call_get_info(c, info);
+    grit_call_destroy(c);
+  }
+  grit_metadata_destroy(md);
+  return code;
+}
+
+/* The server's log for |key|, one line per attempt, in |out|. */
+static size_t server_log(grit_channel *ch, const char *key, char *out,
+                         size_t len) {
+  grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION, .timeout_ms = CALL_MS};
+  grit_bytes resp = {0};
+  grit_status st = {0};
+  out[0] = '\0';
+  pthread_mutex_lock(&g_obs.mu);
+  size_t n0 = g_obs.n; /* the Log call's own record is not the test's */
+  pthread_mutex_unlock(&g_obs.mu);
+  grit_err rv =
+      grit_unary_call(ch, "/retry.Svc/Log", key, strlen(key), &o, &resp, &st);
+  pthread_mutex_lock(&g_obs.mu);
+  g_obs.n = n0;
+  pthread_mutex_unlock(&g_obs.mu);
+  if (rv != GRIT_OK)
+    return 0;
+  size_t lines = 0;
+  if (st.code == GRIT_STATUS_OK) {
+    snprintf(out, len, "%.*s", (int)resp.len, (const char *)resp.data);
+    for (size_t i = 0; i < resp.len; i++)
+      lines += resp.data[i] == '\n';
+  }
+  grit_bytes_free(&resp);
+  grit_status_free(&st);
+  return lines;
+}
+
+/* Line |i| (0-based) of |log| into |out|. */
+static const char *log_line(const char *log, size_t i, char *out, size_t len) {
+  const char *p = log;
+  for (; i > 0 && p; i--) {
+    p = strchr(p, '\n');
+    if (p)
+      p++;
+  }
+  if (!p)
+    p = "";
+  const char *e = strchr(p, '\n');
+  snprintf(out, len, "%.*s", e ? (int)(e - p) : (int)strlen(p), p);
+  return out;
+}
+
+/* "prev=P idem=K OUTCOME" -> the idem value. */
+static const char *idem_of(const char *line, char *out, size_t len) {
+  const char *p = strstr(line, "idem=");
+  out[0] = '\0';
+  if (p) {
+    p += 5;
+    const char *e = strchr(p, ' ');
+    snprintf(out, len, "%.*s", e ? (int)(e - p) : (int)strlen(p), p);
+  }
+  return out;
+}
+
+/* ---- cases ---- */
+
+/* RT-02, RT-08, ID-01: two UNAVAILABLE then OK, against grpcio. */
+static void test_retry_then_ok(void) {
+  grit_channel *ch = chan(4, "\"UNAVAILABLE\"");
+  ASSERT_NOT_NULL(ch);
+  static const char *const kv[] = {"x-call-key=k-ok", "x-fail=2", NULL};
+  grit_bytes resp = {0};
+  grit_status st = {0};
+  grit_call_info info = {0};
+  ASSERT_EQ(call(ch, kv, &resp, &st, &info), GRIT_STATUS_OK);
+  ASSERT_EQ(resp.len, 4);
+  ASSERT_MEM_EQ(resp.data, "ping", 4);
+  grit_bytes_free(&resp);
+  grit_status_free(&st);
+  ASSERT_EQ(info.attempts, 3);
+  char log[1024], l[256], k0[64], k[64];
+  ASSERT_EQ(server_log(ch, "k-ok", log, sizeof(log)), 3);
+  ASSERT(strncmp(log_line(log, 0, l, sizeof(l)), "prev=- ", 7) == 0);
+  ASSERT(strstr(l, " 14") != NULL);
+  idem_of(l, k0, sizeof(k0));
+  ASSERT_EQ(strlen(k0), 32); /* ID-01: 128 random bits in hex */
+  ASSERT(strncmp(log_line(log, 1, l, sizeof(l)), "prev=1 ", 7) == 0);
+  ASSERT_STR_EQ(idem_of(l, k, sizeof(k)), k0);
+  ASSERT(strncmp(log_line(log, 2, l, sizeof(l)), "prev=2 ", 7) == 0);
+  ASSERT_STR_EQ(idem_of(l, k, sizeof(k)), k0);
+  ASSERT(strstr(l, " ok") != NULL);
+  ASSERT_EQ(g_obs.n, 3);
+  ASSERT_EQ(g_obs.kind[1], GRIT_ATTEMPT_RETRY);
+  ASSERT_EQ(g_obs.reason[2], GRIT_REASON_OK);
+  grit_channel_destroy(ch);
+}
+
+/* RT-14: a code not listed is returned at once. */
+static void test_non_retryable(void) {
+  grit_channel *ch = chan(4, "\"UNAVAILABLE\"");
+  ASSERT_NOT_NULL(ch);
+  static const char *const kv[] = {"x-call-key=k-nr", "x-fail=1",
+                                   "x-code=INVALID_ARGUMENT",
+                                   "x-message=bad request", NULL};
+  grit_status st = {0};
+  grit_call_info info = {0};
+  ASSERT_EQ(call(ch, kv, NULL, &st, &info), GRIT_STATUS_INVALID_ARGUMENT);
+  ASSERT_STR_EQ(st.message, "bad request");
+  grit_status_free(&st);
+  ASSERT_EQ(info.attempts, 1);
+  char log[1024];
+  ASSERT_EQ(server_log(ch, "k-nr", log, sizeof(log)), 1);
+  ASSERT_EQ(g_obs.n, 1);
+  ASSERT_EQ(g_obs.reason[0], GRIT_REASON_NON_RETRYABLE);
+  grit_channel_destroy(ch);
+}
+
+/* RT-04: grpcio's grpc-retry-pushback-ms trailer: negative stops the
+ * retries; a delay is honoured. */
+static void test_pushback(void) {
+  grit_channel *ch = chan(4, "\"UNAVAILABLE\"");
+  ASSERT_NOT_NULL(ch);
+  static const char *const stop[] = {"x-call-key=k-pb-stop", "x-fail=3",
+                                     "x-pushback=-1", NULL};
+  grit_status st = {0};
+  grit_call_info info = {0};
+  ASSERT_EQ(call(ch, stop, NULL, &st, &info), GRIT_STATUS_UNAVAILABLE);
+  grit_status_free(&st);
+  ASSERT_EQ(info.attempts, 1);
+  char log[1024];
+  ASSERT_EQ(server_log(ch, "k-pb-stop", log, sizeof(log)), 1);
+  ASSERT_EQ(g_obs.n, 1);
+  ASSERT_EQ(g_obs.reason[0], GRIT_REASON_PUSHBACK);
+
+  obs_reset();
+  static const char *const delay[] = {"x-call-key=k-pb-delay", "x-fail=1",
+                                      "x-pushback=250", NULL};
+  uint64_t t0 = now_ms();
+  ASSERT_EQ(call(ch, delay, NULL, &st, &info), GRIT_STATUS_OK);
+  ASSERT_CMP(now_ms() - t0, >=, 250);
+  grit_status_free(&st);
+  ASSERT_EQ(info.attempts, 2);
+  ASSERT_EQ(info.backoff_ms, 250);
+  ASSERT_EQ(server_log(ch, "k-pb-delay", log, sizeof(log)), 2);
+  ASSERT_EQ(g_obs.n, 2);
+  ASSERT(g_obs.pushback[1]);
+  ASSERT_EQ(g_obs.backoff_ms[1], 250);
+  grit_channel_destroy(ch);
+}
+
+/* RT-02: maxAttempts reached: the last attempt's status and message. */
+static void test_exhausted(void) {
+  grit_channel *ch = chan(3, "\"UNAVAILABLE\"");
+  ASSERT_NOT_NULL(ch);
+  static const char *const kv[] = {"x-call-key=k-ex", "x-fail=10", NULL};
+  grit_status st = {0};
+  grit_call_info info = {0};
+  ASSERT_EQ(call(ch, kv, NULL, &st, &info), GRIT_STATUS_UNAVAILABLE);
+  ASSERT_STR_EQ(st.message, "attempt 3 failed");
+  grit_status_free(&st);
+  ASSERT_EQ(info.attempts, 3);
+  char log[1024], l[256];
+  ASSERT_EQ(server_log(ch, "k-ex", log, sizeof(log)), 3);
+  ASSERT(strncmp(log_line(log, 2, l, sizeof(l)), "prev=2 ", 7) == 0);
+  ASSERT_EQ(g_obs.n, 3);
+  ASSERT_EQ(g_obs.reason[2], GRIT_REASON_EXHAUSTED);
+  grit_channel_stats s;
+  ASSERT_OK(grit_channel_get_stats(ch, &s));
+  ASSERT_EQ(s.retries, 2);
+  ASSERT_EQ(s.retries_per_call[1], 1);
+  grit_channel_destroy(ch);
+}
+
+/* RT-13: a client stream failed after grpcio read it all is replayed in
+ * order. */
+static void test_stream_replay(void) {
+  grit_channel *ch = chan(3, "\"UNAVAILABLE\"");
+  ASSERT_NOT_NULL(ch);
+  static const char *const kv[] = {"x-call-key=k-st", "x-fail=1", NULL};
+  grit_metadata *md = md_of(kv);
+  grit_call_opts o = {
+      .version = GRIT_CALL_OPTS_VERSION, .timeout_ms = CALL_MS, .metadata = md};
+  grit_call *c = NULL;
+  ASSERT_OK(grit_call_start(ch, "/retry.Svc/Stream", &o, NULL, NULL, &c));
+  grit_metadata_destroy(md);
+  ASSERT_OK(grit_call_send(c, "alpha", 5));
+  ASSERT_OK(grit_call_send(c, "beta", 4));
+  ASSERT_OK(grit_call_send(c, "gamma", 5));
+  ASSERT_OK(grit_call_close_send(c));
+  grit_bytes b = {0};
+  ASSERT_OK(grit_call_recv(c, &b));
+  ASSERT_EQ(b.len, 16);
+  ASSERT_MEM_EQ(b.data, "alpha,beta,gamma", 16);
+  grit_bytes_free(&b);
+  grit_status st;
+  ASSERT_OK(grit_call_finish(c, &st));
+  ASSERT_EQ(st.code, GRIT_STATUS_OK);
+  grit_status_free(&st);
+  grit_call_destroy(c);
+  char log[1024];
+  ASSERT_EQ(server_log(ch, "k-st", log, sizeof(log)), 2);
+  grit_channel_destroy(ch);
+}
+
+static const test_case tests[] = {
+    {"retry_then_ok", test_retry_then_ok},
+    {"non_retryable", test_non_retryable},
+    {"pushback", test_pushback},
+    {"exhausted", test_exhausted},
+    {"stream_replay", test_stream_replay},
+    {NULL, NULL},
+};
+
+int main(int argc, char **argv) {
+  if (!python_has_grpc()) {
+    fprintf(stderr, "skip: %s has no grpc module\n", PYTHON);
+    return 77;
+  }
+  if (!server_start()) {
+    server_stop();
+    return 1;
+  }
+  int rv = test_main(tests, argc, argv);
+  server_stop();
+  return rv;
+}

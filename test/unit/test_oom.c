@@ -1,0 +1,512 @@
+/* Out-of-memory sweeps over the public constructors and a real unary call
+ * (STYLE 3.4, 3.10): count the allocations of a clean run, then fail the
+ * i-th for every i. Constructors must return GRIT_ERR_NOMEM cleanly (ASan
+ * checks for leaks); on the loop an allocation failure may fail only the
+ * affected call (RESOURCE_EXHAUSTED or another clean status, never a crash
+ * or hang), and the next call on the same channel must succeed. nghttp2
+ * allocates through grit's allocator; libuv, OpenSSL, c-ares and jansson use
+ * their own. */
+#include <grit/grit.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "h2server.h"
+#include "test/harness.h"
+
+/* ---- the failing allocator: installed once, armed per run ---- */
+
+static atomic_bool oom_armed;
+static atomic_long oom_count;
+static atomic_long oom_fail_at; /* 0: never */
+static atomic_long oom_failed;
+
+static bool oom_fail_now(void) {
+  if (!atomic_load(&oom_armed))
+    return false;
+  long n = atomic_fetch_add(&oom_count, 1) + 1;
+  if (n == atomic_load(&oom_fail_at)) {
+    atomic_fetch_add(&oom_failed, 1);
+    return true;
+  }
+  return false;
+}
+static void *oom_malloc(size_t n, void *ud) {
+  (void)ud;
+  return oom_fail_now() ? NULL : malloc(n);
+}
+static void oom_free(void *p, void *ud) {
+  (void)ud;
+  free(p);
+}
+static void *oom_calloc(size_t n, size_t m, void *ud) {
+  (void)ud;
+  return oom_fail_now() ? NULL : calloc(n, m);
+}
+static void *oom_realloc(void *p, size_t n, void *ud) {
+  (void)ud;
+  return oom_fail_now() ? NULL : realloc(p, n);
+}
+static const grit_allocator oom_alloc = {NULL, oom_malloc, oom_free,
+                                         oom_calloc, oom_realloc};
+
+static void oom_arm(long fail_at) {
+  atomic_store(&oom_count, 0);
+  atomic_store(&oom_failed, 0);
+  atomic_store(&oom_fail_at, fail_at);
+  atomic_store(&oom_armed, true);
+}
+
+static long oom_disarm(void) {
+  atomic_store(&oom_armed, false);
+  return atomic_load(&oom_count);
+}
+
+/* ---- sweep driver ---- */
+
+typedef grit_err (*oom_fn)(void *arg);
+
+/* Run |fn| clean, then once per allocation index with that one failing.
+ * Every run must return GRIT_OK or GRIT_ERR_NOMEM; when an allocation did
+ * fail and the run still returned OK, the failure was absorbed cleanly. */
+static void sweep(const char *name, oom_fn fn, void *arg) {
+  oom_arm(0);
+  grit_err rv = fn(arg);
+  long total = oom_disarm();
+  if (rv != GRIT_OK)
+    TEST_FAIL_AT(__FILE__, __LINE__, "%s: clean run returned %s", name,
+                 grit_err_name(rv));
+  ASSERT_CMP(total, >, 0);
+  long nomem = 0;
+  for (long i = 1; i <= total; i++) {
+    oom_arm(i);
+    rv = fn(arg);
+    oom_disarm();
+    if (rv == GRIT_ERR_NOMEM)
+      nomem++;
+    else if (rv != GRIT_OK)
+      TEST_FAIL_AT(__FILE__, __LINE__, "%s: allocation %ld of %ld: %s", name,
+                   i, total, grit_err_name(rv));
+  }
+  fprintf(stderr, "  %-22s %4ld allocations, %4ld runs returned NOMEM\n",
+          name, total, nomem);
+  ASSERT_CMP(nomem, >, 0);
+}
+
+/* ---- constructors ---- */
+
+static grit_err fn_args(void *arg) {
+  (void)arg;
+  grit_channel_args *a = NULL;
+  grit_err rv = grit_channel_args_create(&a);
+  if (rv != GRIT_OK) {
+    if (a != NULL)
+      return GRIT_ERR_INVALID_ARG; /* out-param must be NULL on failure */
+    return rv;
+  }
+  if (rv == GRIT_OK)
+    rv = grit_channel_args_set_int(a, GRIT_ARG_MAX_RECV_MESSAGE, 1 << 20);
+  if (rv == GRIT_OK)
+    rv = grit_channel_args_set_int(a, GRIT_ARG_RNG_SEED, 42);
+  if (rv == GRIT_OK)
+    rv = grit_channel_args_set_string(a, GRIT_ARG_USER_AGENT, "oom/1.0");
+  if (rv == GRIT_OK)
+    rv = grit_channel_args_set_string(a, GRIT_ARG_SERVICE_CONFIG, "{}");
+  if (rv == GRIT_OK)
+    rv = grit_channel_args_set_string(a, GRIT_ARG_DEFAULT_AUTHORITY, "x:1");
+  if (rv == GRIT_OK)
+    rv = grit_channel_args_set_observer(a, NULL, NULL);
+  grit_channel_args_destroy(a);
+  return rv;
+}
+
+static grit_err fn_metadata(void *arg) {
+  (void)arg;
+  grit_metadata *md = NULL;
+  grit_err rv = grit_metadata_create(&md);
+  if (rv != GRIT_OK)
+    return md ? GRIT_ERR_INVALID_ARG : rv;
+  static const char *const keys[] = {"x-a", "x-b", "x-c-bin", "x-d", "x-e",
+                                     "x-f", "x-g", "x-h",     "x-i", "x-j"};
+  for (size_t i = 0; rv == GRIT_OK && i < 10; i++)
+    rv = grit_metadata_add(md, keys[i], "value\0\1", keys[i][4] ? 7 : 5);
+  if (rv == GRIT_OK && grit_metadata_count(md) != 10)
+    rv = GRIT_ERR_INVALID_ARG;
+  if (rv == GRIT_ERR_NOMEM && grit_metadata_count(md) > 10)
+    rv = GRIT_ERR_INVALID_ARG;
+  grit_metadata_destroy(md);
+  return rv;
+}
+
+static grit_err fn_runtime(void *arg) {
+  (void)arg;
+  grit_runtime *rt = NULL;
+  grit_err rv = grit_runtime_create(&rt);
+  if (rv != GRIT_OK)
+    return rt ? GRIT_ERR_INVALID_ARG : rv;
+  grit_runtime_destroy(rt);
+  return GRIT_OK;
+}
+
+typedef struct chan_case {
+  grit_runtime *rt;
+  const char *target;
+  grit_channel_args *args;
+} chan_case;
+
+static grit_err fn_channel(void *arg) {
+  chan_case *c = arg;
+  grit_channel *ch = NULL;
+  grit_error_detail d = {0};
+  grit_err rv = grit_channel_create(c->rt, c->target, c->args, &d, &ch);
+  if (rv != GRIT_OK) {
+    if (ch)
+      return GRIT_ERR_INVALID_ARG;
+    if (rv != GRIT_ERR_NOMEM)
+      fprintf(stderr, "channel_create: %s %s %s\n", grit_err_name(rv), d.path,
+              d.reason);
+    return rv;
+  }
+  grit_channel_destroy(ch);
+  return GRIT_OK;
+}
+
+static grit_err fn_svccfg_check(void *arg) {
+  (void)arg;
+  static const char cfg[] =
+      "{\"methodConfig\":[{\"name\":[{\"service\":\"pkg.Svc\"}],"
+      "\"retryPolicy\":{\"maxAttempts\":4,\"initialBackoff\":\"0.01s\","
+      "\"maxBackoff\":\"1s\",\"backoffMultiplier\":2,"
+      "\"retryableStatusCodes\":[\"UNAVAILABLE\"]}}],"
+      "\"retryThrottling\":{\"maxTokens\":10,\"tokenRatio\":0.1}}";
+  char *report = NULL;
+  grit_err rv = grit_service_config_check(cfg, sizeof(cfg) - 1, &report);
+  grit_free(report);
+  return rv;
+}
+
+static void test_args(void) {
+  sweep("channel_args", fn_args, NULL);
+}
+
+static void test_metadata(void) {
+  sweep("metadata", fn_metadata, NULL);
+}
+
+static void test_runtime(void) {
+  sweep("runtime", fn_runtime, NULL);
+}
+
+static void test_service_config_check(void) {
+  sweep("service_config_check", fn_svccfg_check, NULL);
+}
+
+static const char retry_config[] =
+    "{\"methodConfig\":[{\"name\":[{}],\"timeout\":\"5s\","
+    "\"retryPolicy\":{\"maxAttempts\":3,\"initialBackoff\":\"0.01s\","
+    "\"maxBackoff\":\"0.05s\",\"backoffMultiplier\":2,"
+    "\"retryableStatusCodes\":[\"UNAVAILABLE\"]}}],"
+    "\"retryThrottling\":{\"maxTokens\":100,\"tokenRatio\":0.5}}";
+
+static void test_channel_create(void) {
+  grit_runtime *rt = NULL;
+  ASSERT_OK(grit_runtime_create(&rt));
+  chan_case c = {.rt = rt, .target = "ipv4:127.0.0.1:1,127.0.0.1:2"};
+  sweep("channel_create", fn_channel, &c);
+  ASSERT_OK(grit_channel_args_create(&c.args));
+  ASSERT_OK(
+      grit_channel_args_set_string(c.args, GRIT_ARG_SERVICE_CONFIG,
+                                   retry_config));
+  sweep("channel_create_config", fn_channel, &c);
+  c.target = "dns:///localhost:1";
+  sweep("channel_create_dns", fn_channel, &c);
+  grit_channel_args_destroy(c.args);
+  grit_runtime_destroy(rt);
+}
+
+/* TLS material from test/peers/gen_certs.sh, made at test time. */
+static char cert_dir[PATH_MAX];
+
+static bool make_certs(void) {
+  if (cert_dir[0])
+    return true;
+  if (system("command -v openssl >/dev/null 2>&1") != 0)
+    return false;
+  char script[PATH_MAX];
+  const char *src = getenv("GRIT_SOURCE_ROOT");
+  if (src)
+    snprintf(script, sizeof(script), "%s/test/peers/gen_certs.sh", src);
+  else
+    snprintf(script, sizeof(script), "%s", __FILE__);
+  if (!src) {
+    char *slash = strrchr(script, '/');
+    if (!slash)
+      return false;
+    snprintf(slash, sizeof(script) - (size_t)(slash - script),
+             "/../peers/gen_certs.sh");
+  }
+  char tmpl[] = "/tmp/grit-oom-certs-XXXXXX";
+  if (!mkdtemp(tmpl))
+    return false;
+  char cmd[PATH_MAX * 2 + 64];
+  snprintf(cmd, sizeof(cmd), "bash '%s' '%s' >/dev/null 2>&1", script, tmpl);
+  if (system(cmd) != 0) {
+    fprintf(stderr, "cannot run %s\n", script);
+    return false;
+  }
+  snprintf(cert_dir, sizeof(cert_dir), "%s", tmpl);
+  return true;
+}
+
+static void remove_certs(void) {
+  if (!cert_dir[0])
+    return;
+  char cmd[PATH_MAX + 16];
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", cert_dir);
+  if (system(cmd) != 0)
+    fprintf(stderr, "cannot remove %s\n", cert_dir);
+  cert_dir[0] = '\0';
+}
+
+static void test_channel_create_tls(void) {
+  if (!make_certs()) {
+    fprintf(stderr, "  skipped: openssl or gen_certs.sh unavailable\n");
+    return;
+  }
+  char roots[PATH_MAX + 16], chain[PATH_MAX + 16], key[PATH_MAX + 16];
+  snprintf(roots, sizeof(roots), "%s/ca.pem", cert_dir);
+  snprintf(chain, sizeof(chain), "%s/client.pem", cert_dir);
+  snprintf(key, sizeof(key), "%s/client.key", cert_dir);
+  grit_runtime *rt = NULL;
+  ASSERT_OK(grit_runtime_create(&rt));
+  chan_case c = {.rt = rt, .target = "ipv4:127.0.0.1:1"};
+  ASSERT_OK(grit_channel_args_create(&c.args));
+  ASSERT_OK(grit_channel_args_set_int(c.args, GRIT_ARG_TLS, 1));
+  ASSERT_OK(grit_channel_args_set_string(c.args, GRIT_ARG_TLS_ROOT_CERTS_FILE,
+                                         roots));
+  ASSERT_OK(grit_channel_args_set_string(
+      c.args, GRIT_ARG_TLS_TARGET_NAME_OVERRIDE, "foo.test.google.fr"));
+  sweep("channel_create_tls", fn_channel, &c);
+  ASSERT_OK(grit_channel_args_set_string(c.args, GRIT_ARG_TLS_CERT_CHAIN_FILE,
+                                         chain));
+  ASSERT_OK(grit_channel_args_set_string(
+      c.args, GRIT_ARG_TLS_PRIVATE_KEY_FILE, key));
+  sweep("channel_create_mtls", fn_channel, &c);
+  grit_channel_args_destroy(c.args);
+  grit_runtime_destroy(rt);
+}
+
+/* ---- a unary call on the loop ---- */
+
+typedef struct waiter {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done;
+  grit_status_code code;
+  char message[200];
+  size_t resp_len;
+} waiter;
+
+static void on_unary(const grit_status *st, const uint8_t *resp,
+                     size_t resp_len, const grit_call_info *info, void *ud) {
+  (void)resp;
+  (void)info;
+  waiter *w = ud;
+  pthread_mutex_lock(&w->mu);
+  w->done++;
+  w->code = st->code;
+  snprintf(w->message, sizeof(w->message), "%s",
+           st->message ? st->message : "(null)");
+  w->resp_len = resp_len;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+/* An async unary call waited for at most |wait_ms|; false if no callback
+ * came (a hang). */
+static grit_err unary(grit_channel *ch, bool wfr, uint64_t timeout_ms,
+                      uint64_t wait_ms, waiter *w) {
+  memset(w, 0, sizeof(*w));
+  pthread_mutex_init(&w->mu, NULL);
+  pthread_cond_init(&w->cv, NULL);
+  grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION,
+                      .timeout_ms = timeout_ms,
+                      .wait_for_ready = wfr ? 1 : 0,
+                      .wait_for_ready_set = true};
+  grit_err rv =
+      grit_unary_call_async(ch, "/pkg.Svc/Echo", "hello", 5, &o, on_unary, w);
+  if (rv != GRIT_OK) {
+    w->done = -1;
+    return rv;
+  }
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += (time_t)(wait_ms / 1000);
+  ts.tv_nsec += (long)(wait_ms % 1000) * 1000000;
+  if (ts.tv_nsec >= 1000000000) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000;
+  }
+  pthread_mutex_lock(&w->mu);
+  while (!w->done &&
+         pthread_cond_timedwait(&w->cv, &w->mu, &ts) != ETIMEDOUT)
+    ;
+  pthread_mutex_unlock(&w->mu);
+  return GRIT_OK;
+}
+
+typedef struct call_case {
+  grit_runtime *rt;
+  grit_channel_args *args;
+  char target[64];
+  grit_channel *warm; /* reused channel, or NULL: a fresh one per run */
+  int codes[GRIT_STATUS_COUNT];
+  int hangs, bad, after_failed;
+  bool verbose;
+} call_case;
+
+static void waiter_free(waiter *w) {
+  if (w->done == -1)
+    return;
+  pthread_mutex_destroy(&w->mu);
+  pthread_cond_destroy(&w->cv);
+}
+
+static grit_err fn_call(void *arg) {
+  call_case *c = arg;
+  /* The allocator is armed already; a fresh channel is made unarmed so the
+   * sweep covers connection set-up and the call, not the constructor. */
+  bool armed = atomic_load(&oom_armed);
+  grit_channel *ch = c->warm;
+  if (!ch) {
+    atomic_store(&oom_armed, false);
+    grit_error_detail d = {0};
+    if (grit_channel_create(c->rt, c->target, c->args, &d, &ch) != GRIT_OK)
+      return GRIT_ERR_INVALID_ARG;
+    atomic_store(&oom_armed, armed);
+  }
+  waiter w;
+  grit_err rv = unary(ch, false, 5000, 10000, &w);
+  atomic_store(&oom_armed, false);
+  if (rv == GRIT_OK) {
+    if (!w.done) {
+      c->hangs++;
+      fprintf(stderr, "  hang: no completion (fail_at %ld)\n",
+              atomic_load(&oom_fail_at));
+    } else {
+      c->codes[w.code]++;
+      /* Clean outcomes only: success, resource exhaustion, or the
+       * connection failing under it. Never a lost call (DEADLINE) and
+       * never OK without the echoed message. */
+      bool ok = (w.code == GRIT_STATUS_OK && w.resp_len == 5) ||
+                w.code == GRIT_STATUS_RESOURCE_EXHAUSTED ||
+                w.code == GRIT_STATUS_UNAVAILABLE ||
+                w.code == GRIT_STATUS_INTERNAL;
+      if (!ok || c->verbose)
+        fprintf(stderr, "  fail_at %ld: %s \"%s\" resp %zu\n",
+                atomic_load(&oom_fail_at), grit_status_code_name(w.code),
+                w.message, w.resp_len);
+      if (!ok)
+        c->bad++;
+    }
+  }
+  waiter_free(&w);
+  /* The channel survives: the next call with nothing failing works. */
+  waiter w2;
+  if (unary(ch, true, 5000, 10000, &w2) != GRIT_OK || w2.done != 1 ||
+      w2.code != GRIT_STATUS_OK) {
+    c->after_failed++;
+    fprintf(stderr, "  fail_at %ld: the next call failed: %s \"%s\"\n",
+            atomic_load(&oom_fail_at),
+            w2.done == 1 ? grit_status_code_name(w2.code) : "no completion",
+            w2.done == 1 ? w2.message : "");
+  }
+  waiter_free(&w2);
+  if (!c->warm)
+    grit_channel_destroy(ch);
+  atomic_store(&oom_armed, armed);
+  return rv;
+}
+
+static void call_sweep(const char *name, bool warm, const char *config) {
+  h2s_server *srv = NULL;
+  ASSERT_EQ(h2s_server_start(&(h2s_config){.quiet = true}, &srv), 0);
+  call_case *c = calloc(1, sizeof(*c));
+  ASSERT_NOT_NULL(c);
+  c->verbose = getenv("OOM_VERBOSE") != NULL;
+  snprintf(c->target, sizeof(c->target), "ipv4:127.0.0.1:%u",
+           h2s_server_port(srv));
+  ASSERT_OK(grit_runtime_create(&c->rt));
+  ASSERT_OK(grit_channel_args_create(&c->args));
+  ASSERT_OK(grit_channel_args_set_int(
+      c->args, GRIT_ARG_INITIAL_RECONNECT_BACKOFF_MS, 10));
+  ASSERT_OK(grit_channel_args_set_int(c->args,
+                                      GRIT_ARG_MAX_RECONNECT_BACKOFF_MS, 50));
+  if (config)
+    ASSERT_OK(grit_channel_args_set_string(c->args, GRIT_ARG_SERVICE_CONFIG,
+                                           config));
+  if (warm) {
+    grit_error_detail d = {0};
+    ASSERT_OK(grit_channel_create(c->rt, c->target, c->args, &d, &c->warm));
+    waiter w;
+    ASSERT_OK(unary(c->warm, true, 5000, 10000, &w));
+    ASSERT_EQ(w.code, GRIT_STATUS_OK);
+    waiter_free(&w);
+  }
+  sweep(name, fn_call, c);
+  fprintf(stderr, "  %-22s outcomes:", "");
+  for (int i = 0; i < GRIT_STATUS_COUNT; i++)
+    if (c->codes[i])
+      fprintf(stderr, " %s=%d", grit_status_code_name((grit_status_code)i),
+              c->codes[i]);
+  fprintf(stderr, "; hangs=%d next-call failures=%d\n", c->hangs,
+          c->after_failed);
+  ASSERT_EQ(c->hangs, 0);
+  ASSERT_EQ(c->bad, 0);
+  ASSERT_EQ(c->after_failed, 0);
+  grit_channel_destroy(c->warm);
+  grit_channel_args_destroy(c->args);
+  grit_runtime_destroy(c->rt);
+  free(c);
+  h2s_server_stop(srv);
+}
+
+static void test_unary_fresh(void) {
+  call_sweep("unary_fresh_channel", false, NULL);
+}
+
+static void test_unary_warm(void) {
+  call_sweep("unary_warm_channel", true, NULL);
+}
+
+static void test_unary_retry_policy(void) {
+  call_sweep("unary_retry_policy", true, retry_config);
+}
+
+static const test_case tests[] = {
+    {"args", test_args},
+    {"metadata", test_metadata},
+    {"runtime", test_runtime},
+    {"service_config_check", test_service_config_check},
+    {"channel_create", test_channel_create},
+    {"channel_create_tls", test_channel_create_tls},
+    {"unary_fresh", test_unary_fresh},
+    {"unary_warm", test_unary_warm},
+    {"unary_retry_policy", test_unary_retry_policy},
+    {NULL, NULL},
+};
+
+int main(int argc, char **argv) {
+  grit_set_allocator(&oom_alloc);
+  int rc = test_main(tests, argc, argv);
+  remove_certs();
+  grit_set_allocator(NULL);
+  return rc;
+}
