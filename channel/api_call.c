@@ -170,18 +170,13 @@ grit_err grit_unary_call_async(grit_channel *ch, const char *method,
     grit_call_unref(c);
     return GRIT_ERR_NOMEM;
   }
-  /* Start, send and half-close go to the loop as one batch. */
-  rv = grit_call_launch(c);
+  /* Start, send and half-close go to the loop as one batch, allocated
+   * before launch: out of memory is GRIT_ERR_NOMEM, not a cancelled call. */
+  rv = grit_call_launch_unary(c, s);
   if (rv != GRIT_OK) {
-    grit_slice_unref(s);
     grit_call_unref(c);
     return rv;
   }
-  rv = grit_call_queue_send(c, s);
-  if (rv == GRIT_OK)
-    rv = grit_call_queue_close(c);
-  if (rv != GRIT_OK)
-    grit_call_queue_cancel(c); /* launched: the callback still runs */
   return GRIT_OK;
 }
 

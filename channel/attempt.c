@@ -13,6 +13,8 @@
 static void attempt_pick(call_attempt *a);
 
 static void attempt_free(call_attempt *a) {
+  if (a->c->winner == a)
+    a->c->winner = NULL; /* never leave the call pointing at freed memory */
   grit_free(a);
 }
 

@@ -404,10 +404,15 @@ static void call_task(grit_task *t) {
   pthread_mutex_lock(&c->mu);
   while (!grit_list_empty(&c->ops))
     grit_list_insert_tail(&ops, grit_list_pop_head(&c->ops));
+  bool cancel = c->cancel_requested;
+  c->cancel_requested = false;
   pthread_mutex_unlock(&c->mu);
   grit_list *e;
   while ((e = grit_list_pop_head(&ops)) != NULL)
     call_run_op(c, GRIT_CONTAINER_OF(e, call_op, link));
+  if (cancel)
+    grit_call_end(c, GRIT_STATUS_CANCELLED, "Cancelled", NULL,
+                  GRIT_REASON_CANCELLED); /* RT-11 */
   grit_call_unref(c); /* the ref taken when the task was posted */
 }
 
@@ -507,5 +512,41 @@ grit_err grit_call_queue_close(grit_call *c) {
 }
 
 grit_err grit_call_queue_cancel(grit_call *c) {
-  return call_post(c, CALL_OP_CANCEL, NULL);
+  if (call_post(c, CALL_OP_CANCEL, NULL) == GRIT_OK)
+    return GRIT_OK;
+  /* Out of memory must not lose a cancel (STYLE 3.4): a flag needs no op,
+   * and call_task reads it after the ops already queued. */
+  pthread_mutex_lock(&c->mu);
+  c->cancel_requested = true;
+  pthread_mutex_unlock(&c->mu);
+  __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+  if (!grit_rt_post(c->ch->rt, &c->task))
+    __atomic_sub_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+  return GRIT_OK;
+}
+
+grit_err grit_call_launch_unary(grit_call *c, grit_slice *framed) {
+  static const call_op_kind kinds[] = {CALL_OP_START, CALL_OP_SEND,
+                                       CALL_OP_CLOSE};
+  call_op *ops[3];
+  for (size_t i = 0; i < 3; i++) {
+    ops[i] = grit_malloc(sizeof(*ops[i]));
+    if (!ops[i]) {
+      while (i > 0)
+        grit_free(ops[--i]);
+      grit_slice_unref(framed);
+      return GRIT_ERR_NOMEM;
+    }
+    ops[i]->kind = kinds[i];
+    ops[i]->slice = kinds[i] == CALL_OP_SEND ? framed : NULL;
+  }
+  __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED); /* the loop's */
+  pthread_mutex_lock(&c->mu);
+  for (size_t i = 0; i < 3; i++)
+    grit_list_insert_tail(&c->ops, &ops[i]->link);
+  pthread_mutex_unlock(&c->mu);
+  __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED); /* the task's */
+  if (!grit_rt_post(c->ch->rt, &c->task))
+    __atomic_sub_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+  return GRIT_OK;
 }

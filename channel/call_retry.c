@@ -100,6 +100,16 @@ static void call_retry_decide(grit_call *c, call_attempt *a,
                                             c->deadline_at_ms, &c->ch->rng);
   if (thr)
     grit_throttle_table_unlock(c->throttle);
+  if (!d.retry && d.reason == GRIT_REASON_DEADLINE) {
+    /* RT-09: no time for another attempt. As in grpc-core, the call waits
+     * for its deadline and ends DEADLINE_EXCEEDED when it expires. The
+     * attempt is freed before then, so keep its peer by value. */
+    pthread_mutex_lock(&c->mu);
+    snprintf(c->info.peer, sizeof(c->info.peer), "%s", a->peer);
+    pthread_mutex_unlock(&c->mu);
+    grit_attempt_observe(a, code, msg, d.reason);
+    return;
+  }
   if (!d.retry) {
     if (d.reason == GRIT_REASON_THROTTLED)
       __atomic_add_fetch(&c->ch->stats.throttled, 1, __ATOMIC_RELAXED);

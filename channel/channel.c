@@ -247,6 +247,12 @@ static void ch_on_resolved(void *ctx, const grit_resolver_result *r) {
     snprintf(ch->resolve_error, sizeof(ch->resolve_error),
              "out of memory applying resolver result");
     ch_update_state(ch, GRIT_STATE_TRANSIENT_FAILURE);
+    /* Nothing else would re-deliver it: ask the resolver again after a
+     * backoff; a static address list is applied again on the next pick. */
+    if (ch->resolver)
+      grit_resolver_result_rejected(ch->resolver);
+    else
+      ch->have_resolver_result = false;
     return;
   }
   if (ch->config_error) {

@@ -291,6 +291,7 @@ struct grit_call {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   grit_list ops;
+  bool cancel_requested; /* a cancel posted without an op (no memory) */
   bool send_closed_user;
   bool finish_taken;
   grit_list recvq;
@@ -349,6 +350,9 @@ grit_err grit_call_launch(grit_call *c);
 grit_err grit_call_queue_send(grit_call *c, grit_slice *framed);
 grit_err grit_call_queue_close(grit_call *c);
 grit_err grit_call_queue_cancel(grit_call *c);
+/* Launch a unary call: start, send |framed| and half-close, with every op
+ * allocated up front so that out-of-memory fails before launch. */
+grit_err grit_call_launch_unary(grit_call *c, grit_slice *framed);
 void grit_call_unref(grit_call *c);
 
 /* Loop halves. call.c: */

@@ -282,7 +282,9 @@ int main(int argc, char **argv) {
   if (o.mode == "hold") {
     // Heap per in-flight call: o.calls calls against a server that never
     // answers; sample the heap until it stops growing.
-    r.phase(o.warmup > 0 ? 1 : 0, false);  // connect first
+    for (auto &ch : r.chans)  // connect first
+      ch->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
     std::vector<Call *> calls;
     size_t base = mallinfo2().uordblks;
     for (uint64_t i = 0; i < o.calls; i++) {

@@ -315,7 +315,7 @@ static void test_delay_zero_all_at_once(void) {
   ASSERT_EQ(h2s_server_request_count(srv), 3);
   uint64_t spread = h2s_server_request(srv, 2)->headers_ms -
                     h2s_server_request(srv, 0)->headers_ms;
-  ASSERT_CMP(spread, <, 100);
+  ASSERT_CMP(spread, <, 500); /* well below any hedgingDelay */
   ASSERT(cancelled_by_client(req_closed(srv, 0)));
   ASSERT(cancelled_by_client(req_closed(srv, 1)));
   grit_channel_destroy(ch);

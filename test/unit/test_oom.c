@@ -136,7 +136,8 @@ static grit_err fn_metadata(void *arg) {
   static const char *const keys[] = {"x-a", "x-b", "x-c-bin", "x-d", "x-e",
                                      "x-f", "x-g", "x-h",     "x-i", "x-j"};
   for (size_t i = 0; rv == GRIT_OK && i < 10; i++)
-    rv = grit_metadata_add(md, keys[i], "value\0\1", keys[i][4] ? 7 : 5);
+    rv = grit_metadata_add(md, keys[i], "value\0\1",
+                           strstr(keys[i], "-bin") ? 7 : 5);
   if (rv == GRIT_OK && grit_metadata_count(md) != 10)
     rv = GRIT_ERR_INVALID_ARG;
   if (rv == GRIT_ERR_NOMEM && grit_metadata_count(md) > 10)
