@@ -159,8 +159,10 @@ static size_t log_get(grit_channel *ch, const char *method, entry *e,
 /* Wait (bounded) until |want| attempts of |method| are logged. */
 static size_t log_wait(grit_channel *ch, const char *method, entry *e,
                        size_t want) {
+  /* Bounded at 15 s: the grpcio server logs a cancelled attempt when its
+   * handler notices, which a loaded machine can delay by seconds. */
   size_t n = 0;
-  for (int i = 0; i < 250 && (n = log_get(ch, method, e, 8)) < want; i++)
+  for (int i = 0; i < 750 && (n = log_get(ch, method, e, 8)) < want; i++)
     usleep(20 * 1000);
   return n;
 }

@@ -569,8 +569,8 @@ static void test_pushback_stop(void) {
       "trailers_only status=UNAVAILABLE pushback=-1",
       "trailers_only status=UNAVAILABLE pushback=abc",
       "trailers_only status=UNAVAILABLE pushback=1%200",
-      "trailers_only status=UNAVAILABLE pushback=10 "
-      "trailer=grpc-retry-pushback-ms:10",
+      ("trailers_only status=UNAVAILABLE pushback=10 "
+       "trailer=grpc-retry-pushback-ms:10"), /* repeated */
   };
   for (size_t i = 0; i < sizeof(scripts) / sizeof(scripts[0]); i++) {
     h2s_server *srv = bh_server(scripts[i]);
