@@ -45,6 +45,19 @@
  * Counting allocator: a 16-byte header holds the size.
  */
 static atomic_llong g_live_bytes, g_allocs, g_alloc_bytes;
+/* --count-alloc: allocations by size class (powers of two) in the measured
+ * phase, to find the big ones. */
+static atomic_llong g_size_hist[40];
+static atomic_bool g_hist_on;
+
+static void hist_add(size_t size) {
+  if (!atomic_load_explicit(&g_hist_on, memory_order_relaxed))
+    return;
+  int b = 0;
+  while (b < 39 && ((size_t)1 << b) < size)
+    b++;
+  atomic_fetch_add_explicit(&g_size_hist[b], 1, memory_order_relaxed);
+}
 
 static void *ca_malloc(size_t size, void *ud) {
   (void)ud;
@@ -55,6 +68,7 @@ static void *ca_malloc(size_t size, void *ud) {
   atomic_fetch_add_explicit(&g_live_bytes, (long long)size, memory_order_relaxed);
   atomic_fetch_add_explicit(&g_allocs, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&g_alloc_bytes, (long long)size, memory_order_relaxed);
+  hist_add(size);
   return (char *)p + 16;
 }
 
@@ -89,6 +103,7 @@ static void *ca_realloc(void *ptr, size_t size, void *ud) {
                             memory_order_relaxed);
   atomic_fetch_add_explicit(&g_allocs, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&g_alloc_bytes, (long long)size, memory_order_relaxed);
+  hist_add(size);
   return (char *)p + 16;
 }
 
@@ -324,11 +339,13 @@ static int mode_load(const opts *o, bool stream) {
   r.lat = calloc(most ? most : 1, sizeof(uint64_t));
   phase(&r, o->warmup, false);
   long long a0 = atomic_load(&g_allocs), b0 = atomic_load(&g_alloc_bytes);
+  atomic_store(&g_hist_on, true);
   double c0 = cpu_s();
   uint64_t t0 = now_us();
   phase(&r, o->calls, true);
   uint64_t el = now_us() - t0;
   double cpu = cpu_s() - c0;
+  atomic_store(&g_hist_on, false);
   long long a1 = atomic_load(&g_allocs), b1 = atomic_load(&g_alloc_bytes);
   qsort(r.lat, o->calls, sizeof(uint64_t), cmp_u64);
   uint64_t ok = atomic_load(&r.ok), msgs = atomic_load(&r.msgs);
@@ -346,6 +363,14 @@ static int mode_load(const opts *o, bool stream) {
            (double)(a1 - a0) / (double)o->calls,
            (double)(b1 - b0) / (double)o->calls);
   printf("\n");
+  if (o->count_alloc && o->calls) {
+    printf("alloc sizes per call:");
+    for (int b = 0; b < 40; b++)
+      if (atomic_load(&g_size_hist[b]))
+        printf(" <=%zu:%.2f", (size_t)1 << b,
+               (double)atomic_load(&g_size_hist[b]) / (double)o->calls);
+    printf("\n");
+  }
   fflush(stdout);
   for (uint64_t k = 0; k < o->channels; k++)
     grit_channel_destroy(r.chans[k]);

@@ -268,8 +268,12 @@ static void ch_update_state(void *ctx, grit_connectivity_state s) {
   grit_channel *ch = ctx;
   if (ch->config_error && s != GRIT_STATE_SHUTDOWN)
     s = GRIT_STATE_TRANSIENT_FAILURE;
-  if (ch_state(ch) == s)
+  if (ch_state(ch) == s) {
+    /* Same state, new picks: round_robin reports every subchannel change,
+     * and a queued attempt may now find a READY one. */
+    grit_channel_retry_queued(ch);
     return;
+  }
   GRIT_TRACE(GRIT_TRACE_CHANNEL, GRIT_LEVEL_INFO, "channel %s: %s -> %s",
              ch->target.authority, grit_connectivity_state_name(ch_state(ch)),
              grit_connectivity_state_name(s));

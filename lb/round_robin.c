@@ -45,8 +45,8 @@ static void rr_publish(round_robin *rr) {
   grit_connectivity_state s = rr_aggregate(rr);
   if (s == GRIT_STATE_IDLE && rr->started)
     s = GRIT_STATE_CONNECTING; /* idle ones are reconnecting right now */
-  if (s == rr->state)
-    return;
+  /* Published even when unchanged: the set of READY subchannels moved, and
+   * attempts queued on a connection that just died must pick again. */
   rr->state = s;
   rr->h.update_state(rr->h.ctx, s);
 }

@@ -16,88 +16,23 @@
 #include <unistd.h>
 
 #include "bh.h"
+#include "pypeer.h"
 
-#define PYTHON "/usr/bin/python3"
 #define CALL_MS 5000
 #define M "/pkg.Svc/M"
 #define MS "/pkg.Svc/MStream"
 
-static pid_t g_pid = -1;
-static int g_stdin = -1;
-static uint16_t g_port;
+static pypeer g_peer = {.pid = -1, .stdin_fd = -1};
+#define g_port g_peer.port
 
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
+#define now_ms pypeer_now_ms
 
-/* test/peers/hedge_server.py, found from this file's path as compiled
- * (relative to the build root, two levels above this executable). */
-static void script_path(char *out, size_t len) {
-  char src[PATH_MAX];
-  snprintf(src, sizeof(src), "%s", __FILE__);
-  char *dir = dirname(src);
-  if (dir[0] == '/') {
-    snprintf(out, len, "%s/../peers/hedge_server.py", dir);
-    return;
-  }
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  exe[n > 0 ? n : 0] = '\0';
-  snprintf(out, len, "%s/../../%s/../peers/hedge_server.py", dirname(exe), dir);
-}
-
-/* Start the server; read "PORT n" within 20 s. */
 static bool server_start(void) {
-  char path[PATH_MAX * 2];
-  script_path(path, sizeof(path));
-  int in[2], out[2];
-  if (pipe(in) != 0 || pipe(out) != 0)
-    return false;
-  g_pid = fork();
-  if (g_pid == 0) {
-    dup2(in[0], 0);
-    dup2(out[1], 1);
-    close(in[1]);
-    close(out[0]);
-    execl(PYTHON, PYTHON, path, (char *)NULL);
-    _exit(127);
-  }
-  close(in[0]);
-  close(out[1]);
-  g_stdin = in[1];
-  char buf[128];
-  size_t got = 0;
-  uint64_t end = now_ms() + 20000;
-  while (got < sizeof(buf) - 1 && now_ms() < end) {
-    struct pollfd p = {.fd = out[0], .events = POLLIN};
-    if (poll(&p, 1, 200) <= 0)
-      continue;
-    ssize_t n = read(out[0], buf + got, sizeof(buf) - 1 - got);
-    if (n <= 0)
-      break;
-    got += (size_t)n;
-    buf[got] = '\0';
-    unsigned port;
-    if (strchr(buf, '\n') && sscanf(buf, "PORT %u", &port) == 1) {
-      g_port = (uint16_t)port;
-      break;
-    }
-  }
-  close(out[0]);
-  if (!g_port)
-    fprintf(stderr, "hedge_server.py gave no port: %.*s\n", (int)got, buf);
-  return g_port != 0;
+  return pypeer_start(&g_peer, "hedge_server.py");
 }
 
 static void server_stop(void) {
-  if (g_stdin >= 0)
-    close(g_stdin);
-  if (g_pid > 0) {
-    kill(g_pid, SIGTERM);
-    waitpid(g_pid, NULL, 0);
-  }
+  pypeer_stop(&g_peer);
 }
 
 static grit_channel *chan(int max_attempts, const char *delay) {
@@ -322,9 +257,8 @@ static const test_case tests[] = {
 };
 
 int main(int argc, char **argv) {
-  if (access(PYTHON, X_OK) != 0 ||
-      system(PYTHON " -c 'import grpc' >/dev/null 2>&1") != 0) {
-    fprintf(stderr, "skip: %s has no grpc module\n", PYTHON);
+  if (!pypeer_has_grpc()) {
+    fprintf(stderr, "skip: %s has no grpc module\n", PYPEER_PYTHON);
     return 77;
   }
   signal(SIGPIPE, SIG_IGN);

@@ -98,7 +98,7 @@ typedef struct hostile {
  * growth, and that a normal call works after. |after| (may be NULL) runs
  * before the follow-up call, for abuses only a new connection cures. */
 static void run_hostile(h2s_server *srv, grit_channel *ch, const hostile *h,
-                        void (*after)(h2s_server *)) {
+                        void (*after)(h2s_server *, grit_channel *)) {
   /* Warm-up: the connection, the buffers, the allocator's arenas. */
   for (int i = 0; i < 5; i++)
     ASSERT(works(ch));
@@ -122,6 +122,7 @@ static void run_hostile(h2s_server *srv, grit_channel *ch, const hostile *h,
     if (!ok) {
       fprintf(stderr, "  \"%s\" round %d: %s \"%s\"\n", h->step, i,
               grit_status_code_name(c), msg);
+      h2s_server_script_clear(srv);
       ASSERT(ok);
     }
     if (i == 0 && getenv("HOSTILE_VERBOSE"))
@@ -139,7 +140,7 @@ static void run_hostile(h2s_server *srv, grit_channel *ch, const hostile *h,
   fputc('\n', stderr);
   ASSERT_CMP(grown, <, RSS_SLACK_KB);
   if (after)
-    after(srv);
+    after(srv, ch);
   ASSERT(works(ch));
 }
 
@@ -236,8 +237,10 @@ static void test_invalid_grpc_status(void) {
       {"status_raw=99999999999999999999 size=10", 4, CALL_MS,
        WANT1(GRIT_STATUS_UNKNOWN), NULL},
       {"status_raw=-0 text=abc", 4, CALL_MS, WANT1(GRIT_STATUS_UNKNOWN), NULL},
+      /* " 14": nghttp2 finds the field malformed and resets the stream
+       * PROTOCOL_ERROR, which HS-03 maps to INTERNAL. */
       {"trailers_only status_raw=%2014", 4, CALL_MS,
-       WANT1(GRIT_STATUS_UNKNOWN), NULL},
+       WANT2(GRIT_STATUS_UNKNOWN, GRIT_STATUS_INTERNAL), NULL},
       {"trailers_only status=17 message=%ff%00%zz", 4, CALL_MS,
        WANT1(GRIT_STATUS_UNKNOWN), NULL},
   };
@@ -248,8 +251,16 @@ static void test_invalid_grpc_status(void) {
 }
 
 /* A new connection cures what a connection-wide abuse left behind. */
-static void close_connections(h2s_server *srv) {
+static void close_connections(h2s_server *srv, grit_channel *ch) {
+  (void)ch;
   h2s_server_goaway(srv, 0, true);
+}
+
+/* Keepalive (LB-04) closes the connection the server stopped reading:
+ * wait for the channel to leave READY. */
+static void await_keepalive(h2s_server *srv, grit_channel *ch) {
+  (void)srv;
+  grit_channel_wait_for_state_change(ch, GRIT_STATE_READY, 3000);
 }
 
 /* Flow-control abuse: the server never grants window, so a 1 MiB request
@@ -269,8 +280,9 @@ static void test_freeze_window(void) {
 }
 
 /* A server that stops reading: requests pile up in the socket until the
- * deadline (DEADLINE_EXCEEDED); keepalive (LB-04) finds the connection
- * dead, and the channel reconnects by itself. */
+ * deadline (DEADLINE_EXCEEDED), or keepalive (LB-04) finds the connection
+ * dead first (UNAVAILABLE); pinging idle connections too, the channel
+ * drops the dead one and reconnects by itself. */
 static void test_server_never_reads(void) {
   h2s_server *srv = bh_server(NULL);
   ASSERT_NOT_NULL(srv);
@@ -278,13 +290,15 @@ static void test_server_never_reads(void) {
   ASSERT_OK(grit_channel_args_create(&a));
   ASSERT_OK(grit_channel_args_set_int(a, GRIT_ARG_KEEPALIVE_TIME_MS, 100));
   ASSERT_OK(grit_channel_args_set_int(a, GRIT_ARG_KEEPALIVE_TIMEOUT_MS, 200));
+  ASSERT_OK(
+      grit_channel_args_set_int(a, GRIT_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1));
   grit_channel *ch = chan(srv, a);
   grit_channel_args_destroy(a);
   ASSERT_NOT_NULL(ch);
   hostile h = {"at_headers stop_reading hang", 256 << 10, 100,
                WANT2(GRIT_STATUS_DEADLINE_EXCEEDED, GRIT_STATUS_UNAVAILABLE),
                NULL};
-  run_hostile(srv, ch, &h, NULL);
+  run_hostile(srv, ch, &h, await_keepalive);
   grit_channel_destroy(ch);
   h2s_server_stop(srv);
 }
@@ -315,7 +329,7 @@ static void test_settings_flood(void) {
   hostile small = {"settings_flood=200", 4, CALL_MS, WANT1(GRIT_STATUS_OK),
                    NULL};
   run_hostile(srv, ch, &small, NULL);
-  hostile big = {"settings_flood=20000", 4, CALL_MS,
+  hostile big = {"settings_flood=2000", 4, CALL_MS,
                  WANT2(GRIT_STATUS_OK, GRIT_STATUS_UNAVAILABLE), NULL};
   run_hostile(srv, ch, &big, NULL);
   grit_channel_destroy(ch);

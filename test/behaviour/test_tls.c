@@ -1,1 +1,246 @@
-int main(void){return 77;}
+/* TLS failures (SPEC HS-07, issue 7): against h2server with the bad
+ * certificates from test/peers/gen_certs.sh (untrusted, wrong host,
+ * expired) and without ALPN h2, a call fails UNAVAILABLE with a message
+ * naming the problem, and the server never sees a request: nothing went
+ * out in clear. The good certificate works with
+ * GRIT_ARG_TLS_ROOT_CERTS_FILE, and a client certificate satisfies a server
+ * that requires one. Skipped (exit 77) without openssl. */
+#include <limits.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "bh.h"
+
+#define CALL_MS 5000
+
+static grit_runtime *g_rt;
+static char certs[256];
+
+static bool make_certs(void) {
+  if (system("command -v openssl >/dev/null 2>&1") != 0)
+    return false;
+  char script[PATH_MAX];
+  const char *src = getenv("GRIT_SOURCE_ROOT");
+  if (src) {
+    snprintf(script, sizeof(script), "%s/test/peers/gen_certs.sh", src);
+  } else {
+    snprintf(script, sizeof(script), "%s", __FILE__);
+    char *slash = strrchr(script, '/');
+    if (!slash)
+      return false;
+    snprintf(slash, sizeof(script) - (size_t)(slash - script),
+             "/../peers/gen_certs.sh");
+  }
+  char tmpl[] = "/tmp/grit-tls-certs-XXXXXX";
+  if (!mkdtemp(tmpl))
+    return false;
+  snprintf(certs, sizeof(certs), "%s", tmpl);
+  char cmd[PATH_MAX * 2 + 64];
+  snprintf(cmd, sizeof(cmd), "bash '%s' '%s' >/dev/null 2>&1", script, tmpl);
+  if (system(cmd) != 0) {
+    fprintf(stderr, "cannot run %s\n", script);
+    return false;
+  }
+  return true;
+}
+
+static const char *cert(char *buf, const char *name) {
+  snprintf(buf, PATH_MAX, "%s/%s", certs, name);
+  return buf;
+}
+
+/* A TLS server with certificate |name| (.pem and .key). */
+static h2s_server *tls_server(const char *name, const char *client_ca,
+                              bool no_alpn) {
+  char c[PATH_MAX], k[PATH_MAX], n[64];
+  snprintf(n, sizeof(n), "%s.pem", name);
+  cert(c, n);
+  snprintf(n, sizeof(n), "%s.key", name);
+  cert(k, n);
+  h2s_config cfg = {.quiet = true,
+                    .tls_cert_file = c,
+                    .tls_key_file = k,
+                    .tls_client_ca_file = client_ca,
+                    .tls_no_alpn = no_alpn};
+  h2s_server *s = NULL;
+  if (h2s_server_start(&cfg, &s) != 0)
+    fprintf(stderr, "cannot start TLS h2server (%s)\n", name);
+  return s;
+}
+
+typedef struct tls_opts {
+  const char *name_override; /* NULL: the target host */
+  bool client_cert;
+  bool no_roots; /* the system store instead of the test CA */
+} tls_opts;
+
+static grit_channel *tls_channel(h2s_server *srv, const tls_opts *o) {
+  char buf[PATH_MAX], target[64];
+  grit_channel_args *a = NULL;
+  if (grit_channel_args_create(&a) != GRIT_OK)
+    return NULL;
+  grit_channel_args_set_int(a, GRIT_ARG_TLS, 1);
+  if (!o->no_roots)
+    grit_channel_args_set_string(a, GRIT_ARG_TLS_ROOT_CERTS_FILE,
+                                 cert(buf, "ca.pem"));
+  if (o->name_override)
+    grit_channel_args_set_string(a, GRIT_ARG_TLS_TARGET_NAME_OVERRIDE,
+                                 o->name_override);
+  if (o->client_cert) {
+    grit_channel_args_set_string(a, GRIT_ARG_TLS_CERT_CHAIN_FILE,
+                                 cert(buf, "client.pem"));
+    grit_channel_args_set_string(a, GRIT_ARG_TLS_PRIVATE_KEY_FILE,
+                                 cert(buf, "client.key"));
+  }
+  grit_channel *ch = NULL;
+  grit_error_detail d = {0};
+  if (grit_channel_create(g_rt, bh_target(target, sizeof(target), &srv, 1), a,
+                          &d, &ch) != GRIT_OK)
+    fprintf(stderr, "channel: %s %s\n", d.path, d.reason);
+  grit_channel_args_destroy(a);
+  return ch;
+}
+
+/* A call through |o| to a server with certificate |name| fails UNAVAILABLE
+ * with |want| in the message, and the server logs no request. */
+static void expect_failure(const char *name, const tls_opts *o,
+                           const char *client_ca, bool no_alpn,
+                           const char *want) {
+  h2s_server *srv = tls_server(name, client_ca, no_alpn);
+  ASSERT_NOT_NULL(srv);
+  grit_channel *ch = tls_channel(srv, o);
+  ASSERT_NOT_NULL(ch);
+  for (int i = 0; i < 3; i++) {
+    grit_status st;
+    grit_status_code c = bh_unary(ch, "/pkg.Svc/M", "secret", CALL_MS, &st);
+    ASSERT_CMP((int)c, >=, 0);
+    if (i == 0)
+      fprintf(stderr, "  %-10s %s \"%s\"\n", name, grit_status_code_name(c),
+              st.message);
+    bool named = st.message && strstr(st.message, want) != NULL;
+    if (c != GRIT_STATUS_UNAVAILABLE || !named)
+      fprintf(stderr, "  want UNAVAILABLE naming \"%s\", got %s \"%s\"\n",
+              want, grit_status_code_name(c), st.message);
+    grit_status_free(&st);
+    ASSERT_EQ(c, GRIT_STATUS_UNAVAILABLE);
+    ASSERT(named);
+  }
+  /* The TCP connection was made, yet no request reached HTTP/2. */
+  ASSERT(h2s_server_wait_connections(srv, 1, 2000));
+  ASSERT_EQ(h2s_server_request_count(srv), 0);
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+#define NEED_CERTS()                                                           \
+  do {                                                                         \
+    if (!certs[0]) {                                                           \
+      fprintf(stderr, "  skipped: no certificates\n");                         \
+      return;                                                                  \
+    }                                                                          \
+  } while (0)
+
+static void test_untrusted(void) {
+  NEED_CERTS();
+  tls_opts o = {.name_override = "foo.test.google.fr"};
+  expect_failure("untrusted", &o, NULL, false,
+                 "certificate verification failed");
+  /* The system store does not know the test CA either. */
+  tls_opts sys = {.name_override = "foo.test.google.fr", .no_roots = true};
+  expect_failure("server", &sys, NULL, false,
+                 "certificate verification failed");
+}
+
+static void test_wrong_host(void) {
+  NEED_CERTS();
+  tls_opts o = {.name_override = "foo.test.google.fr"};
+  expect_failure("wronghost", &o, NULL, false, "hostname mismatch");
+  /* The good certificate, but a name it does not carry. */
+  tls_opts other = {.name_override = "other.example"};
+  expect_failure("server", &other, NULL, false, "hostname mismatch");
+}
+
+static void test_expired(void) {
+  NEED_CERTS();
+  tls_opts o = {.name_override = "foo.test.google.fr"};
+  expect_failure("expired", &o, NULL, false, "expired");
+}
+
+static void test_no_alpn_h2(void) {
+  NEED_CERTS();
+  tls_opts o = {.name_override = "foo.test.google.fr"};
+  expect_failure("server", &o, NULL, true, "ALPN");
+}
+
+static void test_client_cert_required(void) {
+  NEED_CERTS();
+  char ca[PATH_MAX];
+  cert(ca, "ca.pem");
+  /* Without a client certificate the server aborts the handshake. */
+  tls_opts o = {.name_override = "foo.test.google.fr"};
+  expect_failure("server", &o, ca, false, "TLS");
+  /* With one, the call goes through. */
+  h2s_server *srv = tls_server("server", ca, false);
+  ASSERT_NOT_NULL(srv);
+  tls_opts m = {.name_override = "foo.test.google.fr", .client_cert = true};
+  grit_channel *ch = tls_channel(srv, &m);
+  ASSERT_NOT_NULL(ch);
+  ASSERT_EQ(bh_unary(ch, "/pkg.Svc/M", "hi", CALL_MS, NULL), GRIT_STATUS_OK);
+  ASSERT_EQ(h2s_server_request_count(srv), 1);
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+static void test_good_certificate(void) {
+  NEED_CERTS();
+  h2s_server *srv = tls_server("server", NULL, false);
+  ASSERT_NOT_NULL(srv);
+  /* By the name in the certificate, and by the IP SAN of the target. */
+  tls_opts byname = {.name_override = "foo.test.google.fr"};
+  tls_opts byip = {0};
+  const tls_opts *os[] = {&byname, &byip};
+  for (size_t i = 0; i < 2; i++) {
+    grit_channel *ch = tls_channel(srv, os[i]);
+    ASSERT_NOT_NULL(ch);
+    grit_status st;
+    grit_status_code c = bh_unary(ch, "/pkg.Svc/M", "hi", CALL_MS, &st);
+    if (c != GRIT_STATUS_OK)
+      fprintf(stderr, "  good certificate: %s \"%s\"\n",
+              grit_status_code_name(c), st.message);
+    if ((int)c >= 0)
+      grit_status_free(&st);
+    ASSERT_EQ(c, GRIT_STATUS_OK);
+    grit_channel_destroy(ch);
+  }
+  ASSERT_EQ(h2s_server_request_count(srv), 2);
+  const h2s_request *r = h2s_server_request(srv, 0);
+  ASSERT_NOT_NULL(r);
+  ASSERT_STR_EQ(h2s_request_header(r, ":scheme"), "https");
+  h2s_server_stop(srv);
+}
+
+static const test_case tests[] = {
+    {"good_certificate", test_good_certificate},
+    {"untrusted", test_untrusted},
+    {"wrong_host", test_wrong_host},
+    {"expired", test_expired},
+    {"no_alpn_h2", test_no_alpn_h2},
+    {"client_cert_required", test_client_cert_required},
+    {NULL, NULL},
+};
+
+int main(int argc, char **argv) {
+  if (!make_certs()) {
+    fprintf(stderr, "skipped: openssl or gen_certs.sh unavailable\n");
+    return 77;
+  }
+  if (grit_runtime_create(&g_rt) != GRIT_OK)
+    return 1;
+  int rc = test_main(tests, argc, argv);
+  grit_runtime_destroy(g_rt);
+  char cmd[PATH_MAX + 16];
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", certs);
+  if (system(cmd) != 0)
+    fprintf(stderr, "cannot remove %s\n", certs);
+  return rc;
+}

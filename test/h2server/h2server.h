@@ -195,6 +195,9 @@ typedef struct h2s_config {
   void *handler_data;
   bool handler_at_headers;
   bool quiet; /* no diagnostics on stderr */
+  /* TLS only: require a client certificate signed by this CA file. */
+  const char *tls_client_ca_file;
+  bool tls_no_alpn; /* TLS only: select no ALPN protocol (not even h2) */
 } h2s_config;
 
 typedef struct h2s_stats {

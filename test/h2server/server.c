@@ -175,7 +175,18 @@ static int server_tls_init(h2s_server *srv) {
     SSL_CTX_free(ctx);
     return UV_EINVAL;
   }
-  SSL_CTX_set_alpn_select_cb(ctx, server_alpn_select, NULL);
+  if (srv->cfg.tls_client_ca_file) {
+    if (SSL_CTX_load_verify_locations(ctx, srv->cfg.tls_client_ca_file,
+                                      NULL) != 1) {
+      ERR_clear_error();
+      SSL_CTX_free(ctx);
+      return UV_EINVAL;
+    }
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
+                       NULL);
+  }
+  if (!srv->cfg.tls_no_alpn)
+    SSL_CTX_set_alpn_select_cb(ctx, server_alpn_select, NULL);
   srv->ssl_ctx = ctx;
   return 0;
 }
