@@ -65,9 +65,11 @@ static void *ca_malloc(size_t size, void *ud) {
   if (p == NULL)
     return NULL;
   p[0] = size;
-  atomic_fetch_add_explicit(&g_live_bytes, (long long)size, memory_order_relaxed);
+  atomic_fetch_add_explicit(&g_live_bytes, (long long)size,
+                            memory_order_relaxed);
   atomic_fetch_add_explicit(&g_allocs, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&g_alloc_bytes, (long long)size, memory_order_relaxed);
+  atomic_fetch_add_explicit(&g_alloc_bytes, (long long)size,
+                            memory_order_relaxed);
   hist_add(size);
   return (char *)p + 16;
 }
@@ -77,7 +79,8 @@ static void ca_free(void *ptr, void *ud) {
   if (ptr == NULL)
     return;
   size_t *p = (size_t *)((char *)ptr - 16);
-  atomic_fetch_sub_explicit(&g_live_bytes, (long long)p[0], memory_order_relaxed);
+  atomic_fetch_sub_explicit(&g_live_bytes, (long long)p[0],
+                            memory_order_relaxed);
   free(p);
 }
 
@@ -102,7 +105,8 @@ static void *ca_realloc(void *ptr, size_t size, void *ud) {
   atomic_fetch_add_explicit(&g_live_bytes, (long long)size - (long long)oldsize,
                             memory_order_relaxed);
   atomic_fetch_add_explicit(&g_allocs, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&g_alloc_bytes, (long long)size, memory_order_relaxed);
+  atomic_fetch_add_explicit(&g_alloc_bytes, (long long)size,
+                            memory_order_relaxed);
   hist_add(size);
   return (char *)p + 16;
 }
@@ -246,9 +250,9 @@ static void start_one(run *r) {
     return;
   slot *s = &r->slots[i];
   s->r = r;
-  grit_channel *ch =
-      r->chans[atomic_fetch_add_explicit(&r->next_chan, 1, memory_order_relaxed) %
-               r->o->channels];
+  grit_channel *ch = r->chans[atomic_fetch_add_explicit(&r->next_chan, 1,
+                                                        memory_order_relaxed) %
+                              r->o->channels];
   s->start_us = now_us();
   if (!r->stream) {
     grit_err e = grit_unary_call_async(ch, r->o->method, r->req, r->req_len,
@@ -288,8 +292,9 @@ static grit_channel *make_channel(const char *target, const char *sc) {
   grit_err e = grit_channel_args_create(&a);
   if (e != GRIT_OK)
     die("grit_channel_args_create", e);
-  if (sc && *sc && (e = grit_channel_args_set_string(
-                        a, GRIT_ARG_SERVICE_CONFIG, sc)) != GRIT_OK)
+  if (sc && *sc &&
+      (e = grit_channel_args_set_string(a, GRIT_ARG_SERVICE_CONFIG, sc)) !=
+          GRIT_OK)
     die("service config", e);
   grit_channel_args_set_int(a, GRIT_ARG_MAX_RECV_MESSAGE, -1);
   grit_error_detail det;
@@ -354,9 +359,8 @@ static int mode_load(const opts *o, bool stream) {
          " msgs=%" PRIu64 " qps=%.0f p50_us=%" PRIu64 " p99_us=%" PRIu64
          " p999_us=%" PRIu64 " cpu_s=%.3f cpu_us_per_call=%.2f maxrss_kib=%ld",
          o->scenario, o->calls, ok, msgs,
-         (double)units * 1e6 / (double)(el ? el : 1),
-         pct(r.lat, o->calls, 0.5), pct(r.lat, o->calls, 0.99),
-         pct(r.lat, o->calls, 0.999), cpu,
+         (double)units * 1e6 / (double)(el ? el : 1), pct(r.lat, o->calls, 0.5),
+         pct(r.lat, o->calls, 0.99), pct(r.lat, o->calls, 0.999), cpu,
          units ? cpu * 1e6 / (double)units : 0.0, maxrss_kib());
   if (o->count_alloc && o->calls)
     printf(" allocs_per_call=%.2f alloc_bytes_per_call=%.0f",
@@ -400,15 +404,15 @@ static int mode_hold(const opts *o) {
   if (grit_channel_get_state(ch, true) != GRIT_STATE_READY) {
     grit_connectivity_state s = GRIT_STATE_IDLE;
     for (int i = 0; i < 50 && s != GRIT_STATE_READY; i++)
-      s = grit_channel_wait_for_state_change(ch, grit_channel_get_state(ch, true),
-                                             100);
+      s = grit_channel_wait_for_state_change(
+          ch, grit_channel_get_state(ch, true), 100);
   }
   usleep(200000);
   long long base = atomic_load(&g_live_bytes);
   size_t mbase = mallinfo2().uordblks;
   for (uint64_t i = 0; i < o->calls; i++) {
-    grit_err e = grit_unary_call_async(ch, o->method, req, req_len, NULL,
-                                       on_hold, NULL);
+    grit_err e =
+        grit_unary_call_async(ch, o->method, req, req_len, NULL, on_hold, NULL);
     if (e != GRIT_OK)
       die("grit_unary_call_async", e);
   }
@@ -492,8 +496,7 @@ static int hedge_run(const opts *o, const char *name, const char *target,
   uint64_t ok = atomic_load(&r.ok);
   printf("RESULT scenario=%s client=grit calls=%" PRIu64 " ok=%" PRIu64
          " qps=%.0f p50_us=%" PRIu64 " p99_us=%" PRIu64 " p999_us=%" PRIu64
-         " server_requests=%" PRIu64 " hedges=%" PRIu64
-         " amplification=%.4f\n",
+         " server_requests=%" PRIu64 " hedges=%" PRIu64 " amplification=%.4f\n",
          name, oo.calls, ok, (double)ok * 1e6 / (double)(el ? el : 1),
          pct(r.lat, oo.calls, 0.5), pct(r.lat, oo.calls, 0.99),
          pct(r.lat, oo.calls, 0.999), reqs, cs1.hedges - cs0.hedges,
@@ -508,11 +511,13 @@ static int hedge_run(const opts *o, const char *name, const char *target,
 }
 
 static int mode_hedge(const opts *o) {
-  static slow_backend none = {.permille = 0}, slowb = {.permille = 100,
-                                                      .delay_ms = 200};
+  static slow_backend none = {.permille = 0},
+                      slowb = {.permille = 100, .delay_ms = 200};
   h2s_server *a, *b;
-  h2s_config ca = {.quiet = true, .handler = slow_handler, .handler_data = &none};
-  h2s_config cb = {.quiet = true, .handler = slow_handler, .handler_data = &slowb};
+  h2s_config ca = {
+      .quiet = true, .handler = slow_handler, .handler_data = &none};
+  h2s_config cb = {
+      .quiet = true, .handler = slow_handler, .handler_data = &slowb};
   if (h2s_server_start(&ca, &a) != 0 || h2s_server_start(&cb, &b) != 0) {
     fprintf(stderr, "grit_bench: cannot start h2server backends\n");
     return 1;
@@ -523,12 +528,13 @@ static int mode_hedge(const opts *o) {
   const char *rr = "{\"loadBalancingConfig\":[{\"round_robin\":{}}]}";
   const char *hedge =
       "{\"loadBalancingConfig\":[{\"round_robin\":{}}],"
-      "\"methodConfig\":[{\"name\":[{\"service\":\"grpc.testing.TestService\"}],"
+      "\"methodConfig\":[{\"name\":[{\"service\":\"grpc.testing.TestService\"}]"
+      ","
       "\"hedgingPolicy\":{\"maxAttempts\":3,\"hedgingDelay\":\"0.010s\","
       "\"nonFatalStatusCodes\":[\"UNAVAILABLE\"]}}]}";
   int rc = hedge_run(o, "hedge-none", target, rr, a, b);
-  rc |= hedge_run(o, "hedge-10ms", target, o->service_config ? o->service_config
-                                                            : hedge, a, b);
+  rc |= hedge_run(o, "hedge-10ms", target,
+                  o->service_config ? o->service_config : hedge, a, b);
   printf("backends: slow one delayed %" PRIu64 " of %" PRIu64
          " requests by %u ms\n",
          (uint64_t)atomic_load(&slowb.slowed), (uint64_t)atomic_load(&slowb.n),
@@ -572,18 +578,41 @@ int main(int argc, char **argv) {
   int ch;
   while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
     switch (ch) {
-    case 't': o.target = optarg; break;
-    case 'm': o.method = optarg; break;
-    case 'r': o.req_file = optarg; break;
-    case 'M': o.mode = optarg; break;
-    case 'n': o.calls = strtoull(optarg, NULL, 10); break;
-    case 'w': o.warmup = strtoull(optarg, NULL, 10); break;
-    case 'c': o.concurrency = strtoull(optarg, NULL, 10); break;
-    case 'k': o.channels = strtoull(optarg, NULL, 10); break;
-    case 's': o.service_config = optarg; break;
-    case 'S': o.scenario = optarg; break;
-    case 'A': o.count_alloc = true; break;
-    default: usage();
+    case 't':
+      o.target = optarg;
+      break;
+    case 'm':
+      o.method = optarg;
+      break;
+    case 'r':
+      o.req_file = optarg;
+      break;
+    case 'M':
+      o.mode = optarg;
+      break;
+    case 'n':
+      o.calls = strtoull(optarg, NULL, 10);
+      break;
+    case 'w':
+      o.warmup = strtoull(optarg, NULL, 10);
+      break;
+    case 'c':
+      o.concurrency = strtoull(optarg, NULL, 10);
+      break;
+    case 'k':
+      o.channels = strtoull(optarg, NULL, 10);
+      break;
+    case 's':
+      o.service_config = optarg;
+      break;
+    case 'S':
+      o.scenario = optarg;
+      break;
+    case 'A':
+      o.count_alloc = true;
+      break;
+    default:
+      usage();
     }
   }
   if (o.concurrency == 0 || o.channels == 0)

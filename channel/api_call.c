@@ -219,8 +219,8 @@ grit_err grit_unary_call(grit_channel *ch, const char *method, const void *req,
   unary_waiter w = {.done = false, .resp = resp, .st = st};
   pthread_mutex_init(&w.mu, NULL);
   pthread_cond_init(&w.cv, NULL);
-  grit_err rv = grit_unary_call_async(ch, method, req, req_len, opts,
-                                      unary_wait_cb, &w);
+  grit_err rv =
+      grit_unary_call_async(ch, method, req, req_len, opts, unary_wait_cb, &w);
   if (rv == GRIT_OK) {
     pthread_mutex_lock(&w.mu);
     while (!w.done)

@@ -21,7 +21,7 @@ static void attempt_free(call_attempt *a) {
 /* ---- the observer (MX-03) ---- */
 
 void grit_attempt_observe(call_attempt *a, grit_status_code code,
-                         const char *msg, grit_attempt_reason reason) {
+                          const char *msg, grit_attempt_reason reason) {
   grit_call *c = a->c;
   grit_channel *ch = c->ch;
   if (!ch->o.observer)
@@ -94,7 +94,7 @@ void grit_call_commit(grit_call *c, call_attempt *a) {
       continue;
     grit_list_remove(&o->link);
     grit_attempt_observe(o, GRIT_STATUS_CANCELLED, "another attempt won",
-                        GRIT_REASON_HEDGE_LOST);
+                         GRIT_REASON_HEDGE_LOST);
     grit_attempt_cancel(o, GRIT_STATUS_CANCELLED, "another attempt won");
   }
   attempt_flush(a);
@@ -149,9 +149,8 @@ static void attempt_transparent(call_attempt *a, const grit_stream_result *r) {
   if (++c->transparent > TRANSPARENT_CAP) {
     grit_list_remove(&a->link);
     attempt_free(a);
-    grit_call_end(c, GRIT_STATUS_INTERNAL,
-                     "transparent retry limit reached", NULL,
-                     GRIT_REASON_EXHAUSTED);
+    grit_call_end(c, GRIT_STATUS_INTERNAL, "transparent retry limit reached",
+                  NULL, GRIT_REASON_EXHAUSTED);
     return;
   }
   grit_attempt_observe(a, r->code, r->message, GRIT_REASON_NONE);
@@ -181,9 +180,8 @@ static void attempt_on_done(grit_stream *s, const grit_stream_result *r,
   }
   a->stream = NULL;
   if (c->winner == a) {
-    grit_attempt_reason why = r->code == GRIT_STATUS_OK
-                                  ? GRIT_REASON_OK
-                                  : GRIT_REASON_COMMITTED;
+    grit_attempt_reason why =
+        r->code == GRIT_STATUS_OK ? GRIT_REASON_OK : GRIT_REASON_COMMITTED;
     grit_list_remove(&a->link);
     grit_attempt_observe(a, r->code, r->message, why); /* MX-03 */
     grit_call_end(c, r->code, r->message, r->trailers, why);
@@ -240,8 +238,7 @@ static void attempt_start_stream(call_attempt *a, grit_transport *t) {
   if (rv != GRIT_OK) {
     grit_list_remove(&a->link);
     grit_call_on_attempt_failed(c, a, GRIT_STATUS_RESOURCE_EXHAUSTED,
-                                "out of memory starting a stream", NULL,
-                                false);
+                                "out of memory starting a stream", NULL, false);
     attempt_free(a);
     return;
   }
@@ -250,8 +247,8 @@ static void attempt_start_stream(call_attempt *a, grit_transport *t) {
   c->loop_holds++;
   snprintf(a->peer, sizeof(a->peer), "%s", grit_transport_peer(t)->text);
   if (c->retry && c->retry->has_per_attempt_recv_timeout && !c->committed) {
-    uint64_t ms = (uint64_t)((c->retry->per_attempt_recv_timeout_ns + 999999) /
-                             1000000);
+    uint64_t ms =
+        (uint64_t)((c->retry->per_attempt_recv_timeout_ns + 999999) / 1000000);
     uv_timer_start(&c->recv_timer, grit_call_recv_timeout, ms, 0); /* RT-10 */
   }
   attempt_flush(a);
@@ -284,8 +281,8 @@ void grit_attempt_start(grit_call *c, grit_attempt_kind kind,
   call_attempt *a = grit_calloc(1, sizeof(*a));
   if (!a) {
     grit_call_end(c, GRIT_STATUS_RESOURCE_EXHAUSTED,
-                     "out of memory starting an attempt", NULL,
-                     GRIT_REASON_COMMITTED);
+                  "out of memory starting an attempt", NULL,
+                  GRIT_REASON_COMMITTED);
     return;
   }
   a->c = c;

@@ -86,8 +86,8 @@ void grit_call_deliver_message(grit_call *c, grit_slice *msg) {
   if (!m) {
     grit_slice_unref(msg);
     grit_call_end(c, GRIT_STATUS_RESOURCE_EXHAUSTED,
-                     "out of memory queueing a response message", NULL,
-                     GRIT_REASON_COMMITTED);
+                  "out of memory queueing a response message", NULL,
+                  GRIT_REASON_COMMITTED);
     return;
   }
   m->slice = msg;
@@ -132,7 +132,7 @@ static void call_count(grit_call *c, grit_status_code code) {
                                             : &s->calls_failed,
                      1, __ATOMIC_RELAXED);
   uint32_t retries = c->next_number > 1 ? c->next_number - 1 : 0;
-  static const uint32_t bounds[GRIT_RETRY_BUCKETS] = {1, 2, 3, 4,
+  static const uint32_t bounds[GRIT_RETRY_BUCKETS] = {1, 2,  3,   4,
                                                       5, 10, 100, 1000};
   for (int i = 0; retries && i < GRIT_RETRY_BUCKETS; i++) {
     if (retries <= bounds[i] || i == GRIT_RETRY_BUCKETS - 1) {
@@ -143,8 +143,7 @@ static void call_count(grit_call *c, grit_status_code code) {
 }
 
 void grit_call_end(grit_call *c, grit_status_code code, const char *msg,
-                      const grit_metadata *trailers,
-                      grit_attempt_reason reason) {
+                   const grit_metadata *trailers, grit_attempt_reason reason) {
   if (c->state == CALL_DONE)
     return;
   bool was_started = c->started_on_loop;
@@ -178,9 +177,8 @@ void grit_call_end(grit_call *c, grit_status_code code, const char *msg,
   if (was_started)
     call_count(c, code);
   GRIT_TRACE(GRIT_TRACE_CHANNEL, GRIT_LEVEL_DEBUG, "call %llu %s: %s %s (%s)",
-             (unsigned long long)c->id, c->method,
-             grit_status_code_name(code), msg ? msg : "",
-             grit_attempt_reason_name(reason));
+             (unsigned long long)c->id, c->method, grit_status_code_name(code),
+             msg ? msg : "", grit_attempt_reason_name(reason));
   call_deliver_done(c, code, msg, trailers);
   c->winner = NULL;
   if (!was_started) {
@@ -195,15 +193,15 @@ void grit_call_end(grit_call *c, grit_status_code code, const char *msg,
 void grit_call_fail_on_loop(grit_call *c, grit_status_code code,
                             const char *msg) {
   grit_call_end(c, code, msg, NULL,
-                   code == GRIT_STATUS_CANCELLED ? GRIT_REASON_CANCELLED
-                                                 : GRIT_REASON_COMMITTED);
+                code == GRIT_STATUS_CANCELLED ? GRIT_REASON_CANCELLED
+                                              : GRIT_REASON_COMMITTED);
 }
 
 /* ---- start ---- */
 
 static void call_deadline(uv_timer_t *t) {
   grit_call_end(t->data, GRIT_STATUS_DEADLINE_EXCEEDED, "Deadline Exceeded",
-                   NULL, GRIT_REASON_DEADLINE); /* RT-09: final */
+                NULL, GRIT_REASON_DEADLINE); /* RT-09: final */
 }
 
 static uint64_t min_nonzero(uint64_t a, uint64_t b) {
@@ -237,12 +235,12 @@ static void call_apply_config(grit_call *c, uint64_t start_ms) {
     c->wait_for_ready = c->wait_for_ready_opt == 1;
   else
     c->wait_for_ready = m && m->wait_for_ready == GRIT_WFR_TRUE;
-  c->max_send = limit_min(c->ch->o.max_send_message,
-                          m && m->has_max_request_bytes,
-                          m ? m->max_request_bytes : 0);
-  c->max_recv = limit_min(c->ch->o.max_recv_message,
-                          m && m->has_max_response_bytes,
-                          m ? m->max_response_bytes : 0);
+  c->max_send =
+      limit_min(c->ch->o.max_send_message, m && m->has_max_request_bytes,
+                m ? m->max_request_bytes : 0);
+  c->max_recv =
+      limit_min(c->ch->o.max_recv_message, m && m->has_max_response_bytes,
+                m ? m->max_response_bytes : 0);
   grit_call_retry_setup(c);
 }
 
@@ -257,8 +255,8 @@ static void call_arm_deadline(grit_call *c) {
 /* SC-07: a message is over the send limit. */
 static void call_fail_oversize(grit_call *c, size_t len) {
   char msg[128];
-  snprintf(msg, sizeof(msg), "sent message larger than max (%zu vs. %lld)",
-           len, (long long)c->max_send);
+  snprintf(msg, sizeof(msg), "sent message larger than max (%zu vs. %lld)", len,
+           (long long)c->max_send);
   grit_call_end(c, GRIT_STATUS_RESOURCE_EXHAUSTED, msg, NULL,
                 GRIT_REASON_COMMITTED);
 }
@@ -289,8 +287,8 @@ void grit_call_config_ready(grit_call *c) {
 static void call_start_on_loop(grit_call *c) {
   grit_channel *ch = c->ch;
   if (ch->shutting_down) {
-    grit_call_end(c, GRIT_STATUS_UNAVAILABLE, "channel is shutting down",
-                     NULL, GRIT_REASON_COMMITTED);
+    grit_call_end(c, GRIT_STATUS_UNAVAILABLE, "channel is shutting down", NULL,
+                  GRIT_REASON_COMMITTED);
     return;
   }
   c->started_on_loop = true;
@@ -363,8 +361,8 @@ static void call_send_on_loop(grit_call *c, grit_slice *s) {
   grit_slice_unref(s);
   if (rv != GRIT_OK) {
     grit_call_end(c, GRIT_STATUS_RESOURCE_EXHAUSTED,
-                     "out of memory buffering a message", NULL,
-                     GRIT_REASON_COMMITTED);
+                  "out of memory buffering a message", NULL,
+                  GRIT_REASON_COMMITTED);
     return;
   }
   if (c->state == CALL_ACTIVE)
@@ -392,7 +390,7 @@ static void call_run_op(grit_call *c, call_op *op) {
     return;
   case CALL_OP_CANCEL:
     grit_call_end(c, GRIT_STATUS_CANCELLED, "Cancelled", NULL,
-                     GRIT_REASON_CANCELLED); /* RT-11 */
+                  GRIT_REASON_CANCELLED); /* RT-11 */
     return;
   }
 }

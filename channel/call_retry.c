@@ -40,8 +40,8 @@ void grit_call_retry_setup(grit_call *c) {
   if (with_policy && (c->ch->o.idempotency_keys || c->idempotency_key) &&
       call_add_idempotency_key(c) != GRIT_OK)
     grit_call_end(c, GRIT_STATUS_RESOURCE_EXHAUSTED,
-                     "out of memory adding an idempotency key", NULL,
-                     GRIT_REASON_COMMITTED);
+                  "out of memory adding an idempotency key", NULL,
+                  GRIT_REASON_COMMITTED);
 }
 
 void grit_call_retry_stop_timers(grit_call *c) {
@@ -49,8 +49,8 @@ void grit_call_retry_stop_timers(grit_call *c) {
   uv_timer_stop(&c->recv_timer);
 }
 
-static void call_save_last(grit_call *c, grit_status_code code,
-                           const char *msg, const grit_metadata *trailers) {
+static void call_save_last(grit_call *c, grit_status_code code, const char *msg,
+                           const grit_metadata *trailers) {
   c->last_code = code;
   grit_free(c->last_message);
   c->last_message = grit_strdup(msg ? msg : "");
@@ -94,8 +94,8 @@ static void call_retry_decide(grit_call *c, call_attempt *a,
     p.retryable_codes |= GRIT_CODE_BIT(GRIT_STATUS_CANCELLED);
   grit_pushback pb = grit_retry_parse_pushback(trailers);
   uint64_t now = uv_now(&c->ch->rt->loop);
-  grit_throttle *thr = c->throttle ? grit_throttle_table_lock(c->throttle)
-                                   : NULL;
+  grit_throttle *thr =
+      c->throttle ? grit_throttle_table_lock(c->throttle) : NULL;
   grit_retry_decision d = grit_retry_decide(&p, &c->rs, code, &pb, thr, now,
                                             c->deadline_at_ms, &c->ch->rng);
   if (thr)
@@ -120,8 +120,8 @@ static void call_retry_decide(grit_call *c, call_attempt *a,
   }
   GRIT_TRACE(GRIT_TRACE_RETRY, GRIT_LEVEL_INFO,
              "call %llu attempt %u: %s, retry in %llu ms%s",
-             (unsigned long long)c->id, a->number,
-             grit_status_code_name(code), (unsigned long long)d.delay_ms,
+             (unsigned long long)c->id, a->number, grit_status_code_name(code),
+             (unsigned long long)d.delay_ms,
              d.pushback_used ? " (pushback)" : "");
   grit_attempt_observe(a, code, msg, GRIT_REASON_NONE);
   c->pending_backoff_ms = d.delay_ms;

@@ -32,8 +32,7 @@ void grit_channel_unref(grit_channel *ch) {
 }
 
 static grit_connectivity_state ch_state(const grit_channel *ch) {
-  return (grit_connectivity_state)__atomic_load_n(&ch->state,
-                                                  __ATOMIC_ACQUIRE);
+  return (grit_connectivity_state)__atomic_load_n(&ch->state, __ATOMIC_ACQUIRE);
 }
 
 /* ---- watchers ---- */
@@ -119,10 +118,8 @@ static void state_waiter_cb(grit_channel *ch, grit_connectivity_state s,
   pthread_mutex_unlock(&sw->mu);
 }
 
-grit_connectivity_state
-grit_channel_wait_for_state_change(grit_channel *ch,
-                                   grit_connectivity_state last_seen,
-                                   uint64_t timeout_ms) {
+grit_connectivity_state grit_channel_wait_for_state_change(
+    grit_channel *ch, grit_connectivity_state last_seen, uint64_t timeout_ms) {
   if (!ch || grit_rt_on_loop(ch->rt))
     return last_seen;
   state_waiter sw = {.fired = false, .state = last_seen};
@@ -206,8 +203,7 @@ static void ch_apply_resolver_config(grit_channel *ch,
     grit_error_set(&d, GRIT_ERR_INVALID_CONFIG, "", "%s", r->txt_error);
   if (cfg) {
     GRIT_TRACE(GRIT_TRACE_CONFIG, GRIT_LEVEL_INFO,
-               "channel %s: new service config from DNS",
-               ch->target.authority);
+               "channel %s: new service config from DNS", ch->target.authority);
     ch_set_config(ch, cfg);
     return;
   }
@@ -215,7 +211,7 @@ static void ch_apply_resolver_config(grit_channel *ch,
              "channel %s: rejected service config: %s: %s",
              ch->target.authority, d.path, d.reason);
   if (ch->config || ch->have_resolver_result)
-    return; /* keep the last good one */
+    return;                 /* keep the last good one */
   if (ch->default_config) { /* gRFC A21: no good one yet, use the default */
     ch_set_config(ch, grit_svccfg_ref(ch->default_config));
     return;
@@ -234,8 +230,7 @@ static void ch_on_resolved(void *ctx, const grit_resolver_result *r) {
   ch_apply_resolver_config(ch, r);
   ch->have_resolver_result = true;
   if (r->addr_error) {
-    snprintf(ch->resolve_error, sizeof(ch->resolve_error), "%s",
-             r->addr_error);
+    snprintf(ch->resolve_error, sizeof(ch->resolve_error), "%s", r->addr_error);
     if (!ch->lb || ch_state(ch) != GRIT_STATE_READY)
       ch_update_state(ch, GRIT_STATE_TRANSIENT_FAILURE);
     return;
@@ -433,8 +428,7 @@ static void ch_destroy_on_loop(grit_task *t) {
   ch->shutting_down = true;
   /* Cancel every call; each removes itself from the lists. */
   while (!grit_list_empty(&ch->live_calls)) {
-    grit_call *c = GRIT_CONTAINER_OF(ch->live_calls.next, grit_call,
-                                     live_link);
+    grit_call *c = GRIT_CONTAINER_OF(ch->live_calls.next, grit_call, live_link);
     grit_call_fail_on_loop(c, GRIT_STATUS_CANCELLED, "channel destroyed");
   }
   grit_channel_idle_close(ch);
@@ -443,8 +437,7 @@ static void ch_destroy_on_loop(grit_task *t) {
   ch->lb = NULL;
   grit_resolver_destroy(ch->resolver);
   ch->resolver = NULL;
-  __atomic_store_n(&ch->state, (uint32_t)GRIT_STATE_SHUTDOWN,
-                   __ATOMIC_RELEASE);
+  __atomic_store_n(&ch->state, (uint32_t)GRIT_STATE_SHUTDOWN, __ATOMIC_RELEASE);
   ch_notify_watchers(ch);
   ch_set_config(ch, NULL);
   pthread_mutex_lock(&ch->mu);

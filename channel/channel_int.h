@@ -86,7 +86,7 @@ void grit_chan_opts_free(grit_chan_opts *o);
 /* ---- resolver.c: c-ares A/AAAA (+ TXT) on the loop ---- */
 
 typedef enum grit_txt_state {
-  GRIT_TXT_NONE = 0,  /* disabled, NXDOMAIN, no record, no choice matched */
+  GRIT_TXT_NONE = 0,   /* disabled, NXDOMAIN, no record, no choice matched */
   GRIT_TXT_CONFIG = 1, /* config_json holds the chosen service config */
   GRIT_TXT_ERROR = 2,  /* the TXT config is invalid: txt_error says why */
   GRIT_TXT_KEEP = 3,   /* TXT lookup timed out: keep what we have */
@@ -159,12 +159,12 @@ struct grit_channel {
   const grit_lb_policy_vtable *lb_vt;
   grit_lb_policy *lb;
   grit_subchannel_args sc_args;
-  grit_list queued_attempts; /* waiting for a pick */
-  grit_list config_waiters;  /* calls waiting for the first config */
-  size_t replay_bytes;       /* RT-07: replay buffers of every call */
+  grit_list queued_attempts;      /* waiting for a pick */
+  grit_list config_waiters;       /* calls waiting for the first config */
+  size_t replay_bytes;            /* RT-07: replay buffers of every call */
   grit_throttle_handle *throttle; /* TH-01, once configured */
   grit_chan_stats stats;
-  grit_list live_calls;   /* every call started on the loop, not done */
+  grit_list live_calls; /* every call started on the loop, not done */
   grit_list watchers;
   bool shutting_down;
   char resolve_error[256];
@@ -263,7 +263,7 @@ typedef struct call_attempt {
   bool ended;
   bool headers;
   bool recv_timed_out;
-  size_t sent;      /* replay items handed to the stream */
+  size_t sent; /* replay items handed to the stream */
   bool close_sent;
   uint64_t start_us;
   uint64_t backoff_ms; /* waited before it */
@@ -317,21 +317,21 @@ struct grit_call {
   int64_t max_recv;
   uint64_t deadline_at_ms; /* loop time; 0 = none */
   uv_timer_t deadline_timer;
-  uv_timer_t retry_timer;   /* backoff before a retry, or the next hedge */
-  uv_timer_t recv_timer;    /* perAttemptRecvTimeout */
-  unsigned loop_holds;      /* open timers and streams */
+  uv_timer_t retry_timer; /* backoff before a retry, or the next hedge */
+  uv_timer_t recv_timer;  /* perAttemptRecvTimeout */
+  unsigned loop_holds;    /* open timers and streams */
 
-  grit_replay_buf sends;  /* framed sends not yet dropped (RT-07) */
-  size_t sends_dropped;   /* items freed from the front after commit */
-  bool close_sent;        /* the application half-closed */
+  grit_replay_buf sends; /* framed sends not yet dropped (RT-07) */
+  size_t sends_dropped;  /* items freed from the front after commit */
+  bool close_sent;       /* the application half-closed */
   bool committed;
-  call_attempt *winner;   /* the committed attempt */
-  grit_list attempts;     /* live attempts */
+  call_attempt *winner; /* the committed attempt */
+  grit_list attempts;   /* live attempts */
   uint32_t next_number;
   grit_retry_state rs;
   uint32_t transparent;
-  bool refused_retry_used; /* TR-02: the one retry after a refusal */
-  grit_hedge_sched hs;    /* the hedging schedule (HG-*) */
+  bool refused_retry_used;    /* TR-02: the one retry after a refusal */
+  grit_hedge_sched hs;        /* the hedging schedule (HG-*) */
   grit_status_code last_code; /* of the last failed attempt (HG-04) */
   char *last_message;
   grit_metadata *last_trailers;
@@ -344,8 +344,7 @@ struct grit_call {
 /* User-thread halves (call.c): create, then launch to the loop; queue
  * sends, half-close and cancel as ops the loop drains in order. */
 grit_err grit_call_create_internal(grit_channel *ch, const char *method,
-                                   const grit_call_opts *opts,
-                                   grit_call **out);
+                                   const grit_call_opts *opts, grit_call **out);
 grit_err grit_call_launch(grit_call *c);
 grit_err grit_call_queue_send(grit_call *c, grit_slice *framed);
 grit_err grit_call_queue_close(grit_call *c);
@@ -359,8 +358,7 @@ void grit_call_unref(grit_call *c);
 void grit_call_fail_on_loop(grit_call *c, grit_status_code code,
                             const char *msg);
 void grit_call_end(grit_call *c, grit_status_code code, const char *msg,
-                      const grit_metadata *trailers,
-                      grit_attempt_reason reason);
+                   const grit_metadata *trailers, grit_attempt_reason reason);
 void grit_call_deliver_headers(grit_call *c, const grit_metadata *md);
 void grit_call_deliver_message(grit_call *c, grit_slice *msg);
 void grit_call_loop_release(grit_call *c);

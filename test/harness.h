@@ -20,78 +20,78 @@ typedef struct test_case {
 extern int test_failures;
 int test_failures;
 
-#define TEST_FAIL_AT(file, line, ...)                                         \
-  do {                                                                        \
-    fprintf(stderr, "%s:%d: ", file, line);                                   \
-    fprintf(stderr, __VA_ARGS__);                                             \
-    fputc('\n', stderr);                                                      \
-    test_failures++;                                                          \
-    return;                                                                   \
+#define TEST_FAIL_AT(file, line, ...)                                          \
+  do {                                                                         \
+    fprintf(stderr, "%s:%d: ", file, line);                                    \
+    fprintf(stderr, __VA_ARGS__);                                              \
+    fputc('\n', stderr);                                                       \
+    test_failures++;                                                           \
+    return;                                                                    \
   } while (0)
 
-#define ASSERT(cond)                                                          \
-  do {                                                                        \
-    if (!(cond))                                                              \
-      TEST_FAIL_AT(__FILE__, __LINE__, "assertion failed: %s", #cond);        \
+#define ASSERT(cond)                                                           \
+  do {                                                                         \
+    if (!(cond))                                                               \
+      TEST_FAIL_AT(__FILE__, __LINE__, "assertion failed: %s", #cond);         \
   } while (0)
 
-#define ASSERT_EQ(a, b)                                                       \
-  do {                                                                        \
-    long long a_ = (long long)(a), b_ = (long long)(b);                       \
-    if (a_ != b_)                                                             \
-      TEST_FAIL_AT(__FILE__, __LINE__, "%s == %s: %lld != %lld", #a, #b, a_,  \
-                   b_);                                                       \
+#define ASSERT_EQ(a, b)                                                        \
+  do {                                                                         \
+    long long a_ = (long long)(a), b_ = (long long)(b);                        \
+    if (a_ != b_)                                                              \
+      TEST_FAIL_AT(__FILE__, __LINE__, "%s == %s: %lld != %lld", #a, #b, a_,   \
+                   b_);                                                        \
   } while (0)
 
-#define ASSERT_NE(a, b)                                                       \
-  do {                                                                        \
-    long long a_ = (long long)(a), b_ = (long long)(b);                       \
-    if (a_ == b_)                                                             \
-      TEST_FAIL_AT(__FILE__, __LINE__, "%s != %s: both %lld", #a, #b, a_);    \
+#define ASSERT_NE(a, b)                                                        \
+  do {                                                                         \
+    long long a_ = (long long)(a), b_ = (long long)(b);                        \
+    if (a_ == b_)                                                              \
+      TEST_FAIL_AT(__FILE__, __LINE__, "%s != %s: both %lld", #a, #b, a_);     \
   } while (0)
 
-#define ASSERT_CMP(a, op, b)                                                  \
-  do {                                                                        \
-    long long a_ = (long long)(a), b_ = (long long)(b);                       \
-    if (!(a_ op b_))                                                          \
-      TEST_FAIL_AT(__FILE__, __LINE__, "%s %s %s: %lld vs %lld", #a, #op, #b, \
-                   a_, b_);                                                   \
+#define ASSERT_CMP(a, op, b)                                                   \
+  do {                                                                         \
+    long long a_ = (long long)(a), b_ = (long long)(b);                        \
+    if (!(a_ op b_))                                                           \
+      TEST_FAIL_AT(__FILE__, __LINE__, "%s %s %s: %lld vs %lld", #a, #op, #b,  \
+                   a_, b_);                                                    \
   } while (0)
 
-#define ASSERT_OK(e)                                                          \
-  do {                                                                        \
-    int e_ = (int)(e);                                                        \
-    if (e_ != 0)                                                              \
-      TEST_FAIL_AT(__FILE__, __LINE__, "%s: expected GRIT_OK, got %d", #e,    \
-                   e_);                                                       \
+#define ASSERT_OK(e)                                                           \
+  do {                                                                         \
+    int e_ = (int)(e);                                                         \
+    if (e_ != 0)                                                               \
+      TEST_FAIL_AT(__FILE__, __LINE__, "%s: expected GRIT_OK, got %d", #e,     \
+                   e_);                                                        \
   } while (0)
 
-#define ASSERT_NULL(p)                                                        \
-  do {                                                                        \
-    const void *p_ = (const void *)(p);                                       \
-    if (p_ != NULL)                                                           \
-      TEST_FAIL_AT(__FILE__, __LINE__, "%s: expected NULL, got %p", #p, p_);  \
+#define ASSERT_NULL(p)                                                         \
+  do {                                                                         \
+    const void *p_ = (const void *)(p);                                        \
+    if (p_ != NULL)                                                            \
+      TEST_FAIL_AT(__FILE__, __LINE__, "%s: expected NULL, got %p", #p, p_);   \
   } while (0)
 
-#define ASSERT_NOT_NULL(p)                                                    \
-  do {                                                                        \
-    if ((const void *)(p) == NULL)                                            \
-      TEST_FAIL_AT(__FILE__, __LINE__, "%s: expected non-NULL", #p);          \
+#define ASSERT_NOT_NULL(p)                                                     \
+  do {                                                                         \
+    if ((const void *)(p) == NULL)                                             \
+      TEST_FAIL_AT(__FILE__, __LINE__, "%s: expected non-NULL", #p);           \
   } while (0)
 
-#define ASSERT_STR_EQ(a, b)                                                   \
-  do {                                                                        \
-    const char *a_ = (a), *b_ = (b);                                          \
-    if (a_ == NULL || b_ == NULL || strcmp(a_, b_) != 0)                      \
-      TEST_FAIL_AT(__FILE__, __LINE__, "%s == %s: \"%s\" != \"%s\"", #a, #b,  \
-                   a_ ? a_ : "(null)", b_ ? b_ : "(null)");                   \
+#define ASSERT_STR_EQ(a, b)                                                    \
+  do {                                                                         \
+    const char *a_ = (a), *b_ = (b);                                           \
+    if (a_ == NULL || b_ == NULL || strcmp(a_, b_) != 0)                       \
+      TEST_FAIL_AT(__FILE__, __LINE__, "%s == %s: \"%s\" != \"%s\"", #a, #b,   \
+                   a_ ? a_ : "(null)", b_ ? b_ : "(null)");                    \
   } while (0)
 
-#define ASSERT_MEM_EQ(a, b, n)                                                \
-  do {                                                                        \
-    if (memcmp((a), (b), (n)) != 0)                                           \
-      TEST_FAIL_AT(__FILE__, __LINE__, "%s == %s over %zu bytes differ", #a,  \
-                   #b, (size_t)(n));                                          \
+#define ASSERT_MEM_EQ(a, b, n)                                                 \
+  do {                                                                         \
+    if (memcmp((a), (b), (n)) != 0)                                            \
+      TEST_FAIL_AT(__FILE__, __LINE__, "%s == %s over %zu bytes differ", #a,   \
+                   #b, (size_t)(n));                                           \
   } while (0)
 
 /* Run the cases of |tests| (terminated by {NULL, NULL}); argv[1] picks one. */

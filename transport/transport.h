@@ -57,10 +57,10 @@ typedef struct grit_transport_opts {
   grit_tls_ctx *tls;           /* NULL: cleartext h2 with prior knowledge */
   const char *tls_server_name; /* SNI and hostname check; copied */
   bool tls_verify_hostname;
-  uint32_t max_header_list_bytes;  /* response header/trailer list limit */
-  int64_t max_recv_message_bytes;  /* -1 unlimited; per-stream override */
-  uint64_t connect_timeout_ms;     /* TCP + TLS + SETTINGS; 0 = none */
-  uint64_t keepalive_time_ms;      /* 0 = no keepalive pings */
+  uint32_t max_header_list_bytes; /* response header/trailer list limit */
+  int64_t max_recv_message_bytes; /* -1 unlimited; per-stream override */
+  uint64_t connect_timeout_ms;    /* TCP + TLS + SETTINGS; 0 = none */
+  uint64_t keepalive_time_ms;     /* 0 = no keepalive pings */
   uint64_t keepalive_timeout_ms;
   bool keepalive_permit_without_calls;
   const char *user_agent; /* full user-agent value; copied */
@@ -72,7 +72,7 @@ typedef struct grit_transport_close_info {
   const char *reason;    /* borrowed for the callback */
   bool was_ready;        /* the connection had become ready before */
   bool keepalive_timeout;
-  bool too_many_pings;   /* GOAWAY ENHANCE_YOUR_CALM "too_many_pings" seen */
+  bool too_many_pings; /* GOAWAY ENHANCE_YOUR_CALM "too_many_pings" seen */
 } grit_transport_close_info;
 
 typedef struct grit_transport_cbs {
@@ -134,25 +134,23 @@ typedef struct grit_stream_result {
 typedef struct grit_stream_cbs {
   /* Response headers (not for Trailers-Only). |md| is borrowed for the
    * callback (take a copy to keep it). */
-  void (*on_headers)(grit_stream *s, const grit_metadata *md,
-                     void *user_data);
+  void (*on_headers)(grit_stream *s, const grit_metadata *md, void *user_data);
   /* One whole response message (prefix removed); the callee takes the
    * reference. */
   void (*on_message)(grit_stream *s, grit_slice *msg, void *user_data);
   /* The stream ended: status from trailers, HTTP status, RST_STREAM,
    * connection loss, local limits or cancel. Exactly once, last; the
    * stream is freed right after it returns. */
-  void (*on_done)(grit_stream *s, const grit_stream_result *r,
-                  void *user_data);
+  void (*on_done)(grit_stream *s, const grit_stream_result *r, void *user_data);
 } grit_stream_cbs;
 
 /* What goes in a request's HEADERS frame (SPEC HS-01, HS-04, RT-08). */
 typedef struct grit_stream_head {
-  const char *path;      /* "/pkg.Service/Method" */
-  const char *authority; /* :authority */
-  int64_t timeout_ns;    /* grpc-timeout; < 0 = none; 0 sends "1n" */
-  const grit_metadata *metadata; /* application metadata; may be NULL */
-  uint32_t previous_attempts;    /* grpc-previous-rpc-attempts if > 0 */
+  const char *path;               /* "/pkg.Service/Method" */
+  const char *authority;          /* :authority */
+  int64_t timeout_ns;             /* grpc-timeout; < 0 = none; 0 sends "1n" */
+  const grit_metadata *metadata;  /* application metadata; may be NULL */
+  uint32_t previous_attempts;     /* grpc-previous-rpc-attempts if > 0 */
   int64_t max_recv_message_bytes; /* per call; -1 unlimited; 0 = transport
                                      default */
 } grit_stream_head;
@@ -167,8 +165,8 @@ grit_err grit_transport_start_stream(grit_transport *t,
                                      void *user_data, grit_stream **out);
 
 /* Queue one framed message (5-byte prefix included, see frame.h); the
- * stream takes a reference of its own (the caller keeps its). Returns GRIT_OK or GRIT_ERR_CALL_STATE after
- * close_send or once the stream ended. */
+ * stream takes a reference of its own (the caller keeps its). Returns GRIT_OK
+ * or GRIT_ERR_CALL_STATE after close_send or once the stream ended. */
 grit_err grit_stream_send(grit_stream *s, grit_slice *framed);
 /* Half-close (END_STREAM after the queued messages). */
 grit_err grit_stream_close_send(grit_stream *s);

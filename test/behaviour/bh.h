@@ -40,8 +40,7 @@ static inline grit_channel *bh_channel_args(h2s_server **s, size_t n,
   grit_channel *ch = NULL;
   grit_error_detail d = {0};
   if (service_config)
-    grit_channel_args_set_string(args, GRIT_ARG_SERVICE_CONFIG,
-                                 service_config);
+    grit_channel_args_set_string(args, GRIT_ARG_SERVICE_CONFIG, service_config);
   if (grit_channel_create(NULL, bh_target(target, sizeof(target), s, n), args,
                           &d, &ch) != GRIT_OK)
     fprintf(stderr, "bh: channel: %s: %s\n", d.path, d.reason);
@@ -65,8 +64,8 @@ static inline grit_status_code bh_unary(grit_channel *ch, const char *method,
                       .timeout_ms = timeout_ms};
   grit_status st;
   grit_bytes resp;
-  grit_err rv = grit_unary_call(ch, method, req, req ? strlen(req) : 0, &o,
-                                &resp, &st);
+  grit_err rv =
+      grit_unary_call(ch, method, req, req ? strlen(req) : 0, &o, &resp, &st);
   grit_bytes_free(&resp);
   if (rv != GRIT_OK)
     return (grit_status_code)-1;

@@ -50,8 +50,7 @@ static inline bool pypeer_has_grpc(void) {
 
 /* test/peers/|name|, found from this header's path as compiled (absolute,
  * or relative to the build root two levels above the test executable). */
-static inline void pypeer_script_path(const char *name, char *out,
-                                      size_t len) {
+static inline void pypeer_script_path(const char *name, char *out, size_t len) {
   char src[PATH_MAX];
   snprintf(src, sizeof(src), "%s", __FILE__);
   char *dir = dirname(src);

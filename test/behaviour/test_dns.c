@@ -20,9 +20,9 @@
 #define FAST "/test.S/Fast" /* echo at once */
 #define SLOW_MS 1000
 
-static dnsm g_dns;         /* global: the atexit cleanup may see it */
-static h2s_server *g_srv;  /* the backend of the current case */
-static char g_rec[8192];   /* dnsmasq records of the current case */
+static dnsm g_dns;        /* global: the atexit cleanup may see it */
+static h2s_server *g_srv; /* the backend of the current case */
+static char g_rec[8192];  /* dnsmasq records of the current case */
 
 /* ---- helpers ---- */
 
@@ -32,7 +32,9 @@ static uint64_t now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static void sleep_ms(unsigned ms) { usleep(ms * 1000u); }
+static void sleep_ms(unsigned ms) {
+  usleep(ms * 1000u);
+}
 
 /* Stop what a failed case may have left behind, then start a backend
  * whose SLOW method answers after |slow_ms|. */
@@ -127,8 +129,7 @@ static grit_channel *dns_channel(const chan_opts *o) {
   if (o->txt)
     grit_channel_args_set_int(a, GRIT_ARG_DNS_ENABLE_TXT, 1);
   if (o->default_config)
-    grit_channel_args_set_string(a, GRIT_ARG_SERVICE_CONFIG,
-                                 o->default_config);
+    grit_channel_args_set_string(a, GRIT_ARG_SERVICE_CONFIG, o->default_config);
   if (o->ignore_resolver_config)
     grit_channel_args_set_int(a, GRIT_ARG_IGNORE_RESOLVER_CONFIG, 1);
   if (o->reresolve_ms)
@@ -342,8 +343,7 @@ static void test_aaaa_record(void) {
   grit_channel_destroy(ch);
   if (v6) {
     char target[64];
-    snprintf(target, sizeof(target), "dns:///v6.test:%u",
-             h2s_server_port(v6));
+    snprintf(target, sizeof(target), "dns:///v6.test:%u", h2s_server_port(v6));
     grit_channel_args *a = NULL;
     grit_channel_args_create(&a);
     grit_channel_args_set_string(a, GRIT_ARG_DNS_SERVER, g_dns.server);
@@ -596,8 +596,8 @@ static void choice_case(const char *choices, bool applied) {
 /* DNS-03/04: clientLanguage is matched case-insensitively against "c"; no
  * matching choice means no config; the first matching choice wins. */
 static void test_txt_client_language(void) {
-  choice_case("[{\"clientLanguage\":[\"go\",\"java\"],\"serviceConfig\":{"
-              MC200 "}}]",
+  choice_case("[{\"clientLanguage\":[\"go\",\"java\"],\"serviceConfig\":{" MC200
+              "}}]",
               false);
   choice_case("[{\"clientLanguage\":[\"go\",\"C\"],\"serviceConfig\":{" MC200
               "}}]",
@@ -629,8 +629,7 @@ static void test_txt_client_hostname(void) {
            host, host);
   choice_case(choices, true);
   snprintf(choices, sizeof(choices),
-           "[{\"clientHostname\":[\"not-%s\"],\"serviceConfig\":{" MC200
-           "}}]",
+           "[{\"clientHostname\":[\"not-%s\"],\"serviceConfig\":{" MC200 "}}]",
            host);
   choice_case(choices, false);
 }
@@ -662,9 +661,9 @@ static void expect_invalid_config(const char *choices, const char *want) {
 /* DNS-03: an unknown key in any choice makes the whole TXT config invalid
  * (SC-03 then applies). */
 static void test_txt_unknown_key(void) {
-  expect_invalid_config(
-      "[{\"serviceConfig\":{" MC200 "},\"clientColour\":[\"red\"]}]",
-      "clientColour");
+  expect_invalid_config("[{\"serviceConfig\":{" MC200
+                        "},\"clientColour\":[\"red\"]}]",
+                        "clientColour");
   expect_invalid_config("[{\"clientLanguage\":[\"go\"],\"serviceConfig\":{},"
                         "\"bogus\":1},{\"serviceConfig\":{" MC200 "}}]",
                         "bogus");
@@ -788,7 +787,9 @@ static void test_ignore_resolver_config(void) {
 
 /* Trigger re-resolution: GOAWAY closes the connection; pick_first asks the
  * resolver again (rate limit GRIT_ARG_DNS_MIN_RERESOLVE_MS = 100). */
-static void kick(void) { h2s_server_goaway(g_srv, 0, false); }
+static void kick(void) {
+  h2s_server_goaway(g_srv, 0, false);
+}
 
 /* A call in flight keeps the config it started with; new calls see the new
  * one after re-resolution; an invalid update leaves the old one in force;
@@ -869,7 +870,8 @@ static void test_invalid_then_valid(void) {
   fresh(SLOW_MS);
   rec_svc("[{\"serviceConfig\":{\"loadBalancingPolicy\":\"no_such_lb\"}}]");
   ASSERT_OK(dnsm_start(&g_dns, g_rec));
-  grit_channel *ch = dns_channel(&(chan_opts){.txt = true, .reresolve_ms = 100});
+  grit_channel *ch =
+      dns_channel(&(chan_opts){.txt = true, .reresolve_ms = 100});
   grit_status st = {0};
   ASSERT_EQ(call(ch, FAST, 3000, NULL, &st), GRIT_STATUS_UNAVAILABLE);
   ASSERT_NOT_NULL(strstr(st.message, "loadBalancingPolicy"));
@@ -903,9 +905,9 @@ static void test_check_dns(void) {
   ASSERT_OK(dnsm_start(&g_dns, g_rec));
 
   char *report = NULL;
-  ASSERT_EQ(grit_service_config_check_dns("good.test", g_dns.server, 2000,
-                                          &report),
-            GRIT_OK);
+  ASSERT_EQ(
+      grit_service_config_check_dns("good.test", g_dns.server, 2000, &report),
+      GRIT_OK);
   ASSERT_NOT_NULL(report);
   if (!strstr(report, "test.S") || !strstr(report, "0.25")) {
     fprintf(stderr, "  report:\n%s\n", report);
@@ -914,9 +916,9 @@ static void test_check_dns(void) {
   grit_free(report);
   report = NULL;
 
-  ASSERT_EQ(grit_service_config_check_dns("bad.test", g_dns.server, 2000,
-                                          &report),
-            GRIT_ERR_INVALID_CONFIG);
+  ASSERT_EQ(
+      grit_service_config_check_dns("bad.test", g_dns.server, 2000, &report),
+      GRIT_ERR_INVALID_CONFIG);
   ASSERT_NOT_NULL(report);
   if (!strstr(report, "methodConfig[0].timeout")) {
     fprintf(stderr, "  report:\n%s\n", report);
@@ -927,14 +929,14 @@ static void test_check_dns(void) {
   const char *none[] = {"missing.test", "nodata.test", "noprefix.test"};
   for (size_t i = 0; i < 3; i++) {
     report = NULL;
-    ASSERT_EQ(grit_service_config_check_dns(none[i], g_dns.server, 2000,
-                                            &report),
-              GRIT_ERR_NOT_FOUND);
+    ASSERT_EQ(
+        grit_service_config_check_dns(none[i], g_dns.server, 2000, &report),
+        GRIT_ERR_NOT_FOUND);
     grit_free(report);
   }
-  ASSERT_EQ(grit_service_config_check_dns("good.test", "not an address", 2000,
-                                          NULL),
-            GRIT_ERR_INVALID_ARG);
+  ASSERT_EQ(
+      grit_service_config_check_dns("good.test", "not an address", 2000, NULL),
+      GRIT_ERR_INVALID_ARG);
   teardown();
 }
 

@@ -239,8 +239,10 @@ static void test_streaming_replay(void) {
   ASSERT_EQ(log_wait(ch, MS, e, 2), 2);
   const entry *a0 = by_prev(e, 2, 0), *a1 = by_prev(e, 2, 1);
   ASSERT(a0 && a1);
-  ASSERT_STR_EQ(a0->msgs, a1->msgs);
   ASSERT_STR_EQ(a1->msgs, "64303d33303030,62,63");
+  /* grpcio hands a handler its messages one by one, so a loaded server
+   * may see attempt 0 cancelled before it read them all. */
+  ASSERT(strncmp(a1->msgs, a0->msgs, strlen(a0->msgs)) == 0);
   ASSERT(outcome_is(a0, "cancelled"));
   grit_channel_destroy(ch);
 }

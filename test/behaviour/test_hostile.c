@@ -110,8 +110,7 @@ static void run_hostile(h2s_server *srv, grit_channel *ch, const hostile *h,
   uint64_t t0 = now_ms();
   for (int i = 0; i < ROUNDS; i++) {
     char msg[200];
-    grit_status_code c =
-        call(ch, h->req_len, h->timeout_ms, msg, sizeof(msg));
+    grit_status_code c = call(ch, h->req_len, h->timeout_ms, msg, sizeof(msg));
     ASSERT_CMP((int)c, >=, 0);
     counts[c]++;
     bool ok = false;
@@ -131,8 +130,8 @@ static void run_hostile(h2s_server *srv, grit_channel *ch, const hostile *h,
   uint64_t ms = now_ms() - t0;
   h2s_server_script_clear(srv);
   long grown = rss_kb() - before;
-  fprintf(stderr, "  %-40s %3d calls in %5llu ms, RSS %+6ld KiB:",
-          h->step, ROUNDS, (unsigned long long)ms, grown);
+  fprintf(stderr, "  %-40s %3d calls in %5llu ms, RSS %+6ld KiB:", h->step,
+          ROUNDS, (unsigned long long)ms, grown);
   for (int i = 0; i < GRIT_STATUS_COUNT; i++)
     if (counts[i])
       fprintf(stderr, " %s=%d", grit_status_code_name((grit_status_code)i),
@@ -144,8 +143,10 @@ static void run_hostile(h2s_server *srv, grit_channel *ch, const hostile *h,
   ASSERT(works(ch));
 }
 
-#define WANT1(a) {(a), (grit_status_code)-1, (grit_status_code)-1}
-#define WANT2(a, b) {(a), (b), (grit_status_code)-1}
+#define WANT1(a)                                                               \
+  { (a), (grit_status_code)-1, (grit_status_code)-1 }
+#define WANT2(a, b)                                                            \
+  { (a), (b), (grit_status_code)-1 }
 
 /* CONTINUATION flood: nghttp2 (CVE-2024-28182 fix) ends the session after
  * 8 CONTINUATIONs, so the connection dies with the call on it: UNAVAILABLE

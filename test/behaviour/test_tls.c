@@ -119,8 +119,8 @@ static void expect_failure(const char *name, const tls_opts *o,
               st.message);
     bool named = st.message && strstr(st.message, want) != NULL;
     if (c != GRIT_STATUS_UNAVAILABLE || !named)
-      fprintf(stderr, "  want UNAVAILABLE naming \"%s\", got %s \"%s\"\n",
-              want, grit_status_code_name(c), st.message);
+      fprintf(stderr, "  want UNAVAILABLE naming \"%s\", got %s \"%s\"\n", want,
+              grit_status_code_name(c), st.message);
     grit_status_free(&st);
     ASSERT_EQ(c, GRIT_STATUS_UNAVAILABLE);
     ASSERT(named);

@@ -22,8 +22,7 @@ typedef struct df_out {
 /* The reference: whole messages in |p|, then the status at the first bad
  * prefix. */
 static grit_status_code df_reference(const uint8_t *p, size_t n,
-                                     int64_t max_len, df_out *ref,
-                                     bool *mid) {
+                                     int64_t max_len, df_out *ref, bool *mid) {
   size_t i = 0;
   *mid = false;
   while (n - i >= 5) {

@@ -243,8 +243,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       .max_header_list_bytes = flags & 8 ? 256 : 0,
       .user_agent = "grit-fuzz",
   };
-  if (grit_transport_create(&fz_loop, &a, &o, &fz_tcbs, NULL, &fz.t) !=
-      GRIT_OK)
+  if (grit_transport_create(&fz_loop, &a, &o, &fz_tcbs, NULL, &fz.t) != GRIT_OK)
     return 0;
   GRIT_ASSERT(fz_run_until(fz_pred_started, 0, 5000));
 

@@ -176,8 +176,8 @@ static int server_tls_init(h2s_server *srv) {
     return UV_EINVAL;
   }
   if (srv->cfg.tls_client_ca_file) {
-    if (SSL_CTX_load_verify_locations(ctx, srv->cfg.tls_client_ca_file,
-                                      NULL) != 1) {
+    if (SSL_CTX_load_verify_locations(ctx, srv->cfg.tls_client_ca_file, NULL) !=
+        1) {
       ERR_clear_error();
       SSL_CTX_free(ctx);
       return UV_EINVAL;

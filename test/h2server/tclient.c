@@ -198,7 +198,8 @@ static ssize_t tc_read_body(nghttp2_session *ng, int32_t id, uint8_t *buf,
   size_t n = s->send_len - s->send_off;
   if (n > length)
     n = length;
-  memcpy(buf, s->send + s->send_off, n);
+  if (n > 0)
+    memcpy(buf, s->send + s->send_off, n);
   s->send_off += n;
   if (s->send_off < s->send_len)
     return (ssize_t)n;

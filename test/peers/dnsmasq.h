@@ -42,15 +42,15 @@
 #include <unistd.h>
 
 #ifndef DNSM_BIN
-#define DNSM_BIN "dnsmasq"
+#  define DNSM_BIN "dnsmasq"
 #endif
 
 typedef struct dnsm {
-  pid_t pid;      /* 0 when not running */
-  uint16_t port;  /* UDP and TCP on 127.0.0.1 */
-  char dir[64];   /* mkdtemp directory, "" when removed */
-  char conf[128]; /* dir/dnsmasq.conf */
-  char log[128];  /* dir/dnsmasq.log: dnsmasq's stdout and stderr */
+  pid_t pid;       /* 0 when not running */
+  uint16_t port;   /* UDP and TCP on 127.0.0.1 */
+  char dir[64];    /* mkdtemp directory, "" when removed */
+  char conf[128];  /* dir/dnsmasq.conf */
+  char log[128];   /* dir/dnsmasq.log: dnsmasq's stdout and stderr */
   char server[32]; /* "127.0.0.1:PORT", for GRIT_ARG_DNS_SERVER */
 } dnsm;
 
@@ -172,9 +172,9 @@ static inline int dnsm_write_conf_(dnsm *d, const char *records) {
 
 /* One UDP query for "ready.test" A; any answer means dnsmasq serves. */
 static inline bool dnsm_answers_(uint16_t port, int timeout_ms) {
-  static const uint8_t q[] = {0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0,
-                              5,    'r',  'e',  'a',  'd', 'y', 4, 't', 'e',
-                              's',  't',  0,    0,    1, 0,   1};
+  static const uint8_t q[] = {
+      0x12, 0x34, 0x01, 0x00, 0, 1,   0,   0,   0,   0, 0, 0, 5, 'r',
+      'e',  'a',  'd',  'y',  4, 't', 'e', 's', 't', 0, 0, 1, 0, 1};
   int s = socket(AF_INET, SOCK_DGRAM, 0);
   if (s < 0)
     return false;
@@ -250,8 +250,7 @@ static inline int dnsm_start(dnsm *d, const char *records) {
   for (int tries = 0; tries < 5; tries++) { /* the port may be taken */
     d->port = dnsm_free_port_();
     if (d->port && dnsm_spawn_(d) == 0) {
-      snprintf(d->server, sizeof(d->server), "127.0.0.1:%u",
-               (unsigned)d->port);
+      snprintf(d->server, sizeof(d->server), "127.0.0.1:%u", (unsigned)d->port);
       return 0;
     }
   }

@@ -64,6 +64,8 @@ def attempt(method, msgs, context, reply):
             outcome = "cancelled"
             break
         time.sleep(0.002)
+    if not context.is_active():
+        outcome = "cancelled"
     if outcome == "ok" and fail is not None:
         outcome = str(fail)
     with LOCK:
@@ -91,7 +93,14 @@ class Handler(grpc.GenericRpcHandler):
             return grpc.unary_unary_rpc_method_handler(clear)
         if method.endswith("Stream"):
             def stream(it, context):
-                msgs = list(it)
+                msgs = []
+                try:
+                    for m in it:
+                        msgs.append(m)
+                except grpc.RpcError:
+                    # Cancelled while the handler was still reading (a
+                    # slow thread pool start): log what arrived.
+                    pass
                 return attempt(method, msgs, context,
                                str(len(msgs)).encode())
             return grpc.stream_unary_rpc_method_handler(stream)

@@ -54,8 +54,8 @@ static void *oom_realloc(void *p, size_t n, void *ud) {
   (void)ud;
   return oom_fail_now() ? NULL : realloc(p, n);
 }
-static const grit_allocator oom_alloc = {NULL, oom_malloc, oom_free,
-                                         oom_calloc, oom_realloc};
+static const grit_allocator oom_alloc = {NULL, oom_malloc, oom_free, oom_calloc,
+                                         oom_realloc};
 
 static void oom_arm(long fail_at) {
   atomic_store(&oom_count, 0);
@@ -92,11 +92,11 @@ static void sweep(const char *name, oom_fn fn, void *arg) {
     if (rv == GRIT_ERR_NOMEM)
       nomem++;
     else if (rv != GRIT_OK)
-      TEST_FAIL_AT(__FILE__, __LINE__, "%s: allocation %ld of %ld: %s", name,
-                   i, total, grit_err_name(rv));
+      TEST_FAIL_AT(__FILE__, __LINE__, "%s: allocation %ld of %ld: %s", name, i,
+                   total, grit_err_name(rv));
   }
-  fprintf(stderr, "  %-22s %4ld allocations, %4ld runs returned NOMEM\n",
-          name, total, nomem);
+  fprintf(stderr, "  %-22s %4ld allocations, %4ld runs returned NOMEM\n", name,
+          total, nomem);
   ASSERT_CMP(nomem, >, 0);
 }
 
@@ -222,9 +222,8 @@ static void test_channel_create(void) {
   chan_case c = {.rt = rt, .target = "ipv4:127.0.0.1:1,127.0.0.1:2"};
   sweep("channel_create", fn_channel, &c);
   ASSERT_OK(grit_channel_args_create(&c.args));
-  ASSERT_OK(
-      grit_channel_args_set_string(c.args, GRIT_ARG_SERVICE_CONFIG,
-                                   retry_config));
+  ASSERT_OK(grit_channel_args_set_string(c.args, GRIT_ARG_SERVICE_CONFIG,
+                                         retry_config));
   sweep("channel_create_config", fn_channel, &c);
   c.target = "dns:///localhost:1";
   sweep("channel_create_dns", fn_channel, &c);
@@ -297,8 +296,8 @@ static void test_channel_create_tls(void) {
   sweep("channel_create_tls", fn_channel, &c);
   ASSERT_OK(grit_channel_args_set_string(c.args, GRIT_ARG_TLS_CERT_CHAIN_FILE,
                                          chain));
-  ASSERT_OK(grit_channel_args_set_string(
-      c.args, GRIT_ARG_TLS_PRIVATE_KEY_FILE, key));
+  ASSERT_OK(
+      grit_channel_args_set_string(c.args, GRIT_ARG_TLS_PRIVATE_KEY_FILE, key));
   sweep("channel_create_mtls", fn_channel, &c);
   grit_channel_args_destroy(c.args);
   grit_runtime_destroy(rt);
@@ -356,8 +355,7 @@ static grit_err unary(grit_channel *ch, bool wfr, uint64_t timeout_ms,
     ts.tv_nsec -= 1000000000;
   }
   pthread_mutex_lock(&w->mu);
-  while (!w->done &&
-         pthread_cond_timedwait(&w->cv, &w->mu, &ts) != ETIMEDOUT)
+  while (!w->done && pthread_cond_timedwait(&w->cv, &w->mu, &ts) != ETIMEDOUT)
     ;
   pthread_mutex_unlock(&w->mu);
   return GRIT_OK;
@@ -451,8 +449,8 @@ static void call_sweep(const char *name, bool warm, const char *config) {
   ASSERT_OK(grit_channel_args_set_int(c->args,
                                       GRIT_ARG_MAX_RECONNECT_BACKOFF_MS, 50));
   if (config)
-    ASSERT_OK(grit_channel_args_set_string(c->args, GRIT_ARG_SERVICE_CONFIG,
-                                           config));
+    ASSERT_OK(
+        grit_channel_args_set_string(c->args, GRIT_ARG_SERVICE_CONFIG, config));
   if (warm) {
     grit_error_detail d = {0};
     ASSERT_OK(grit_channel_create(c->rt, c->target, c->args, &d, &c->warm));
