@@ -24,7 +24,10 @@ typedef struct grit_task {
 
 struct grit_runtime {
   uv_loop_t loop;
-  uv_async_t wake;
+  uv_async_t wake;     /* posts from other threads */
+  uv_check_t turn;     /* posts from the loop thread, after poll callbacks */
+  uv_prepare_t settle; /* ... and any left before the loop would block */
+  bool local_posted;   /* loop only: a post from the loop thread is queued */
   uv_thread_t thread;
   pthread_t tid;
   pthread_mutex_t mu;

@@ -1,16 +1,19 @@
 /* The runtime: a libuv loop on its own thread, and a locked task queue that
- * other threads post to (one uv_async_send wakes the loop for a batch). */
+ * other threads post to (one uv_async_send wakes the loop for a batch).
+ * Posts made on the loop thread itself (a call started from a completion
+ * callback) skip the wakeup: a check handle runs them right after the poll
+ * callbacks of the same loop turn, and a prepare handle catches any posted
+ * later in the turn, before the loop could block. */
 #include "channel/channel_int.h"
 
 #include <signal.h>
 #include <string.h>
 
-static void rt_drain(uv_async_t *a) {
-  grit_runtime *rt = a->data;
+/* Run every queued task, including the ones they post in turn. */
+static void rt_run_tasks(grit_runtime *rt) {
   grit_list batch;
   grit_list_init(&batch);
   pthread_mutex_lock(&rt->mu);
-  bool stopping = rt->stopping;
   if (!grit_list_empty(&rt->tasks)) {
     /* Move the whole queue at once: one lock per batch, not per task. */
     batch = rt->tasks;
@@ -27,8 +30,34 @@ static void rt_drain(uv_async_t *a) {
     pthread_mutex_unlock(&rt->mu);
     t->fn(t);
   }
-  if (stopping)
-    uv_close((uv_handle_t *)&rt->wake, NULL);
+}
+
+static void rt_run_local(grit_runtime *rt) {
+  while (rt->local_posted) {
+    rt->local_posted = false;
+    rt_run_tasks(rt);
+  }
+}
+
+static void rt_on_turn(uv_check_t *h) {
+  rt_run_local(h->data);
+}
+
+static void rt_on_settle(uv_prepare_t *h) {
+  rt_run_local(h->data);
+}
+
+static void rt_drain(uv_async_t *a) {
+  grit_runtime *rt = a->data;
+  pthread_mutex_lock(&rt->mu);
+  bool stopping = rt->stopping;
+  pthread_mutex_unlock(&rt->mu);
+  rt_run_tasks(rt);
+  if (!stopping)
+    return;
+  uv_close((uv_handle_t *)&rt->wake, NULL);
+  uv_close((uv_handle_t *)&rt->turn, NULL);
+  uv_close((uv_handle_t *)&rt->settle, NULL);
 }
 
 bool grit_rt_post(grit_runtime *rt, grit_task *t) {
@@ -39,9 +68,13 @@ bool grit_rt_post(grit_runtime *rt, grit_task *t) {
     grit_list_insert_tail(&rt->tasks, &t->link);
   }
   pthread_mutex_unlock(&rt->mu);
-  if (queued)
+  if (!queued)
+    return false;
+  if (grit_rt_on_loop(rt))
+    rt->local_posted = true; /* no syscall: the turn handles run it */
+  else
     uv_async_send(&rt->wake);
-  return queued;
+  return true;
 }
 
 bool grit_rt_on_loop(const grit_runtime *rt) {
@@ -59,6 +92,19 @@ static void rt_thread(void *arg) {
   uv_run(&rt->loop, UV_RUN_DEFAULT);
 }
 
+/* The turn handles stay started but unreferenced: they never keep the loop
+ * alive, and cost one flag test per loop turn. */
+static void rt_init_turn(grit_runtime *rt) {
+  uv_check_init(&rt->loop, &rt->turn);
+  uv_prepare_init(&rt->loop, &rt->settle);
+  rt->turn.data = rt;
+  rt->settle.data = rt;
+  uv_check_start(&rt->turn, rt_on_turn);
+  uv_prepare_start(&rt->settle, rt_on_settle);
+  uv_unref((uv_handle_t *)&rt->turn);
+  uv_unref((uv_handle_t *)&rt->settle);
+}
+
 grit_err grit_runtime_create(grit_runtime **out) {
   grit_runtime *rt = grit_calloc(1, sizeof(*rt));
   *out = NULL;
@@ -70,6 +116,7 @@ grit_err grit_runtime_create(grit_runtime **out) {
   if (uv_async_init(&rt->loop, &rt->wake, rt_drain) != 0)
     goto fail_async;
   rt->wake.data = rt;
+  rt_init_turn(rt);
   pthread_mutex_init(&rt->mu, NULL);
   if (uv_thread_create(&rt->thread, rt_thread, rt) != 0)
     goto fail_thread;
@@ -80,6 +127,8 @@ grit_err grit_runtime_create(grit_runtime **out) {
 fail_thread:
   pthread_mutex_destroy(&rt->mu);
   uv_close((uv_handle_t *)&rt->wake, NULL);
+  uv_close((uv_handle_t *)&rt->turn, NULL);
+  uv_close((uv_handle_t *)&rt->settle, NULL);
   uv_run(&rt->loop, UV_RUN_NOWAIT);
 fail_async:
   uv_loop_close(&rt->loop);
