@@ -70,9 +70,7 @@ static void conn_shutdown(grit_transport *t) {
   }
 }
 
-static void conn_on_pump(uv_idle_t *idle) {
-  conn_process(idle->data);
-}
+static void conn_on_pump(uv_idle_t *idle);
 
 void grit_transport_schedule(grit_transport *t) {
   if (!t->shut && t->pump.data && !uv_is_active((uv_handle_t *)&t->pump))
@@ -147,6 +145,29 @@ static void conn_on_write(uv_write_t *req, int status) {
   conn_check_terminated(t);
 }
 
+/* Write |b| now if the socket takes it all (no request, no completion
+ * callback, no poll for writability); what it does not take goes through
+ * uv_write, and the next flush waits for that to complete. */
+static void conn_write(grit_transport *t, grit_buf *b) {
+  uv_buf_t ub = uv_buf_init((char *)b->data, (unsigned)b->len);
+  int r = uv_try_write(&t->sock.stream, &ub, 1);
+  if (r >= 0 && (size_t)r == b->len)
+    return;
+  if (r >= 0 || r == UV_EAGAIN) {
+    size_t off = r > 0 ? (size_t)r : 0;
+    ub = uv_buf_init((char *)b->data + off, (unsigned)(b->len - off));
+    r = uv_write(&t->write_req, &t->sock.stream, &ub, 1, conn_on_write);
+  }
+  if (r < 0) {
+    char why[160];
+    snprintf(why, sizeof(why), "write to %s failed: %s", t->addr.text,
+             uv_strerror(r));
+    conn_io_fail(t, why);
+    return;
+  }
+  t->writing = true;
+}
+
 static void conn_flush(grit_transport *t) {
   if (t->writing || t->shut || !t->connected || t->io_dead)
     return;
@@ -188,23 +209,20 @@ static void conn_flush(grit_transport *t) {
       return;
     }
   }
-  if (b->len == 0)
-    return;
-  uv_buf_t ub = uv_buf_init((char *)b->data, (unsigned)b->len);
-  int r = uv_write(&t->write_req, &t->sock.stream, &ub, 1, conn_on_write);
-  if (r < 0) {
-    snprintf(why, sizeof(why), "write to %s failed: %s", t->addr.text,
-             uv_strerror(r));
-    conn_io_fail(t, why);
-    return;
-  }
-  t->writing = true;
+  if (b->len > 0)
+    conn_write(t, b);
 }
 
-/* Deliver queued callbacks, then write what nghttp2 has. Never called from
- * inside nghttp2 or OpenSSL. A callback may destroy |t|: the memory lives
- * until the handles' close callbacks, which libuv never runs from here. */
-static void conn_process(grit_transport *t) {
+static bool conn_has_events(const grit_transport *t) {
+  return t->ev_ready || t->ev_goaway || t->ev_capacity ||
+         (t->ev_closed && grit_list_empty(&t->streams)) ||
+         !grit_list_empty(&t->ev_streams);
+}
+
+/* Deliver queued callbacks. Never called from inside nghttp2 or OpenSSL. A
+ * callback may destroy |t|: the memory lives until the handles' close
+ * callbacks, which libuv never runs from here. */
+static void conn_deliver(grit_transport *t) {
   if (t->delivering || t->shut)
     return;
   t->delivering = true;
@@ -244,15 +262,34 @@ static void conn_process(grit_transport *t) {
     break;
   }
   t->delivering = false;
-  if (t->destroying && t->closed_delivered) {
+  if (t->destroying && t->closed_delivered)
     conn_shutdown(t);
+}
+
+/* Deliver, and leave the write to the pump: it runs before the loop next
+ * polls, so what the callbacks and the rest of this loop turn add (streams
+ * started from completion callbacks) goes out in the same write. */
+static void conn_process(grit_transport *t) {
+  conn_deliver(t);
+  if (t->shut)
     return;
-  }
+  if (conn_has_events(t) || t->tls ||
+      (t->h2 && nghttp2_session_want_write(t->h2)))
+    grit_transport_schedule(t);
+}
+
+/* The pump: an idle handle, started only while there is something to
+ * deliver or write, and stopped as soon as there is not (an active idle
+ * handle makes the loop poll without blocking). */
+static void conn_on_pump(uv_idle_t *idle) {
+  grit_transport *t = idle->data;
+  conn_deliver(t);
+  if (t->shut)
+    return;
   conn_flush(t);
-  bool more = t->ev_ready || t->ev_goaway || t->ev_capacity ||
-              (t->ev_closed && grit_list_empty(&t->streams)) ||
-              !grit_list_empty(&t->ev_streams);
-  if (!more && !t->shut)
+  if (!t->writing)
+    conn_check_terminated(t);
+  if (!t->shut && !conn_has_events(t))
     uv_idle_stop(&t->pump);
 }
 
