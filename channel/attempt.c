@@ -5,7 +5,6 @@
  * server never saw is replayed transparently (TR-01..TR-04). */
 #include "channel/channel_int.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #define TRANSPARENT_CAP 1000 /* SPEC TR-01 */
@@ -13,9 +12,23 @@
 static void attempt_pick(call_attempt *a);
 
 static void attempt_free(call_attempt *a) {
-  if (a->c->winner == a)
-    a->c->winner = NULL; /* never leave the call pointing at freed memory */
-  grit_free(a);
+  grit_call *c = a->c;
+  if (c->winner == a)
+    c->winner = NULL; /* never leave the call pointing at freed memory */
+  if (a == &c->attempt0)
+    c->attempt0_used = false;
+  else
+    grit_free(a);
+}
+
+/* The first attempt (and a later one, once it is free) lives in the call:
+ * the call outlives its attempts, since each stream holds it. */
+static call_attempt *attempt_alloc(grit_call *c) {
+  if (c->attempt0_used)
+    return grit_calloc(1, sizeof(call_attempt));
+  c->attempt0_used = true;
+  memset(&c->attempt0, 0, sizeof(c->attempt0));
+  return &c->attempt0;
 }
 
 /* ---- the observer (MX-03) ---- */
@@ -245,7 +258,7 @@ static void attempt_start_stream(call_attempt *a, grit_transport *t) {
   a->stream = s;
   a->transport = t;
   c->loop_holds++;
-  snprintf(a->peer, sizeof(a->peer), "%s", grit_transport_peer(t)->text);
+  grit_str_copy(a->peer, sizeof(a->peer), grit_transport_peer(t)->text);
   if (c->retry && c->retry->has_per_attempt_recv_timeout && !c->committed) {
     uint64_t ms =
         (uint64_t)((c->retry->per_attempt_recv_timeout_ns + 999999) / 1000000);
@@ -278,7 +291,7 @@ void grit_attempt_on_pick_ready(call_attempt *a) {
 
 void grit_attempt_start(grit_call *c, grit_attempt_kind kind,
                         uint64_t backoff_ms, bool pushback) {
-  call_attempt *a = grit_calloc(1, sizeof(*a));
+  call_attempt *a = attempt_alloc(c);
   if (!a) {
     grit_call_end(c, GRIT_STATUS_RESOURCE_EXHAUSTED,
                   "out of memory starting an attempt", NULL,

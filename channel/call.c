@@ -20,13 +20,15 @@ static void call_free(grit_call *c) {
     grit_free(m);
   }
   grit_replay_free(&c->sends);
+  grit_slice_unref(c->unary_req);
   grit_slice_unref(c->unary_resp);
   grit_metadata_destroy(c->headers);
   grit_metadata_destroy(c->metadata);
   grit_metadata_destroy(c->last_trailers);
   grit_status_free(&c->status);
   grit_free(c->last_message);
-  grit_free(c->method);
+  if (c->method != c->method_inline)
+    grit_free(c->method);
   grit_free(c->authority);
   grit_free(c->idempotency_key);
   pthread_mutex_destroy(&c->mu);
@@ -97,23 +99,28 @@ void grit_call_deliver_message(grit_call *c, grit_slice *msg) {
   pthread_mutex_unlock(&c->mu);
 }
 
+/* Blocking mode keeps a copy of the status for grit_call_finish; the
+ * callbacks of an async call borrow it (grit.h), so nothing is copied. */
 static void call_deliver_done(grit_call *c, grit_status_code code,
                               const char *msg, const grit_metadata *trailers) {
+  static const char empty[] = "";
+  grit_status st = {
+      .code = code,
+      .message = (char *)(msg ? msg : empty),
+      .trailers = trailers ? (grit_metadata *)trailers : grit_metadata_empty(),
+  };
   pthread_mutex_lock(&c->mu);
-  if (grit_status_set(&c->status, code, msg, trailers) != GRIT_OK &&
+  if (c->blocking &&
+      grit_status_set(&c->status, code, msg, trailers) != GRIT_OK &&
       !c->status.trailers)
     c->status.code = GRIT_STATUS_RESOURCE_EXHAUSTED;
   c->info.call_id = c->id;
   c->info.backoff_ms = c->backoff_total_ms;
   if (c->winner)
-    snprintf(c->info.peer, sizeof(c->info.peer), "%s", c->winner->peer);
+    grit_str_copy(c->info.peer, sizeof(c->info.peer), c->winner->peer);
   c->done = true;
   pthread_cond_broadcast(&c->cv);
   pthread_mutex_unlock(&c->mu);
-  static const char empty[] = "";
-  grit_status st = c->status;
-  if (!st.message)
-    st.message = (char *)empty;
   if (c->unary_cb) {
     grit_slice *r = code == GRIT_STATUS_OK ? c->unary_resp : NULL;
     c->unary_cb(&st, r ? r->data : NULL, r ? r->len : 0, &c->info,
@@ -185,9 +192,12 @@ void grit_call_end(grit_call *c, grit_status_code code, const char *msg,
     grit_call_loop_release(c);
     return;
   }
-  uv_close((uv_handle_t *)&c->deadline_timer, call_timer_closed);
-  uv_close((uv_handle_t *)&c->retry_timer, call_timer_closed);
-  uv_close((uv_handle_t *)&c->recv_timer, call_timer_closed);
+  if (c->timers & CALL_TIMER_DEADLINE)
+    uv_close((uv_handle_t *)&c->deadline_timer, call_timer_closed);
+  if (c->timers & CALL_TIMER_RETRY) {
+    uv_close((uv_handle_t *)&c->retry_timer, call_timer_closed);
+    uv_close((uv_handle_t *)&c->recv_timer, call_timer_closed);
+  }
 }
 
 void grit_call_fail_on_loop(grit_call *c, grit_status_code code,
@@ -198,6 +208,13 @@ void grit_call_fail_on_loop(grit_call *c, grit_status_code code,
 }
 
 /* ---- start ---- */
+
+/* Each initialized timer holds the call on the loop until it is closed. */
+static void call_timer_init(grit_call *c, uv_timer_t *t) {
+  uv_timer_init(&c->ch->rt->loop, t);
+  t->data = c;
+  c->loop_holds++;
+}
 
 static void call_deadline(uv_timer_t *t) {
   grit_call_end(t->data, GRIT_STATUS_DEADLINE_EXCEEDED, "Deadline Exceeded",
@@ -242,6 +259,12 @@ static void call_apply_config(grit_call *c, uint64_t start_ms) {
       limit_min(c->ch->o.max_recv_message, m && m->has_max_response_bytes,
                 m ? m->max_response_bytes : 0);
   grit_call_retry_setup(c);
+  /* Only calls with a policy use the retry and recv timers. */
+  if ((c->retry || c->hedge) && c->state != CALL_DONE) {
+    call_timer_init(c, &c->retry_timer);
+    call_timer_init(c, &c->recv_timer);
+    c->timers |= CALL_TIMER_RETRY;
+  }
 }
 
 static void call_arm_deadline(grit_call *c) {
@@ -266,6 +289,8 @@ void grit_call_config_ready(grit_call *c) {
   if (c->state == CALL_DONE)
     return;
   call_apply_config(c, c->start_ms);
+  if (c->state == CALL_DONE)
+    return; /* out of memory in the retry set-up */
   call_arm_deadline(c);
   grit_list *e;
   GRIT_LIST_FOREACH(e, &c->sends.items) { /* sent while waiting */
@@ -292,16 +317,14 @@ static void call_start_on_loop(grit_call *c) {
     return;
   }
   c->started_on_loop = true;
-  c->loop_holds = 3; /* the three timers */
   grit_list_insert_tail(&ch->live_calls, &c->live_link);
   grit_channel_idle_on_call_start(ch);
   __atomic_add_fetch(&ch->stats.calls_started, 1, __ATOMIC_RELAXED);
-  uv_timer_init(&ch->rt->loop, &c->deadline_timer);
-  uv_timer_init(&ch->rt->loop, &c->retry_timer);
-  uv_timer_init(&ch->rt->loop, &c->recv_timer);
-  c->deadline_timer.data = c;
-  c->retry_timer.data = c;
-  c->recv_timer.data = c;
+  /* The deadline timer takes over the hold the call was created with; its
+   * close at the end defers the release past the current callbacks. */
+  c->loop_holds = 0;
+  call_timer_init(c, &c->deadline_timer);
+  c->timers = CALL_TIMER_DEADLINE;
   grit_replay_init(&c->sends, (size_t)ch->o.per_call_retry_buffer,
                    &ch->replay_bytes, (size_t)ch->o.per_channel_retry_buffer);
   c->start_ms = uv_now(&ch->rt->loop);
@@ -369,6 +392,24 @@ static void call_send_on_loop(grit_call *c, grit_slice *s) {
     grit_attempt_flush_all(c);
 }
 
+static void call_close_on_loop(grit_call *c) {
+  if (c->state == CALL_DONE)
+    return;
+  c->close_sent = true;
+  c->sends.closed = true;
+  if (c->state == CALL_ACTIVE)
+    grit_attempt_flush_all(c);
+}
+
+/* grit_unary_call_async's start, send and half-close. */
+static void call_unary_on_loop(grit_call *c) {
+  grit_slice *req = c->unary_req;
+  c->unary_req = NULL;
+  call_start_on_loop(c);
+  call_send_on_loop(c, req);
+  call_close_on_loop(c);
+}
+
 static void call_run_op(grit_call *c, call_op *op) {
   call_op_kind kind = op->kind;
   grit_slice *s = op->slice;
@@ -381,12 +422,7 @@ static void call_run_op(grit_call *c, call_op *op) {
     call_send_on_loop(c, s);
     return;
   case CALL_OP_CLOSE:
-    if (c->state == CALL_DONE)
-      return;
-    c->close_sent = true;
-    c->sends.closed = true;
-    if (c->state == CALL_ACTIVE)
-      grit_attempt_flush_all(c);
+    call_close_on_loop(c);
     return;
   case CALL_OP_CANCEL:
     grit_call_end(c, GRIT_STATUS_CANCELLED, "Cancelled", NULL,
@@ -404,7 +440,11 @@ static void call_task(grit_task *t) {
     grit_list_insert_tail(&ops, grit_list_pop_head(&c->ops));
   bool cancel = c->cancel_requested;
   c->cancel_requested = false;
+  bool unary = c->unary_launch;
+  c->unary_launch = false;
   pthread_mutex_unlock(&c->mu);
+  if (unary)
+    call_unary_on_loop(c);
   grit_list *e;
   while ((e = grit_list_pop_head(&ops)) != NULL)
     call_run_op(c, GRIT_CONTAINER_OF(e, call_op, link));
@@ -480,7 +520,13 @@ grit_err grit_call_create_internal(grit_channel *ch, const char *method,
   grit_replay_init(&c->sends, 0, NULL, 0);
   c->task.fn = call_task;
   c->wait_for_ready_opt = -1;
-  c->method = grit_strdup(method);
+  size_t mlen = strlen(method);
+  if (mlen < sizeof(c->method_inline)) {
+    memcpy(c->method_inline, method, mlen + 1);
+    c->method = c->method_inline;
+  } else {
+    c->method = grit_strndup(method, mlen);
+  }
   grit_err rv = c->method ? GRIT_OK : GRIT_ERR_NOMEM;
   if (opts && rv == GRIT_OK)
     rv = call_copy_opts(c, opts);
@@ -524,24 +570,10 @@ grit_err grit_call_queue_cancel(grit_call *c) {
 }
 
 grit_err grit_call_launch_unary(grit_call *c, grit_slice *framed) {
-  static const call_op_kind kinds[] = {CALL_OP_START, CALL_OP_SEND,
-                                       CALL_OP_CLOSE};
-  call_op *ops[3];
-  for (size_t i = 0; i < 3; i++) {
-    ops[i] = grit_malloc(sizeof(*ops[i]));
-    if (!ops[i]) {
-      while (i > 0)
-        grit_free(ops[--i]);
-      grit_slice_unref(framed);
-      return GRIT_ERR_NOMEM;
-    }
-    ops[i]->kind = kinds[i];
-    ops[i]->slice = kinds[i] == CALL_OP_SEND ? framed : NULL;
-  }
   __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED); /* the loop's */
   pthread_mutex_lock(&c->mu);
-  for (size_t i = 0; i < 3; i++)
-    grit_list_insert_tail(&c->ops, &ops[i]->link);
+  c->unary_req = framed;
+  c->unary_launch = true;
   pthread_mutex_unlock(&c->mu);
   __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED); /* the task's */
   if (!grit_rt_post(c->ch->rt, &c->task))

@@ -274,11 +274,19 @@ typedef struct call_attempt {
   char peer[128];
 } call_attempt;
 
+/* Method paths up to this long live in the call itself (no allocation). */
+#define CALL_METHOD_INLINE 64
+
+/* Which of the call's timers are initialized (and closed at its end). */
+#define CALL_TIMER_DEADLINE (1u << 0)
+#define CALL_TIMER_RETRY (1u << 1) /* retry_timer and recv_timer */
+
 struct grit_call {
   grit_channel *ch;
   uint32_t refs; /* atomic: user handle + loop side + queued task */
   uint64_t id;
-  char *method;
+  char *method; /* method_inline or allocated */
+  char method_inline[CALL_METHOD_INLINE];
   grit_metadata *metadata;
   char *authority;
   char *idempotency_key;
@@ -289,6 +297,10 @@ struct grit_call {
   bool blocking;
   grit_unary_cb unary_cb; /* grit_unary_call_async */
   grit_slice *unary_resp;
+  /* grit_call_launch_unary: start, send |unary_req| and half-close in the
+   * first task run, without an op each (set before the post). */
+  bool unary_launch;
+  grit_slice *unary_req;
 
   /* Shared with user threads, under mu. */
   pthread_mutex_t mu;
@@ -322,7 +334,10 @@ struct grit_call {
   uv_timer_t deadline_timer;
   uv_timer_t retry_timer; /* backoff before a retry, or the next hedge */
   uv_timer_t recv_timer;  /* perAttemptRecvTimeout */
+  unsigned timers;        /* CALL_TIMER_* initialized */
   unsigned loop_holds;    /* open timers and streams */
+  call_attempt attempt0;  /* the first attempt's storage, reused when free */
+  bool attempt0_used;
 
   grit_replay_buf sends; /* framed sends not yet dropped (RT-07) */
   size_t sends_dropped;  /* items freed from the front after commit */
@@ -352,8 +367,8 @@ grit_err grit_call_launch(grit_call *c);
 grit_err grit_call_queue_send(grit_call *c, grit_slice *framed);
 grit_err grit_call_queue_close(grit_call *c);
 grit_err grit_call_queue_cancel(grit_call *c);
-/* Launch a unary call: start, send |framed| and half-close, with every op
- * allocated up front so that out-of-memory fails before launch. */
+/* Launch a unary call: start, send |framed| and half-close, as one task
+ * run that needs no allocation. */
 grit_err grit_call_launch_unary(grit_call *c, grit_slice *framed);
 void grit_call_unref(grit_call *c);
 

@@ -84,3 +84,12 @@ char *grit_strndup(const char *s, size_t n) {
 char *grit_strdup(const char *s) {
   return s ? grit_strndup(s, strlen(s)) : NULL;
 }
+
+size_t grit_str_copy(char *dst, size_t cap, const char *src) {
+  size_t n = strlen(src);
+  if (n >= cap)
+    n = cap - 1;
+  memcpy(dst, src, n);
+  dst[n] = '\0';
+  return n;
+}

@@ -15,6 +15,11 @@ struct grit_metadata {
   size_t count, cap;
 };
 
+grit_metadata *grit_metadata_empty(void) {
+  static grit_metadata empty;
+  return &empty;
+}
+
 grit_err grit_metadata_create(grit_metadata **out) {
   *out = grit_calloc(1, sizeof(**out));
   return *out ? GRIT_OK : GRIT_ERR_NOMEM;

@@ -26,6 +26,10 @@ void *grit_memdup(const void *p, size_t n);
  * that accept one (nghttp2_session_client_new3). */
 const grit_allocator *grit_allocator_get(void);
 
+/* Copy the string |src| into |dst| of |cap| > 0 bytes, truncating, always
+ * NUL-terminated; returns the length copied. */
+size_t grit_str_copy(char *dst, size_t cap, const char *src);
+
 /* A refcounted immutable byte buffer. grit_slice_new returns one reference
  * with writable data; once shared it must not be written. The header and
  * the bytes are one allocation. Refcounts are atomic: a slice made on a user
@@ -128,6 +132,9 @@ grit_err grit_metadata_add_unchecked(grit_metadata *md, const char *key,
                                      size_t key_len, const void *value,
                                      size_t len);
 grit_err grit_metadata_copy(const grit_metadata *src, grit_metadata **out);
+/* A shared empty list, for handing out where no metadata came: borrowed
+ * by every user; never add to it or destroy it. */
+grit_metadata *grit_metadata_empty(void);
 /* Whether |key| (|len| bytes) is a valid key an application may set. */
 bool grit_metadata_key_ok(const char *key, size_t len, bool allow_reserved);
 /* Total bytes of keys and values, as HPACK would count them (+32 each). */
