@@ -241,6 +241,8 @@ static void attempt_start_stream(call_attempt *a, grit_transport *t) {
       .metadata = c->metadata,
       .previous_attempts = a->number - 1, /* RT-08, HG-01 */
       .max_recv_message_bytes = c->max_recv,
+      /* Only blocking calls and on_headers callbacks read them. */
+      .discard_headers = c->unary_cb || (!c->blocking && !c->cbs.on_headers),
   };
   grit_stream *s;
   grit_err rv = grit_transport_start_stream(t, &h, &attempt_stream_cbs, a, &s);

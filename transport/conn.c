@@ -37,6 +37,7 @@ static void conn_free(grit_transport *t) {
     grit_stream *s = GRIT_CONTAINER_OF(t->streams.next, grit_stream, node);
     grit_stream_free(s);
   }
+  grit_stream_cache_free(t);
   nghttp2_session_del(t->h2);
   grit_tls_conn_destroy(t->tls);
   grit_tls_ctx_unref(t->tls_ctx);
@@ -500,6 +501,7 @@ grit_err grit_transport_create(uv_loop_t *loop, const grit_addr *addr,
     t->cbs = *cbs;
   t->user_data = user_data;
   grit_list_init(&t->streams);
+  grit_list_init(&t->free_streams);
   grit_list_init(&t->ev_streams);
   grit_buf_init(&t->wbuf);
   grit_buf_init(&t->plain);

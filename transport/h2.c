@@ -55,13 +55,31 @@ static int h2_on_begin_headers(nghttp2_session *session,
   s->have_grpc_status = false;
   grit_free(s->grpc_message);
   s->grpc_message = NULL;
-  if (grit_metadata_create(&s->blk) != GRIT_OK) {
-    grit_stream_finish(s, GRIT_STATUS_RESOURCE_EXHAUSTED,
-                       "out of memory receiving headers", GRIT_WIRE_SENT, true,
-                       NGHTTP2_CANCEL);
-    return 0;
-  }
   return 0;
+}
+
+/* Keep one entry of the block being received, making the list on the
+ * first one (most trailers have none beyond grpc-status). */
+static grit_err h2_keep_header(grit_stream *s, const uint8_t *name,
+                               size_t namelen, const uint8_t *value,
+                               size_t valuelen) {
+  if (s->blk_kind == GRIT_BLK_HEADERS && s->discard_headers)
+    return GRIT_OK;
+  if (!s->blk && grit_metadata_create(&s->blk) != GRIT_OK)
+    return GRIT_ERR_NOMEM;
+  if (namelen > 4 && memcmp(name + namelen - 4, "-bin", 4) == 0) {
+    size_t n;
+    uint8_t *bin = grit_base64_decode((const char *)value, valuelen, &n);
+    /* An undecodable value is kept as it came rather than dropped. */
+    grit_err rv = bin ? grit_metadata_add_unchecked(s->blk, (const char *)name,
+                                                    namelen, bin, n)
+                      : grit_metadata_add_unchecked(s->blk, (const char *)name,
+                                                    namelen, value, valuelen);
+    grit_free(bin);
+    return rv;
+  }
+  return grit_metadata_add_unchecked(s->blk, (const char *)name, namelen, value,
+                                     valuelen);
 }
 
 static int h2_on_header(nghttp2_session *session, const nghttp2_frame *frame,
@@ -73,7 +91,7 @@ static int h2_on_header(nghttp2_session *session, const nghttp2_frame *frame,
   if (frame->hd.type != NGHTTP2_HEADERS)
     return 0;
   grit_stream *s = h2_stream(session, frame->hd.stream_id);
-  if (!s || !s->blk)
+  if (!s || s->blk_kind == GRIT_BLK_NONE)
     return 0;
   /* SPEC HS-06: the limit fails this call, not the connection. Returning
    * TEMPORAL_CALLBACK_FAILURE makes nghttp2 reset just this stream. */
@@ -111,21 +129,7 @@ static int h2_on_header(nghttp2_session *session, const nghttp2_frame *frame,
       return 0;
     goto nomem;
   }
-  grit_err rv;
-  if (namelen > 4 && memcmp(name + namelen - 4, "-bin", 4) == 0) {
-    size_t n;
-    uint8_t *bin = grit_base64_decode((const char *)value, valuelen, &n);
-    /* An undecodable value is kept as it came rather than dropped. */
-    rv = bin ? grit_metadata_add_unchecked(s->blk, (const char *)name, namelen,
-                                           bin, n)
-             : grit_metadata_add_unchecked(s->blk, (const char *)name, namelen,
-                                           value, valuelen);
-    grit_free(bin);
-  } else {
-    rv = grit_metadata_add_unchecked(s->blk, (const char *)name, namelen, value,
-                                     valuelen);
-  }
-  if (rv == GRIT_OK)
+  if (h2_keep_header(s, name, namelen, value, valuelen) == GRIT_OK)
     return 0;
 nomem:
   grit_stream_finish(s, GRIT_STATUS_RESOURCE_EXHAUSTED,
@@ -193,6 +197,7 @@ static void h2_headers_done(grit_stream *s, const nghttp2_frame *frame) {
     }
     s->headers_received = true;
     s->ev_headers = s->blk;
+    s->ev_headers_pending = true;
     s->blk = NULL;
     GRIT_TRACE(GRIT_TRACE_TRANSPORT, GRIT_LEVEL_DEBUG,
                "transport %s: stream %d: response headers", t->addr.text,

@@ -34,18 +34,63 @@ grit_slice *grit_slice_fifo_pop(grit_slice_fifo *f) {
   return s;
 }
 
-void grit_slice_fifo_free(grit_slice_fifo *f) {
+void grit_slice_fifo_clear(grit_slice_fifo *f) {
   grit_slice *s;
   while ((s = grit_slice_fifo_pop(f)) != NULL)
     grit_slice_unref(s);
+  f->head = 0;
+}
+
+void grit_slice_fifo_free(grit_slice_fifo *f) {
+  grit_slice_fifo_clear(f);
   grit_free(f->v);
   memset(f, 0, sizeof(*f));
 }
 
 static void stream_clear_send(grit_stream *s) {
-  grit_slice_fifo_free(&s->sendq);
+  grit_slice_fifo_clear(&s->sendq);
   s->send_off = 0;
   s->pending_bytes = 0;
+}
+
+/* Freed streams stay with their transport, rings included, up to this
+ * many: a steady call rate then allocates no stream memory. */
+#define STREAM_CACHE_MAX 32
+
+static grit_stream *stream_alloc(grit_transport *t) {
+  grit_list *e = grit_list_pop_head(&t->free_streams);
+  if (!e)
+    return grit_calloc(1, sizeof(grit_stream));
+  t->nfree_streams--;
+  grit_stream *s = GRIT_CONTAINER_OF(e, grit_stream, node);
+  grit_slice_fifo sendq = s->sendq, recvq = s->recvq;
+  memset(s, 0, sizeof(*s));
+  s->sendq = sendq;
+  s->recvq = recvq;
+  return s;
+}
+
+static void stream_release(grit_stream *s) {
+  grit_transport *t = s->t;
+  if (t->nfree_streams < STREAM_CACHE_MAX) {
+    grit_list_insert_tail(&t->free_streams, &s->node);
+    t->nfree_streams++;
+    return;
+  }
+  grit_slice_fifo_free(&s->sendq);
+  grit_slice_fifo_free(&s->recvq);
+  grit_free(s);
+}
+
+void grit_stream_cache_free(grit_transport *t) {
+  grit_list *e;
+  while ((e = grit_list_pop_head(&t->free_streams)) != NULL) {
+    grit_stream *s = GRIT_CONTAINER_OF(e, grit_stream, node);
+    grit_slice_fifo_free(&s->sendq);
+    grit_slice_fifo_free(&s->recvq);
+    grit_free(s);
+  }
+  t->nfree_streams = 0;
 }
 
 void grit_stream_free(grit_stream *s) {
@@ -57,14 +102,14 @@ void grit_stream_free(grit_stream *s) {
   if (s->id > 0 && t->h2)
     nghttp2_session_set_stream_user_data(t->h2, s->id, NULL);
   stream_clear_send(s);
-  grit_slice_fifo_free(&s->recvq);
+  grit_slice_fifo_clear(&s->recvq);
   grit_deframer_free(&s->deframer);
   grit_metadata_destroy(s->blk);
   grit_metadata_destroy(s->ev_headers);
   grit_metadata_destroy(s->trailers);
   grit_free(s->grpc_message);
   grit_free(s->message);
-  grit_free(s);
+  stream_release(s);
 }
 
 void grit_stream_queue_event(grit_stream *s) {
@@ -85,8 +130,14 @@ void grit_stream_finish(grit_stream *s, grit_status_code code,
   t->active--;
   s->code = code;
   s->wire = wire;
-  /* On out-of-memory the message is "" (stream_deliver). */
-  s->message = grit_strdup(message ? message : "");
+  /* The decoded grpc-message is handed over rather than copied; "" needs
+   * no copy; on out-of-memory the message is "" too (stream_deliver). */
+  if (message && message == s->grpc_message) {
+    s->message = s->grpc_message;
+    s->grpc_message = NULL;
+  } else if (message && message[0]) {
+    s->message = grit_strdup(message);
+  }
   GRIT_TRACE(GRIT_TRACE_TRANSPORT, GRIT_LEVEL_DEBUG,
              "transport %s: stream %d: done %s \"%s\" wire=%d", t->addr.text,
              (int)s->id, grit_status_code_name(code), message ? message : "",
@@ -99,7 +150,8 @@ void grit_stream_finish(grit_stream *s, grit_status_code code,
   if (drop) {
     grit_metadata_destroy(s->ev_headers);
     s->ev_headers = NULL;
-    grit_slice_fifo_free(&s->recvq);
+    s->ev_headers_pending = false;
+    grit_slice_fifo_clear(&s->recvq);
   }
   stream_clear_send(s);
   grit_stream_queue_event(s);
@@ -120,11 +172,12 @@ void grit_stream_finish(grit_stream *s, grit_status_code code,
 void grit_stream_deliver(grit_stream *s) {
   /* The stream stays on t->ev_streams while its callbacks run, so a
    * re-entrant grit_stream_cancel cannot queue it twice. */
-  if (s->ev_headers) {
+  if (s->ev_headers_pending) {
     grit_metadata *md = s->ev_headers;
     s->ev_headers = NULL;
+    s->ev_headers_pending = false;
     if (s->cbs.on_headers)
-      s->cbs.on_headers(s, md, s->user_data);
+      s->cbs.on_headers(s, md ? md : grit_metadata_empty(), s->user_data);
     grit_metadata_destroy(md);
     return;
   }
@@ -144,7 +197,7 @@ void grit_stream_deliver(grit_stream *s) {
   grit_stream_result r = {
       .code = s->code,
       .message = s->message ? s->message : "",
-      .trailers = s->trailers,
+      .trailers = s->trailers ? s->trailers : grit_metadata_empty(),
       .trailers_only = s->trailers_only,
       .headers_received = s->headers_received,
       .wire = s->wire,
@@ -276,7 +329,7 @@ grit_err grit_transport_start_stream(grit_transport *t,
   *out = NULL;
   if (!t || !h || t->phase != GRIT_TP_READY || t->going_away || t->destroying)
     return GRIT_ERR_SHUTDOWN;
-  grit_stream *s = grit_calloc(1, sizeof(*s));
+  grit_stream *s = stream_alloc(t);
   if (!s)
     return GRIT_ERR_NOMEM;
   s->t = t;
@@ -288,9 +341,8 @@ grit_err grit_transport_start_stream(grit_transport *t,
   int64_t max = h->max_recv_message_bytes != 0 ? h->max_recv_message_bytes
                                                : t->max_recv_message_bytes;
   grit_deframer_init(&s->deframer, max);
-  grit_err rv = grit_metadata_create(&s->trailers);
-  if (rv == GRIT_OK)
-    rv = stream_submit(s, h);
+  s->discard_headers = h->discard_headers;
+  grit_err rv = stream_submit(s, h);
   if (rv != GRIT_OK) {
     grit_stream_free(s);
     return rv;

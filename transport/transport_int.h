@@ -113,7 +113,9 @@ struct grit_transport {
   grit_transport_close_info close_info;
   char close_reason[256];
 
-  grit_list streams;    /* every stream not yet freed */
+  grit_list streams;      /* every stream not yet freed */
+  grit_list free_streams; /* freed streams kept for reuse (stream.c) */
+  size_t nfree_streams;
   grit_list ev_streams; /* streams with undelivered events */
   size_t active;        /* streams whose result is not yet fixed */
 
@@ -149,7 +151,9 @@ struct grit_stream {
   /* Receive side. */
   grit_deframer deframer;
   grit_blk_kind blk_kind;
-  grit_metadata *blk; /* the header block being received */
+  bool discard_headers; /* keep no response header metadata */
+  grit_metadata *blk;   /* the header block being received; made on the
+                           first entry kept */
   size_t blk_bytes;
   int http_status;
   bool content_type_ok;
@@ -160,14 +164,15 @@ struct grit_stream {
   bool trailers_only;
 
   /* Undelivered events. */
-  grit_metadata *ev_headers;
+  bool ev_headers_pending;
+  grit_metadata *ev_headers; /* NULL: an empty list */
   grit_slice_fifo recvq;
 
   /* The result, fixed once finished is set. */
   bool finished;
   grit_status_code code;
-  char *message;
-  grit_metadata *trailers;
+  char *message;           /* NULL: "" */
+  grit_metadata *trailers; /* NULL: an empty list */
   grit_wire_state wire;
 };
 
@@ -196,12 +201,17 @@ void grit_stream_finish(grit_stream *s, grit_status_code code,
 void grit_stream_queue_event(grit_stream *s);
 /* Deliver the events of the head of t->ev_streams; may free the stream. */
 void grit_stream_deliver(grit_stream *s);
-/* Free a stream without callbacks (transport teardown). */
+/* Free a stream without callbacks (transport teardown); its memory is
+ * kept for reuse while the transport's cache has room. */
 void grit_stream_free(grit_stream *s);
+/* Release the transport's cache of freed streams. */
+void grit_stream_cache_free(grit_transport *t);
 /* Copy up to |len| queued request bytes into |buf|. */
 size_t grit_stream_take_send(grit_stream *s, uint8_t *buf, size_t len);
 bool grit_slice_fifo_push(grit_slice_fifo *f, grit_slice *s);
 grit_slice *grit_slice_fifo_pop(grit_slice_fifo *f);
+/* Drop every reference; clear keeps the ring's memory, free releases it. */
+void grit_slice_fifo_clear(grit_slice_fifo *f);
 void grit_slice_fifo_free(grit_slice_fifo *f);
 
 #endif
