@@ -407,6 +407,8 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread,
       snprintf(why, sizeof(why), "HTTP/2 error from %s: %s", t->addr.text,
                nghttp2_strerror((int)r));
       conn_io_fail(t, why);
+    } else {
+      grit_h2_ack_received(t);
     }
   }
   conn_process(t);
@@ -503,6 +505,7 @@ grit_err grit_transport_create(uv_loop_t *loop, const grit_addr *addr,
   grit_list_init(&t->streams);
   grit_list_init(&t->free_streams);
   grit_list_init(&t->ev_streams);
+  grit_list_init(&t->rx_streams);
   grit_buf_init(&t->wbuf);
   grit_buf_init(&t->plain);
   grit_buf_init(&t->staged);

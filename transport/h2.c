@@ -10,9 +10,17 @@
 
 /* Our receive windows: wide enough that a fast server is not throttled by
  * window updates (grpc-core probes bandwidth; a fixed large window is the
- * simple equivalent). */
+ * simple equivalent), and a 4 MiB message fits in one. */
 #define H2_STREAM_WINDOW (4 * 1024 * 1024)
 #define H2_CONN_WINDOW (16 * 1024 * 1024)
+/* After each read, window is given back for a stream (and for the
+ * connection) once this much of it is unacknowledged. grpc-core's reader
+ * does the same as messages are read; a grpc-core server streaming small
+ * messages paces itself on those updates and batches its writes, while
+ * with nghttp2's update at half of a wide window it hears nothing and
+ * wakes up per message (bench/run stream-1000x64B: about 1.3x the
+ * messages per second). nghttp2's own update stays as the fallback. */
+#define H2_ACK_MIN_BYTES 1024
 
 static grit_stream *h2_stream(nghttp2_session *session, int32_t id) {
   grit_stream *s = nghttp2_session_get_stream_user_data(session, id);
@@ -285,6 +293,8 @@ static int h2_on_data_chunk_recv(nghttp2_session *session, uint8_t flags,
                        true, NGHTTP2_PROTOCOL_ERROR);
     return 0;
   }
+  if (grit_list_empty(&s->rx_node))
+    grit_list_insert_tail(&s->t->rx_streams, &s->rx_node);
   h2_deframe_ctx c = {.s = s, .nomem = false};
   const char *why = NULL;
   size_t before = s->recvq.count;
@@ -428,6 +438,26 @@ void grit_h2_on_goaway(grit_transport *t, uint32_t last_id, uint32_t code,
   if (t->active == 0)
     grit_transport_fail(t, GRIT_STATUS_UNAVAILABLE, why);
   grit_transport_schedule(t);
+}
+
+static void h2_ack(grit_transport *t, int32_t stream_id, int32_t n) {
+  /* On failure (out of memory) nghttp2's own update still comes. */
+  if (n >= H2_ACK_MIN_BYTES)
+    nghttp2_submit_window_update(t->h2, NGHTTP2_FLAG_NONE, stream_id, n);
+}
+
+void grit_h2_ack_received(grit_transport *t) {
+  grit_list *e;
+  while ((e = grit_list_pop_head(&t->rx_streams)) != NULL) {
+    grit_stream *s = GRIT_CONTAINER_OF(e, grit_stream, rx_node);
+    /* A stream the server has finished needs no more window. */
+    if (s->finished || s->id <= 0 ||
+        nghttp2_session_get_stream_remote_close(t->h2, s->id))
+      continue;
+    h2_ack(t, s->id,
+           nghttp2_session_get_stream_effective_recv_data_length(t->h2, s->id));
+  }
+  h2_ack(t, 0, nghttp2_session_get_effective_recv_data_length(t->h2));
 }
 
 ssize_t grit_h2_data_read(nghttp2_session *session, int32_t stream_id,

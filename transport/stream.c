@@ -97,6 +97,7 @@ void grit_stream_free(grit_stream *s) {
   grit_transport *t = s->t;
   grit_list_remove(&s->node);
   grit_list_remove(&s->ev_node);
+  grit_list_remove(&s->rx_node);
   /* Detach from nghttp2 so no later callback can find this memory; this
    * also works for a request still queued under MAX_CONCURRENT_STREAMS. */
   if (s->id > 0 && t->h2)
@@ -335,6 +336,7 @@ grit_err grit_transport_start_stream(grit_transport *t,
   s->t = t;
   grit_list_init(&s->node);
   grit_list_init(&s->ev_node);
+  grit_list_init(&s->rx_node);
   if (cbs)
     s->cbs = *cbs;
   s->user_data = user_data;

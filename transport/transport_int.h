@@ -117,6 +117,7 @@ struct grit_transport {
   grit_list free_streams; /* freed streams kept for reuse (stream.c) */
   size_t nfree_streams;
   grit_list ev_streams; /* streams with undelivered events */
+  grit_list rx_streams; /* streams that got DATA in the current read */
   size_t active;        /* streams whose result is not yet fixed */
 
   uint8_t rbuf[64 * 1024]; /* socket reads land here */
@@ -135,7 +136,8 @@ struct grit_stream {
   grit_list node;    /* in t->streams */
   grit_list ev_node; /* in t->ev_streams while in_ev */
   bool in_ev;
-  int32_t id; /* nghttp2 stream id, 0 before submission */
+  grit_list rx_node; /* in t->rx_streams while its DATA is unacknowledged */
+  int32_t id;        /* nghttp2 stream id, 0 before submission */
   grit_stream_cbs cbs;
   void *user_data;
 
@@ -187,6 +189,9 @@ void grit_transport_on_ping_ack(grit_transport *t);
 grit_err grit_h2_session_new(grit_transport *t);
 void grit_h2_on_goaway(grit_transport *t, uint32_t last_id, uint32_t code,
                        const uint8_t *debug, size_t debug_len);
+/* After a read: give back the flow-control window of the DATA it brought
+ * (WINDOW_UPDATE), as a gRPC peer expects of a reader that keeps up. */
+void grit_h2_ack_received(grit_transport *t);
 ssize_t grit_h2_data_read(nghttp2_session *session, int32_t stream_id,
                           uint8_t *buf, size_t length, uint32_t *data_flags,
                           nghttp2_data_source *source, void *user_data);
