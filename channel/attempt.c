@@ -99,6 +99,9 @@ void grit_call_commit(grit_call *c, call_attempt *a) {
   c->rs.committed = true;
   c->winner = a;
   grit_call_retry_stop_timers(c); /* no further hedges or retries */
+  GRIT_TRACE(c->hedge ? GRIT_TRACE_HEDGING : GRIT_TRACE_RETRY, GRIT_LEVEL_INFO,
+             "call %llu: committed to attempt %u", (unsigned long long)c->id,
+             a->number);
   grit_list *e = c->attempts.next;
   while (e != &c->attempts) {
     call_attempt *o = GRIT_CONTAINER_OF(e, call_attempt, link);
@@ -108,6 +111,9 @@ void grit_call_commit(grit_call *c, call_attempt *a) {
     grit_list_remove(&o->link);
     grit_attempt_observe(o, GRIT_STATUS_CANCELLED, "another attempt won",
                          GRIT_REASON_HEDGE_LOST);
+    GRIT_TRACE(GRIT_TRACE_HEDGING, GRIT_LEVEL_INFO,
+               "call %llu: attempt %u cancelled (attempt %u won)",
+               (unsigned long long)c->id, o->number, a->number);
     grit_attempt_cancel(o, GRIT_STATUS_CANCELLED, "another attempt won");
   }
   attempt_flush(a);
@@ -224,7 +230,7 @@ static int64_t attempt_timeout_ns(grit_call *c) {
   uint64_t now = uv_now(&c->ch->rt->loop);
   if (now >= c->deadline_at_ms)
     return 0;
-  return (int64_t)(c->deadline_at_ms - now) * 1000000;
+  return grit_ms_to_ns_sat(c->deadline_at_ms - now);
 }
 
 static void attempt_queue(call_attempt *a) {
@@ -262,8 +268,7 @@ static void attempt_start_stream(call_attempt *a, grit_transport *t) {
   c->loop_holds++;
   grit_str_copy(a->peer, sizeof(a->peer), grit_transport_peer(t)->text);
   if (c->retry && c->retry->has_per_attempt_recv_timeout && !c->committed) {
-    uint64_t ms =
-        (uint64_t)((c->retry->per_attempt_recv_timeout_ns + 999999) / 1000000);
+    uint64_t ms = grit_ns_to_ms_ceil(c->retry->per_attempt_recv_timeout_ns);
     uv_timer_start(&c->recv_timer, grit_call_recv_timeout, ms, 0); /* RT-10 */
   }
   attempt_flush(a);

@@ -138,7 +138,11 @@ static void call_count(grit_call *c, grit_status_code code) {
   __atomic_add_fetch(code == GRIT_STATUS_OK ? &s->calls_succeeded
                                             : &s->calls_failed,
                      1, __ATOMIC_RELAXED);
-  uint32_t retries = c->next_number > 1 ? c->next_number - 1 : 0;
+  /* Attempts after the first are retries, or hedges (not counted here);
+   * a transparent retry keeps its attempt's number. */
+  uint32_t hedges = c->info.hedges;
+  uint32_t retries =
+      c->next_number > 1 + hedges ? c->next_number - 1 - hedges : 0;
   static const uint32_t bounds[GRIT_RETRY_BUCKETS] = {1, 2,  3,   4,
                                                       5, 10, 100, 1000};
   for (int i = 0; retries && i < GRIT_RETRY_BUCKETS; i++) {
@@ -244,10 +248,10 @@ static void call_apply_config(grit_call *c, uint64_t start_ms) {
   const grit_method_cfg *m = c->mcfg;
   uint64_t timeout_ms = c->timeout_ms;
   if (m && m->has_timeout) {
-    uint64_t cfg_ms = (uint64_t)((m->timeout_ns + 999999) / 1000000);
+    uint64_t cfg_ms = grit_ns_to_ms_ceil(m->timeout_ns);
     timeout_ms = min_nonzero(timeout_ms, cfg_ms ? cfg_ms : 1);
   }
-  c->deadline_at_ms = timeout_ms ? start_ms + timeout_ms : 0;
+  c->deadline_at_ms = timeout_ms ? grit_add_sat_u64(start_ms, timeout_ms) : 0;
   if (c->wait_for_ready_opt >= 0)
     c->wait_for_ready = c->wait_for_ready_opt == 1;
   else
@@ -334,7 +338,7 @@ static void call_start_on_loop(grit_call *c) {
     /* SC-03/SC-07: the config comes with the first resolver result; until
      * then only the call's own deadline runs. */
     if (c->timeout_ms) {
-      c->deadline_at_ms = c->start_ms + c->timeout_ms;
+      c->deadline_at_ms = grit_add_sat_u64(c->start_ms, c->timeout_ms);
       call_arm_deadline(c);
     }
     grit_list_insert_tail(&ch->config_waiters, &c->link);

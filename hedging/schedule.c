@@ -7,7 +7,7 @@ void grit_hedge_init(grit_hedge_sched *h, const grit_hedging_policy *p,
                      uint64_t now_ms) {
   *h = (grit_hedge_sched){
       .max_attempts = p->max_attempts,
-      .delay_ms = (uint64_t)((p->hedging_delay_ns + 999999) / 1000000),
+      .delay_ms = grit_ns_to_ms_ceil(p->hedging_delay_ns),
       .non_fatal_codes = p->non_fatal_codes,
       .stop_why = GRIT_REASON_NONE,
       .due_at_ms = now_ms,
@@ -26,7 +26,8 @@ uint64_t grit_hedge_wait_ms(const grit_hedge_sched *h, uint64_t now_ms) {
 
 void grit_hedge_on_sent(grit_hedge_sched *h, uint64_t now_ms) {
   h->sent++;
-  h->due_at_ms = now_ms + h->delay_ms; /* HG-01: hedgingDelay apart */
+  h->due_at_ms =
+      grit_add_sat_u64(now_ms, h->delay_ms); /* HG-01: hedgingDelay apart */
   h->wait_ms = h->delay_ms;
   h->wait_pushback = false;
 }
@@ -56,7 +57,7 @@ void grit_hedge_on_non_fatal(grit_hedge_sched *h, const grit_pushback *pb,
   if (h->stopped)
     return;
   if (pb && pb->kind == GRIT_PUSHBACK_DELAY) {
-    h->due_at_ms = now_ms + pb->ms; /* HG-05: after n ms */
+    h->due_at_ms = grit_add_sat_u64(now_ms, pb->ms); /* HG-05 */
     h->wait_ms = pb->ms;
     h->wait_pushback = true;
     return;

@@ -37,7 +37,7 @@ grit_retry_decision grit_retry_decide(const grit_retry_policy *p,
   } else {
     d.delay_ms = grit_backoff_next_ms(p, ++st->backoff_n, rng);
   }
-  if (deadline_ms && now_ms + d.delay_ms >= deadline_ms)
+  if (deadline_ms && grit_add_sat_u64(now_ms, d.delay_ms) >= deadline_ms)
     return no(GRIT_REASON_DEADLINE); /* RT-09 */
   return d;
 }

@@ -78,6 +78,11 @@ grit_err grit_buf_reserve(grit_buf *b, size_t extra);
 /* Monotonic clock. Pure modules never call these; they take now_ms. */
 uint64_t grit_clock_now_ms(void);
 uint64_t grit_clock_now_us(void);
+/* Saturating time arithmetic: huge timeouts and durations near the
+ * service config maximum (SPEC SC-06) stay huge instead of wrapping. */
+uint64_t grit_add_sat_u64(uint64_t a, uint64_t b);
+uint64_t grit_ns_to_ms_ceil(int64_t ns); /* 0 for ns <= 0 */
+int64_t grit_ms_to_ns_sat(uint64_t ms);
 
 /* Seedable PRNG (xoshiro256**). Value type; grit_rng_seed with the same
  * seed replays the same sequence. */

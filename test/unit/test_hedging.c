@@ -111,7 +111,22 @@ static void test_throttled(void) {
   ASSERT_EQ(grit_hedge_wait_ms(&h, 0), GRIT_HEDGE_NONE);
 }
 
+/* SC-06's longest hedgingDelay: the schedule saturates, no wrap. */
+static void test_delay_max(void) {
+  grit_hedging_policy p = policy(2, 0);
+  p.hedging_delay_ns = INT64_MAX;
+  grit_hedge_sched h;
+  grit_hedge_init(&h, &p, 1000);
+  grit_hedge_on_sent(&h, 1000);
+  ASSERT(grit_hedge_wait_ms(&h, 1000) > 9000000000000ull);
+  p.max_attempts = 3;
+  grit_hedge_init(&h, &p, UINT64_MAX - 10);
+  grit_hedge_on_sent(&h, UINT64_MAX - 10);
+  ASSERT_EQ(grit_hedge_wait_ms(&h, UINT64_MAX - 10), 10);
+}
+
 static const test_case tests[] = {
+    {"delay_max", test_delay_max},
     {"delay_spacing", test_delay_spacing},
     {"delay_zero", test_delay_zero},
     {"classify", test_classify},

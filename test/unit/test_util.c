@@ -109,6 +109,20 @@ static void test_status_names(void) {
   ASSERT_STR_EQ(grit_connectivity_state_name(GRIT_STATE_READY), "READY");
 }
 
+/* Huge timeouts and durations near SPEC SC-06's maximum saturate. */
+static void test_time_saturation(void) {
+  ASSERT_EQ(grit_add_sat_u64(1, 2), 3);
+  ASSERT_EQ(grit_add_sat_u64(UINT64_MAX - 1, 5), UINT64_MAX);
+  ASSERT_EQ(grit_ns_to_ms_ceil(0), 0);
+  ASSERT_EQ(grit_ns_to_ms_ceil(-5), 0);
+  ASSERT_EQ(grit_ns_to_ms_ceil(1), 1);
+  ASSERT_EQ(grit_ns_to_ms_ceil(2000000), 2);
+  ASSERT_EQ(grit_ns_to_ms_ceil(2000001), 3);
+  ASSERT_EQ(grit_ns_to_ms_ceil(INT64_MAX), 9223372036855ull);
+  ASSERT_EQ(grit_ms_to_ns_sat(7), 7000000);
+  ASSERT_EQ(grit_ms_to_ns_sat(UINT64_MAX / 2), INT64_MAX);
+}
+
 static const test_case tests[] = {
     {"slice_refcount", test_slice_refcount},
     {"list_order", test_list_order},
@@ -116,6 +130,7 @@ static const test_case tests[] = {
     {"rng_replay", test_rng_replay},
     {"metadata_keys", test_metadata_keys},
     {"status_names", test_status_names},
+    {"time_saturation", test_time_saturation},
     {NULL, NULL},
 };
 
