@@ -156,11 +156,18 @@ static bool hedge_send(grit_call *c) {
   if (!grit_throttle_table_allows(c->throttle)) {
     __atomic_add_fetch(&c->ch->stats.throttled, 1, __ATOMIC_RELAXED);
     grit_hedge_stop(&c->hs, GRIT_REASON_THROTTLED);
+    GRIT_TRACE(GRIT_TRACE_HEDGING, GRIT_LEVEL_INFO,
+               "call %llu: no more hedges (throttled)",
+               (unsigned long long)c->id);
     return false;
   }
   uint64_t wait_ms = c->hs.wait_ms;
   bool pushback = c->hs.wait_pushback;
   grit_hedge_on_sent(&c->hs, hedge_now(c));
+  GRIT_TRACE(GRIT_TRACE_HEDGING, GRIT_LEVEL_INFO,
+             "call %llu: hedge %u sent after %llu ms%s",
+             (unsigned long long)c->id, c->hs.sent, (unsigned long long)wait_ms,
+             pushback ? " (pushback)" : "");
   grit_attempt_start(c, GRIT_ATTEMPT_HEDGE, wait_ms, pushback);
   return c->state != CALL_DONE;
 }
@@ -208,6 +215,11 @@ static void hedge_on_failed(grit_call *c, call_attempt *a,
   bool tokens = grit_throttle_table_failure_allows(c->throttle);
   grit_pushback pb = grit_retry_parse_pushback(trailers);
   grit_hedge_on_non_fatal(&c->hs, &pb, tokens, hedge_now(c));
+  GRIT_TRACE(GRIT_TRACE_HEDGING, GRIT_LEVEL_INFO,
+             "call %llu attempt %u: %s (non-fatal)%s%s",
+             (unsigned long long)c->id, a->number, grit_status_code_name(code),
+             c->hs.stopped ? ", no more hedges: " : "",
+             c->hs.stopped ? grit_attempt_reason_name(c->hs.stop_why) : "");
   if (could && c->hs.stop_why == GRIT_REASON_THROTTLED)
     __atomic_add_fetch(&c->ch->stats.throttled, 1, __ATOMIC_RELAXED);
   uv_timer_stop(&c->retry_timer);

@@ -171,6 +171,8 @@ static void test_second_hedge_wins(void) {
   ASSERT_OK(grit_channel_get_stats(ch, &s));
   ASSERT_EQ(s.hedges, 1);
   ASSERT_EQ(s.attempts, 2);
+  for (int i = 0; i < 8; i++) /* MX-01: a hedge is not a retry */
+    ASSERT_EQ(s.retries_per_call[i], 0);
   grit_channel_destroy(ch);
   h2s_server_stop(srv);
 }
@@ -552,6 +554,36 @@ static void test_transparent_retry_of_hedge(void) {
   h2s_server_stop(srv);
 }
 
+/* MX-04: GRIT_TRACE=hedging (set in main) logs each hedge sent, the
+ * commit and the cancelled loser. stderr goes to a file for the call. */
+static void test_trace_hedging(void) {
+  h2s_server *srv = bh_server("path=" M " hang\n");
+  char cfg[512];
+  grit_channel *ch =
+      chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 2, "0.05s", ""), NULL, 0);
+  char path[] = "/tmp/grit-trace-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT(fd >= 0);
+  fflush(stderr);
+  int saved = dup(2);
+  dup2(fd, 2);
+  ASSERT_EQ(unary(ch, CALL_MS, NULL, 0), GRIT_STATUS_OK);
+  grit_channel_destroy(ch);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  char log[8192] = "";
+  ssize_t n = pread(fd, log, sizeof(log) - 1, 0);
+  log[n > 0 ? n : 0] = '\0';
+  close(fd);
+  unlink(path);
+  ASSERT(strstr(log, "grit hedging: call") != NULL);
+  ASSERT(strstr(log, ": hedge 2 sent after 50 ms") != NULL);
+  ASSERT(strstr(log, ": committed to attempt 2") != NULL);
+  ASSERT(strstr(log, ": attempt 1 cancelled (attempt 2 won)") != NULL);
+  h2s_server_stop(srv);
+}
+
 static const test_case tests[] = {
     {"second_hedge_wins", test_second_hedge_wins},
     {"all_nonfatal_last_status", test_all_nonfatal_last_status},
@@ -568,10 +600,12 @@ static const test_case tests[] = {
     {"round_robin_spread", test_round_robin_spread},
     {"previous_rpc_attempts", test_previous_rpc_attempts},
     {"transparent_retry_of_hedge", test_transparent_retry_of_hedge},
+    {"trace_hedging", test_trace_hedging},
     {NULL, NULL},
 };
 
 int main(int argc, char **argv) {
   pthread_mutex_init(&g_recs.mu, NULL);
+  setenv("GRIT_TRACE", "hedging", 1); /* read once, at the first trace */
   return test_main(tests, argc, argv);
 }
