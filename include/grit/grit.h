@@ -434,7 +434,7 @@ GRIT_EXTERN const char *grit_connectivity_state_name(grit_connectivity_state s);
  * |target| is "dns:[//authority/]host[:port]", "host:port",
  * "ipv4:addr:port[,addr:port...]", "ipv6:[addr]:port[,...]", "unix:path"
  * or "unix:///abs/path" (SPEC DNS-06). The channel starts IDLE and connects
- * on the first call or on grit_channel_connect.
+ * on the first call or on grit_channel_get_state(ch, true).
  *
  * Ownership: target and |args| copied (|args| may be NULL); |*out| is new,
  * release with grit_channel_destroy.

@@ -654,10 +654,11 @@ static void test_pushback_no_override(void) {
 
 /* ---- RT-09: deadlines ---- */
 
-/* A backoff (here a pushback) that would run past the call's deadline:
- * no further attempt; the record says DEADLINE. The call does not wait
- * for the deadline: it ends with the last attempt's status (RT-02,
- * RT-14 "if the deadline allows"). */
+/* A backoff (here a 2 s pushback) that would run past the call's
+ * deadline: no further attempt is made and the record says DEADLINE; the
+ * call ends DEADLINE_EXCEEDED when its deadline comes, as in grpc-core,
+ * without sitting out the pushback (RT-09, RT-14 "if the deadline
+ * allows"). */
 static void test_deadline_during_backoff(void) {
   h2s_server *srv =
       bh_server("repeat=* trailers_only status=UNAVAILABLE pushback=2000");
@@ -678,9 +679,8 @@ static void test_deadline_during_backoff(void) {
   ASSERT_EQ(h2s_server_request_count(srv), 1);
   ASSERT_EQ(obs_count(&o), 1);
   ASSERT_EQ(o.r[0].reason, GRIT_REASON_DEADLINE);
-  /* The deadline expiring while a retry waits for its backoff: a
-   * pushback of 150 ms fits, the second attempt hangs, the local deadline
-   * ends the call DEADLINE_EXCEEDED and nothing follows. */
+  /* A pushback of 150 ms fits: the retry is made and hangs, the local
+   * deadline ends it DEADLINE_EXCEEDED and nothing follows. */
   h2s_server_script_clear(srv);
   ASSERT_OK(h2s_server_script_add_text(
       srv, "trailers_only status=UNAVAILABLE pushback=150\nhang"));
