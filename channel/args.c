@@ -36,6 +36,7 @@ static const arg_spec specs[] = {
     STR_ARG(GRIT_ARG_DEFAULT_AUTHORITY, default_authority),
     INT_ARG(GRIT_ARG_TLS, tls, 0, 1),
     STR_ARG(GRIT_ARG_TLS_ROOT_CERTS_FILE, tls_root_certs_file),
+    STR_ARG(GRIT_ARG_TLS_ROOT_CERTS, tls_root_certs),
     STR_ARG(GRIT_ARG_TLS_CERT_CHAIN_FILE, tls_cert_chain_file),
     STR_ARG(GRIT_ARG_TLS_PRIVATE_KEY_FILE, tls_private_key_file),
     STR_ARG(GRIT_ARG_TLS_TARGET_NAME_OVERRIDE, tls_target_name_override),

@@ -61,6 +61,7 @@ typedef struct grit_chan_opts {
   char *default_authority;
   int64_t tls;
   char *tls_root_certs_file;
+  char *tls_root_certs; /* PEM text */
   char *tls_cert_chain_file;
   char *tls_private_key_file;
   char *tls_target_name_override;

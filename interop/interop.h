@@ -51,6 +51,9 @@ extern const size_t interop_case_count;
 /* Name of the case running now, for failure lines. */
 extern const char *interop_current_case;
 
+/* The gRPC interop test CA, PEM (test_ca.c): --use_test_ca's default. */
+extern const char interop_test_ca_pem[];
+
 /* Print "FAIL <case> (file:line): <message>" to stderr. */
 void interop_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

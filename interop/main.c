@@ -9,10 +9,9 @@
  *   --test_case=NAME              one case, or "all"; default large_unary
  *   --use_tls=BOOL                default false
  *   --use_test_ca=BOOL            trust only the test CA (with --use_tls)
- *   --ca_file=PATH                the test CA, PEM; default: $GRIT_TEST_CA.
- *                                 There is no built-in default: the test CA
- *                                 is made at test time by
- *                                 test/peers/gen_certs.sh.
+ *   --ca_file=PATH                the test CA, PEM; default: $GRIT_TEST_CA,
+ *                                 else gRPC's interop test CA (built in,
+ *                                 interop/test_ca.c).
  *   --server_host_override=NAME   TLS name (SNI and hostname check) and
  *                                 :authority
  *   --service_config_json=JSON    default service config; resolver configs
@@ -91,8 +90,8 @@ static void usage(FILE *f) {
   for (size_t i = 0; i < interop_case_count; i++) {
     fprintf(f, " %s", interop_cases[i].name);
   }
-  fputs("\nthe test CA comes from --ca_file or $GRIT_TEST_CA (no default: "
-        "test/peers/gen_certs.sh makes it at test time)\n",
+  fputs("\nthe test CA is --ca_file, else $GRIT_TEST_CA, else gRPC's interop "
+        "test CA (built in)\n",
         f);
 }
 
@@ -259,13 +258,10 @@ static bool build_args(const flags *fl, grit_channel_args *a) {
   }
   if (fl->use_test_ca) {
     const char *ca = fl->ca_file ? fl->ca_file : getenv("GRIT_TEST_CA");
-    if (!ca || !*ca) {
-      fputs("grit-interop-client: --use_test_ca=true needs the test CA in "
-            "--ca_file or $GRIT_TEST_CA (test/peers/gen_certs.sh makes it)\n",
-            stderr);
-      return false;
-    }
-    if (!set_str(a, GRIT_ARG_TLS_ROOT_CERTS_FILE, ca)) {
+    bool ok = ca && *ca
+                  ? set_str(a, GRIT_ARG_TLS_ROOT_CERTS_FILE, ca)
+                  : set_str(a, GRIT_ARG_TLS_ROOT_CERTS, interop_test_ca_pem);
+    if (!ok) {
       return false;
     }
   } else if (fl->ca_file) {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
@@ -37,6 +38,54 @@ static void tls_reason(char *why, size_t cap, const char *what) {
   }
 }
 
+/* Add every certificate of the PEM text |pem| to |ctx|'s trust store.
+ * False when it holds none or one does not parse. */
+static bool tls_add_pem_roots(SSL_CTX *ctx, const char *pem) {
+  BIO *bio = BIO_new_mem_buf(pem, -1);
+  if (!bio)
+    return false;
+  X509_STORE *store = SSL_CTX_get_cert_store(ctx);
+  int added = 0;
+  X509 *x;
+  while ((x = PEM_read_bio_X509(bio, NULL, NULL, NULL)) != NULL) {
+    int ok = X509_STORE_add_cert(store, x);
+    X509_free(x);
+    if (!ok) {
+      BIO_free(bio);
+      return false;
+    }
+    added++;
+  }
+  BIO_free(bio);
+  /* The loop ends on "no start line" once the text is used up. */
+  unsigned long e = ERR_peek_last_error();
+  if (added && ERR_GET_REASON(e) == PEM_R_NO_START_LINE)
+    ERR_clear_error();
+  return added > 0 && ERR_peek_error() == 0;
+}
+
+/* The roots: the file and/or PEM text given, else the system store. */
+static bool tls_load_roots(SSL_CTX *ctx, const grit_tls_opts *o, char *why,
+                           size_t cap) {
+  const char *file = o ? o->root_certs_file : NULL;
+  const char *pem = o ? o->root_certs_pem : NULL;
+  if (file && !SSL_CTX_load_verify_locations(ctx, file, NULL)) {
+    char what[200];
+    snprintf(what, sizeof(what), "cannot load root certificates from %s", file);
+    tls_reason(why, cap, what);
+    return false;
+  }
+  if (pem && !tls_add_pem_roots(ctx, pem)) {
+    tls_reason(why, cap, "root certificates text holds no valid certificate");
+    return false;
+  }
+  if (!file && !pem && !SSL_CTX_set_default_verify_paths(ctx)) {
+    tls_reason(why, cap, "cannot load the system root certificates");
+    return false;
+  }
+  return true;
+}
+
 grit_err grit_tls_ctx_create(const grit_tls_opts *o, grit_error_detail *d,
                              grit_tls_ctx **out) {
   char why[256];
@@ -59,18 +108,8 @@ grit_err grit_tls_ctx_create(const grit_tls_opts *o, grit_error_detail *d,
     goto fail;
   }
   SSL_CTX_set_verify(c->ctx, SSL_VERIFY_PEER, NULL);
-  if (o && o->root_certs_file) {
-    if (!SSL_CTX_load_verify_locations(c->ctx, o->root_certs_file, NULL)) {
-      char what[200];
-      snprintf(what, sizeof(what), "cannot load root certificates from %s",
-               o->root_certs_file);
-      tls_reason(why, sizeof(why), what);
-      goto fail;
-    }
-  } else if (!SSL_CTX_set_default_verify_paths(c->ctx)) {
-    tls_reason(why, sizeof(why), "cannot load the system root certificates");
+  if (!tls_load_roots(c->ctx, o, why, sizeof(why)))
     goto fail;
-  }
   if (o && o->cert_chain_file) {
     const char *key =
         o->private_key_file ? o->private_key_file : o->cert_chain_file;

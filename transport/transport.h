@@ -41,6 +41,7 @@ typedef struct grit_tls_ctx grit_tls_ctx;
 
 typedef struct grit_tls_opts {
   const char *root_certs_file;  /* NULL: system default store */
+  const char *root_certs_pem;   /* PEM text; with the file, both trusted */
   const char *cert_chain_file;  /* NULL: no client certificate */
   const char *private_key_file; /* with cert_chain_file */
 } grit_tls_opts;

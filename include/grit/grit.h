@@ -342,6 +342,11 @@ typedef struct grit_channel_args grit_channel_args;
 #define GRIT_ARG_TLS "grit.tls"
 /** String path. PEM root certificates; default: the system store. */
 #define GRIT_ARG_TLS_ROOT_CERTS_FILE "grit.tls_root_certs_file"
+/** String. PEM root certificates given as text (gRPC's pem_root_certs);
+ * with GRIT_ARG_TLS_ROOT_CERTS_FILE, both are trusted; either one replaces
+ * the system store. Text holding no certificate fails channel creation
+ * with GRIT_ERR_TLS. */
+#define GRIT_ARG_TLS_ROOT_CERTS "grit.tls_root_certs"
 /** String path. PEM client certificate chain (with the key below). */
 #define GRIT_ARG_TLS_CERT_CHAIN_FILE "grit.tls_cert_chain_file"
 /** String path. PEM private key of the client certificate. */

@@ -110,12 +110,27 @@ run_client() {
 
 start_server cleartext
 run_client cleartext
+# The flags operators add: a default service config (a retry policy for
+# every TestService method) and metadata on every call.
+run_client cleartext --test_case=large_unary \
+  --service_config_json='{"methodConfig":[{"name":[{"service":"grpc.testing.TestService"}],"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}' \
+  --additional_metadata='x-grit-extra:1;x-grit-bin-bin:AAEC'
 stop_server
 
 start_server tls --tls-cert "$work/certs/server.pem" \
   --tls-key "$work/certs/server.key"
 GRIT_TEST_CA=$work/certs/ca.pem run_client tls --use_tls=true \
   --use_test_ca=true --server_host_override=foo.test.google.fr
+# Without --ca_file or $GRIT_TEST_CA the built-in gRPC interop test CA is
+# trusted, and it did not sign this run's server certificate: the call
+# fails certificate verification (exit 1), not for want of a CA (exit 2).
+rc=0
+timeout 60 "$client" --server_host="$host" --server_port="$port" \
+  --test_case=empty_unary --use_tls=true --use_test_ca=true \
+  --server_host_override=foo.test.google.fr 2>"$work/builtin-ca.err" || rc=$?
+[[ $rc -eq 1 ]] || die "built-in CA: exit $rc, want 1: $(cat "$work/builtin-ca.err")"
+grep -qi "certificate verify failed" "$work/builtin-ca.err" ||
+  die "built-in CA: no certificate error: $(cat "$work/builtin-ca.err")"
 stop_server
 
 echo "run_interop.sh: PASS (cleartext and TLS)"
