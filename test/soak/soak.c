@@ -18,6 +18,9 @@
  *   4. RSS after the soak is within 10 % of RSS after warm-up (under ASan,
  *      whose quarantine keeps freed memory resident, only grit's live
  *      heap, counted through grit_set_allocator, is held to that bound).
+ *      Both are measured in the same quiet state (see quiesce()): chaos
+ *      off, one open connection per backend, no call in flight, so the
+ *      only difference left between the two is what the soak leaked.
  *
  *   soak [--calls N] [--concurrency C] [--rate R] [--seed S] [--quiet]
  *
@@ -127,9 +130,12 @@ typedef struct backend {
 
 static backend backends[NBACKENDS];
 static atomic_bool chaos_on, chaos_stop;
+/* Held by the chaos thread while it strikes, so that once 'S' has taken it
+ * no kill or GOAWAY is still under way. */
+static pthread_mutex_t chaos_mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* Decide per attempt, at END_STREAM. Keys starting 'w' are warm-up calls:
- * always answered OK. */
+/* Decide per attempt, at END_STREAM. Keys starting 'w' are warm-up and
+ * quiesce() calls: always answered OK. */
 static void soak_handler(const h2s_request *req, bool at_end, h2s_action *act,
                          void *ud) {
   backend *b = ud;
@@ -161,15 +167,17 @@ static void *chaos_thread(void *arg) {
   unsigned seed = (unsigned)(uintptr_t)arg;
   while (!atomic_load(&chaos_stop)) {
     usleep(20000 + (useconds_t)(rand_r(&seed) % 80000));
-    if (!atomic_load(&chaos_on))
-      continue;
-    backend *b = &backends[rand_r(&seed) % NBACKENDS];
-    int r = rand_r(&seed) % 4;
-    if (r < 2) {
-      h2s_server_restart(b->srv); /* killed: connections cut, no GOAWAY */
-    } else if (r == 2) {
-      h2s_server_goaway(b->srv, 0, false);
+    pthread_mutex_lock(&chaos_mu);
+    if (atomic_load(&chaos_on)) {
+      backend *b = &backends[rand_r(&seed) % NBACKENDS];
+      int r = rand_r(&seed) % 4;
+      if (r < 2) {
+        h2s_server_restart(b->srv); /* killed: connections cut, no GOAWAY */
+      } else if (r == 2) {
+        h2s_server_goaway(b->srv, 0, false);
+      }
     }
+    pthread_mutex_unlock(&chaos_mu);
   }
   return NULL;
 }
@@ -191,8 +199,10 @@ static void write_ledger(FILE *f) {
   }
 }
 
-/* Commands over the pipe: 'C' chaos on, 'S' chaos off, 'L' write the
- * ledger to the file named at start, 'Q' quit. */
+/* Commands over the pipe: 'C' chaos on, 'S' chaos off (replied once no
+ * strike is under way), 'O' open connections per backend (NBACKENDS
+ * uint32_t before the reply), 'L' write the ledger to the file named at
+ * start, 'Q' quit. Every command is answered by echoing it. */
 static int child_main(int cmd_fd, int reply_fd, const char *ledger_path,
                       unsigned seed) {
   for (int i = 0; i < NBACKENDS; i++) {
@@ -214,7 +224,18 @@ static int child_main(int cmd_fd, int reply_fd, const char *ledger_path,
     if (c == 'C') {
       atomic_store(&chaos_on, true);
     } else if (c == 'S') {
+      pthread_mutex_lock(&chaos_mu);
       atomic_store(&chaos_on, false);
+      pthread_mutex_unlock(&chaos_mu);
+    } else if (c == 'O') {
+      uint32_t open[NBACKENDS];
+      for (int i = 0; i < NBACKENDS; i++) {
+        h2s_stats st;
+        h2s_server_get_stats(backends[i].srv, &st);
+        open[i] = (uint32_t)st.connections_open;
+      }
+      if (write(reply_fd, open, sizeof(open)) != (ssize_t)sizeof(open))
+        break;
     } else if (c == 'L') {
       FILE *f = fopen(ledger_path, "w");
       if (f) {
@@ -426,6 +447,62 @@ static void cmd(int fd, int reply, char c) {
   }
 }
 
+/* Open connections per backend, as the backends count them. */
+static void query_open(int fd, int reply, uint32_t open[NBACKENDS]) {
+  char c = 'O', got;
+  if (write(fd, &c, 1) != 1 ||
+      read(reply, open, NBACKENDS * sizeof(*open)) !=
+          (ssize_t)(NBACKENDS * sizeof(*open)) ||
+      read(reply, &got, 1) != 1 || got != c) {
+    fprintf(stderr, "soak: backend process is gone\n");
+    exit(1);
+  }
+}
+
+/* Bring client and backends to the state both memory samples are taken
+ * in, so that they differ only by what the calls in between leaked: chaos
+ * off with no strike under way, every backend listening and holding
+ * exactly one connection (the client's round_robin subchannel to it, so no
+ * killed or draining connection is left, nor a subchannel in backoff), and
+ * a batch of plain calls completed on them. Returns false if that state
+ * is not reached within QUIESCE_MS. */
+#define QUIET_CALLS 200
+#define QUIESCE_MS 15000
+
+static bool quiesce(grit_channel *ch, int wr, int rd, soak_call *batch,
+                    int conc, unsigned *seed) {
+  cmd(wr, rd, 'S');
+  uint64_t end = now_ms() + QUIESCE_MS;
+  int rounds = 0;
+  for (;;) {
+    rounds++;
+    memset(batch, 0, QUIET_CALLS * sizeof(*batch));
+    if (run_calls(ch, batch, QUIET_CALLS, conc, 'w', seed) != 0)
+      return false;
+    uint32_t open[NBACKENDS];
+    query_open(wr, rd, open);
+    bool settled = true;
+    for (int i = 0; i < NBACKENDS; i++)
+      settled = settled && open[i] == 1;
+    if (settled)
+      break;
+    if (now_ms() > end) {
+      fprintf(stderr, "soak: connections did not settle:");
+      for (int i = 0; i < NBACKENDS; i++)
+        fprintf(stderr, " %u", open[i]);
+      fputc('\n', stderr);
+      return false;
+    }
+    usleep(50000);
+  }
+  /* A completion callback runs just before its call is freed. */
+  usleep(50000);
+  if (!quiet)
+    fprintf(stderr, "soak: quiet after %d round(s) of %d calls\n", rounds,
+            QUIET_CALLS);
+  return true;
+}
+
 int main(int argc, char **argv) {
   int ncalls = 2000, conc = 64;
   unsigned seed = (unsigned)time(NULL);
@@ -500,6 +577,7 @@ int main(int argc, char **argv) {
   /* Warm-up: connections, buffers and arenas, chaos on for the second
    * half so that the failure paths are warm too. */
   soak_call *warm = calloc(WARMUP_CALLS, sizeof(*warm));
+  soak_call *quiet_calls = calloc(QUIET_CALLS, sizeof(*quiet_calls));
   unsigned cseed = seed;
   int left = run_calls(ch, warm, WARMUP_CALLS / 2, conc, 'w', &cseed);
   cmd(wr, rd, 'C');
@@ -512,7 +590,8 @@ int main(int argc, char **argv) {
   /* The test's own bookkeeping is allocated before the measurement. */
   soak_call *calls = calloc((size_t)ncalls, sizeof(*calls));
   pthread_mutex_lock(&mu);
-  size_t want = narecs + (size_t)ncalls * (MAX_ATTEMPTS + 2);
+  size_t want = narecs + (size_t)ncalls * (MAX_ATTEMPTS + 2) +
+                QUIET_CALLS * 50; /* quiesce() loops a few times */
   attempt_rec *grown = realloc(arecs, want * sizeof(*arecs));
   if (grown) {
     arecs = grown;
@@ -525,12 +604,20 @@ int main(int argc, char **argv) {
   for (size_t i = narecs * sizeof(*arecs); i < caparecs * sizeof(*arecs);
        i += 4096)
     ((volatile char *)arecs)[i] = 0;
+  if (!quiesce(ch, wr, rd, quiet_calls, conc, &cseed)) {
+    fprintf(stderr, "soak: no quiet state after warm-up\n");
+    return 1;
+  }
   long rss_warm = rss_kb();
   long live_warm = atomic_load(&live_bytes);
+  cmd(wr, rd, 'C');
   uint64_t t0 = now_ms();
   left = run_calls(ch, calls, ncalls, conc, 'k', &cseed);
   uint64_t elapsed = now_ms() - t0;
-  cmd(wr, rd, 'S');
+  if (!quiesce(ch, wr, rd, quiet_calls, conc, &cseed)) {
+    fprintf(stderr, "soak: no quiet state after the soak\n");
+    return 1;
+  }
   long rss_after = rss_kb();
   long live_after = atomic_load(&live_bytes);
   cmd(wr, rd, 'L');
@@ -660,6 +747,7 @@ int main(int argc, char **argv) {
   free(led);
   free(arecs);
   free(calls);
+  free(quiet_calls);
   free(warm);
   bool heap_ok = live_after <= live_warm + live_warm / 10 + 65536;
   bool pass = unfinished == 0 && late == 0 && ok_not_executed == 0 &&
