@@ -92,13 +92,15 @@ grit_err grit_call_recv(grit_call *call, grit_bytes *out) {
     return GRIT_ERR_NOT_FOUND;
   recv_msg *m = GRIT_CONTAINER_OF(e, recv_msg, link);
   out->data = grit_memdup(m->slice->data, m->slice->len);
+  if (!out->data) { /* the message stays first in line for the next try */
+    pthread_mutex_lock(&call->mu);
+    grit_list_insert_head(&call->recvq, &m->link);
+    pthread_mutex_unlock(&call->mu);
+    return GRIT_ERR_NOMEM;
+  }
   out->len = m->slice->len;
   grit_slice_unref(m->slice);
   grit_free(m);
-  if (!out->data) {
-    out->len = 0;
-    return GRIT_ERR_NOMEM;
-  }
   return GRIT_OK;
 }
 

@@ -17,6 +17,10 @@ void grit_list_insert_tail(grit_list *head, grit_list *elem) {
   head->prev = elem;
 }
 
+void grit_list_insert_head(grit_list *head, grit_list *elem) {
+  grit_list_insert_tail(head->next, elem); /* before the first */
+}
+
 void grit_list_remove(grit_list *elem) {
   elem->prev->next = elem->next;
   elem->next->prev = elem->prev;

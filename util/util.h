@@ -59,6 +59,7 @@ typedef struct grit_list {
 void grit_list_init(grit_list *head);
 bool grit_list_empty(const grit_list *head);
 void grit_list_insert_tail(grit_list *head, grit_list *elem);
+void grit_list_insert_head(grit_list *head, grit_list *elem);
 void grit_list_remove(grit_list *elem); /* leaves elem as an empty list */
 grit_list *grit_list_pop_head(grit_list *head); /* NULL when empty */
 

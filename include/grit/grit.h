@@ -583,6 +583,8 @@ GRIT_EXTERN grit_err grit_call_close_send(grit_call *call);
  * Thread: any but the I/O thread.
  * Returns GRIT_OK with a message; GRIT_ERR_NOT_FOUND at the end of the
  * response stream (then call grit_call_finish for the status);
+ * GRIT_ERR_NOMEM when the copy could not be made (the message stays
+ * queued: call again);
  * GRIT_ERR_CALL_STATE for an async call; GRIT_ERR_WOULD_DEADLOCK on the
  * I/O thread. */
 GRIT_EXTERN grit_err grit_call_recv(grit_call *call, grit_bytes *out);

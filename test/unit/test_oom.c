@@ -1,11 +1,11 @@
-/* Out-of-memory sweeps over the public constructors and a real unary call
- * (STYLE 3.4, 3.10): count the allocations of a clean run, then fail the
- * i-th for every i. Constructors must return GRIT_ERR_NOMEM cleanly (ASan
- * checks for leaks); on the loop an allocation failure may fail only the
- * affected call (RESOURCE_EXHAUSTED or another clean status, never a crash
- * or hang), and the next call on the same channel must succeed. nghttp2
- * allocates through grit's allocator; libuv, OpenSSL, c-ares and jansson use
- * their own. */
+/* Out-of-memory sweeps over the public constructors, real unary calls
+ * (plain, retry and hedging policies) and bidi streams (STYLE 3.4, 3.10): count
+ * the allocations of a clean run, then fail the i-th for every i. Constructors
+ * must return GRIT_ERR_NOMEM cleanly (ASan checks for leaks); on the loop an
+ * allocation failure may fail only the affected call (RESOURCE_EXHAUSTED or
+ * another clean status, never a crash or hang), and the next call on the same
+ * channel must succeed. nghttp2 allocates through grit's allocator; libuv,
+ * OpenSSL, c-ares and jansson use their own. */
 #include <grit/grit.h>
 #include <errno.h>
 #include <limits.h>
@@ -361,6 +361,49 @@ static grit_err unary(grit_channel *ch, bool wfr, uint64_t timeout_ms,
   return GRIT_OK;
 }
 
+/* A bidi stream on |ch| in blocking mode: three messages sent, half-close,
+ * the echoes read, the status taken. GRIT_ERR_NOMEM when starting or
+ * sending failed for memory (the call is then dropped). */
+static grit_err stream_once(grit_channel *ch, waiter *w) {
+  memset(w, 0, sizeof(*w));
+  w->done = -1; /* no waiter primitives to free */
+  grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION, .timeout_ms = 5000};
+  grit_call *call = NULL;
+  grit_err rv = grit_call_start(ch, "/pkg.Svc/Echo", &o, NULL, NULL, &call);
+  if (rv != GRIT_OK)
+    return rv;
+  for (int i = 0; i < 3 && rv == GRIT_OK; i++)
+    rv = grit_call_send(call, "hello", 5);
+  if (rv == GRIT_OK)
+    rv = grit_call_close_send(call);
+  if (rv == GRIT_ERR_CALL_STATE)
+    rv = GRIT_OK; /* the call ended already: its status says why */
+  if (rv != GRIT_OK) {
+    grit_call_destroy(call);
+    return rv;
+  }
+  grit_bytes b;
+  int nomem = 0; /* a failed copy keeps the message queued: try again */
+  while ((rv = grit_call_recv(call, &b)) != GRIT_ERR_NOT_FOUND && nomem < 3) {
+    if (rv == GRIT_ERR_NOMEM) {
+      nomem++;
+      continue;
+    }
+    w->resp_len += b.len;
+    grit_bytes_free(&b);
+  }
+  grit_status st;
+  if (grit_call_finish(call, &st) == GRIT_OK) {
+    w->done = 1;
+    w->code = st.code;
+    snprintf(w->message, sizeof(w->message), "%s",
+             st.message ? st.message : "(null)");
+    grit_status_free(&st);
+  }
+  grit_call_destroy(call);
+  return GRIT_OK;
+}
+
 typedef struct call_case {
   grit_runtime *rt;
   grit_channel_args *args;
@@ -369,6 +412,8 @@ typedef struct call_case {
   int codes[GRIT_STATUS_COUNT];
   int hangs, bad, after_failed;
   bool verbose;
+  bool stream;     /* stream_once instead of one unary call */
+  size_t want_len; /* response bytes of a successful call */
 } call_case;
 
 static void waiter_free(waiter *w) {
@@ -392,7 +437,8 @@ static grit_err fn_call(void *arg) {
     atomic_store(&oom_armed, armed);
   }
   waiter w;
-  grit_err rv = unary(ch, false, 5000, 10000, &w);
+  grit_err rv =
+      c->stream ? stream_once(ch, &w) : unary(ch, false, 5000, 10000, &w);
   atomic_store(&oom_armed, false);
   if (rv == GRIT_OK) {
     if (!w.done) {
@@ -404,7 +450,7 @@ static grit_err fn_call(void *arg) {
       /* Clean outcomes only: success, resource exhaustion, or the
        * connection failing under it. Never a lost call (DEADLINE) and
        * never OK without the echoed message. */
-      bool ok = (w.code == GRIT_STATUS_OK && w.resp_len == 5) ||
+      bool ok = (w.code == GRIT_STATUS_OK && w.resp_len == c->want_len) ||
                 w.code == GRIT_STATUS_RESOURCE_EXHAUSTED ||
                 w.code == GRIT_STATUS_UNAVAILABLE ||
                 w.code == GRIT_STATUS_INTERNAL;
@@ -434,11 +480,14 @@ static grit_err fn_call(void *arg) {
   return rv;
 }
 
-static void call_sweep(const char *name, bool warm, const char *config) {
+static void call_sweep(const char *name, bool warm, const char *config,
+                       bool stream) {
   h2s_server *srv = NULL;
   ASSERT_EQ(h2s_server_start(&(h2s_config){.quiet = true}, &srv), 0);
   call_case *c = calloc(1, sizeof(*c));
   ASSERT_NOT_NULL(c);
+  c->stream = stream;
+  c->want_len = stream ? 15 : 5;
   c->verbose = getenv("OOM_VERBOSE") != NULL;
   snprintf(c->target, sizeof(c->target), "ipv4:127.0.0.1:%u",
            h2s_server_port(srv));
@@ -478,15 +527,35 @@ static void call_sweep(const char *name, bool warm, const char *config) {
 }
 
 static void test_unary_fresh(void) {
-  call_sweep("unary_fresh_channel", false, NULL);
+  call_sweep("unary_fresh_channel", false, NULL, false);
 }
 
 static void test_unary_warm(void) {
-  call_sweep("unary_warm_channel", true, NULL);
+  call_sweep("unary_warm_channel", true, NULL, false);
 }
 
 static void test_unary_retry_policy(void) {
-  call_sweep("unary_retry_policy", true, retry_config);
+  call_sweep("unary_retry_policy", true, retry_config, false);
+}
+
+static const char hedge_config[] =
+    "{\"methodConfig\":[{\"name\":[{}],\"timeout\":\"5s\","
+    "\"hedgingPolicy\":{\"maxAttempts\":3,\"hedgingDelay\":\"0s\","
+    "\"nonFatalStatusCodes\":[\"UNAVAILABLE\"]}}],"
+    "\"retryThrottling\":{\"maxTokens\":100,\"tokenRatio\":0.5}}";
+
+/* Three hedges at once: the loser cancels and the winner's commit run
+ * with every allocation failing in turn. */
+static void test_unary_hedging_policy(void) {
+  call_sweep("unary_hedging_policy", true, hedge_config, false);
+}
+
+static void test_stream_warm(void) {
+  call_sweep("bidi_stream_warm", true, NULL, true);
+}
+
+static void test_stream_retry_policy(void) {
+  call_sweep("bidi_stream_retry", true, retry_config, true);
 }
 
 static const test_case tests[] = {
@@ -499,6 +568,9 @@ static const test_case tests[] = {
     {"unary_fresh", test_unary_fresh},
     {"unary_warm", test_unary_warm},
     {"unary_retry_policy", test_unary_retry_policy},
+    {"unary_hedging_policy", test_unary_hedging_policy},
+    {"stream_warm", test_stream_warm},
+    {"stream_retry_policy", test_stream_retry_policy},
     {NULL, NULL},
 };
 

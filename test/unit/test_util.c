@@ -27,9 +27,9 @@ static void test_list_order(void) {
   grit_list_init(&head);
   ASSERT(grit_list_empty(&head));
   item a = {.v = 1}, b = {.v = 2}, c = {.v = 3};
-  grit_list_insert_tail(&head, &a.link);
   grit_list_insert_tail(&head, &b.link);
   grit_list_insert_tail(&head, &c.link);
+  grit_list_insert_head(&head, &a.link); /* a, b, c */
   grit_list_remove(&b.link);
   grit_list *e = grit_list_pop_head(&head);
   ASSERT_EQ(GRIT_CONTAINER_OF(e, item, link)->v, 1);
