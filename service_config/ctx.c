@@ -101,7 +101,7 @@ json_t *grit_sc_load(sc_ctx *c, const char *text, size_t len) {
 #define SC_MAX_SECONDS 315576000000LL
 
 bool grit_sc_duration_from_text(const char *s, size_t len, int64_t *out_ns,
-                                const char **why) {
+                                sc_dur *exact, const char **why) {
   if (len == 0 || s[len - 1] != 's') {
     *why = "must be a duration string ending in 's', like \"1.5s\"";
     return false;
@@ -147,6 +147,8 @@ bool grit_sc_duration_from_text(const char *s, size_t len, int64_t *out_ns,
     *why = "must be a duration string like \"1.5s\"";
     return false;
   }
+  if (exact)
+    *exact = (sc_dur){.sec = sec, .nanos = (int32_t)nanos};
   /* Nanoseconds in int64 reach about 292 years; longer saturates. */
   if (sec > (INT64_MAX - nanos) / 1000000000LL)
     *out_ns = INT64_MAX;
@@ -159,7 +161,7 @@ grit_err grit_svccfg_parse_duration(const char *s, size_t len, int64_t *out_ns,
                                     grit_error_detail *d) {
   const char *why = "no input";
   int64_t ns = 0;
-  if (s && grit_sc_duration_from_text(s, len, &ns, &why)) {
+  if (s && grit_sc_duration_from_text(s, len, &ns, NULL, &why)) {
     if (out_ns)
       *out_ns = ns;
     if (d)

@@ -4,19 +4,19 @@
 #include <inttypes.h>
 #include <string.h>
 
-grit_err grit_sc_append_duration(grit_buf *b, int64_t ns) {
-  int64_t sec = ns / 1000000000LL, frac = ns % 1000000000LL;
+/* Exactly as parsed, up to 315576000000.999999999s (SPEC SC-06), never
+ * the saturated nanosecond count the policies hold. */
+grit_err grit_sc_append_duration(grit_buf *b, sc_dur d) {
+  int32_t frac = d.nanos;
   if (frac == 0)
-    return grit_buf_appendf(b, "%" PRId64 "s", sec);
-  char digits[10];
+    return grit_buf_appendf(b, "%" PRId64 "s", d.sec);
   int w = 9;
   /* Trailing zeros of the fraction are dropped: 1.5s, not 1.500000000s. */
   while (frac % 10 == 0) {
     frac /= 10;
     w--;
   }
-  snprintf(digits, sizeof(digits), "%0*" PRId64, w, frac);
-  return grit_buf_appendf(b, "%" PRId64 ".%ss", sec, digits);
+  return grit_buf_appendf(b, "%" PRId64 ".%0*" PRId32 "s", d.sec, w, frac);
 }
 
 grit_err grit_sc_append_codes(grit_buf *b, uint32_t mask) {
@@ -74,7 +74,7 @@ static grit_err describe_entry(grit_buf *b, const grit_svccfg *cfg,
   }
   TRY(grit_buf_appendf(b, "\n%s  timeout: ", in));
   if (mc->has_timeout) {
-    TRY(grit_sc_append_duration(b, mc->timeout_ns));
+    TRY(grit_sc_append_duration(b, e->timeout));
     TRY(grit_buf_appendf(b, " (or the call's deadline if sooner)"));
   } else {
     TRY(grit_buf_appendf(b, "not set (only the call's deadline)"));
@@ -106,17 +106,17 @@ static grit_err describe_entry(grit_buf *b, const grit_svccfg *cfg,
     TRY(grit_buf_appendf(b, "%s  retry: ", in));
     TRY(describe_attempts(b, r->max_attempts, e->attempts_requested));
     TRY(grit_buf_appendf(b, "\n%s    backoff: first ", in));
-    TRY(grit_sc_append_duration(b, r->initial_backoff_ns));
+    TRY(grit_sc_append_duration(b, e->initial_backoff));
     TRY(grit_buf_appendf(b, ", x%g per retry, at most ",
                          r->backoff_multiplier));
-    TRY(grit_sc_append_duration(b, r->max_backoff_ns));
+    TRY(grit_sc_append_duration(b, e->max_backoff));
     TRY(grit_buf_appendf(
         b, ", each randomised by +-20%%\n%s    retried on: ", in));
     TRY(grit_sc_append_codes(b, r->retryable_codes));
     TRY(grit_buf_appendf(b, "\n"));
     if (r->has_per_attempt_recv_timeout) {
       TRY(grit_buf_appendf(b, "%s    per-attempt receive timeout: ", in));
-      TRY(grit_sc_append_duration(b, r->per_attempt_recv_timeout_ns));
+      TRY(grit_sc_append_duration(b, e->recv_timeout));
       TRY(grit_buf_appendf(b, " (an attempt silent that long is cancelled "
                               "and may be retried)\n"));
     }
@@ -130,7 +130,7 @@ static grit_err describe_entry(grit_buf *b, const grit_svccfg *cfg,
       TRY(grit_buf_appendf(b, ", all sent at once\n"));
     } else {
       TRY(grit_buf_appendf(b, ", a new one every "));
-      TRY(grit_sc_append_duration(b, h->hedging_delay_ns));
+      TRY(grit_sc_append_duration(b, e->hedging_delay));
       TRY(grit_buf_appendf(b, " until one gets a response\n"));
     }
     TRY(grit_buf_appendf(b,

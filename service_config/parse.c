@@ -36,14 +36,14 @@ static bool get_int(sc_ctx *c, const json_t *v, int64_t *out,
 }
 
 static bool get_duration(sc_ctx *c, const json_t *v, bool positive,
-                         int64_t *out_ns) {
+                         int64_t *out_ns, sc_dur *exact) {
   const char *why;
   if (!json_is_string(v)) {
     grit_sc_problem(c, "must be a duration string like \"1.5s\"");
     return false;
   }
   if (!grit_sc_duration_from_text(json_string_value(v), json_string_length(v),
-                                  out_ns, &why)) {
+                                  out_ns, exact, &why)) {
     grit_sc_problem(c, "%s", why);
     return false;
   }
@@ -115,20 +115,21 @@ static uint32_t get_codes(sc_ctx *c, const json_t *arr) {
 /* ---- retryPolicy, hedgingPolicy (SPEC SC-09..SC-11; gRFC A6) ---- */
 
 static void parse_retry(sc_ctx *c, const json_t *p, uint32_t cap,
-                        grit_retry_policy *r, int64_t *requested) {
+                        sc_entry *ent) {
+  grit_retry_policy *r = &ent->cfg.retry;
   size_t m;
   json_t *v;
   if (!json_is_object(p)) {
     grit_sc_problem(c, "must be an object");
     return;
   }
-  get_max_attempts(c, p, cap, &r->max_attempts, requested);
+  get_max_attempts(c, p, cap, &r->max_attempts, &ent->attempts_requested);
 
   if ((v = required(c, p, "initialBackoff", &m)))
-    get_duration(c, v, true, &r->initial_backoff_ns);
+    get_duration(c, v, true, &r->initial_backoff_ns, &ent->initial_backoff);
   grit_sc_pop(c, m);
   if ((v = required(c, p, "maxBackoff", &m)))
-    get_duration(c, v, true, &r->max_backoff_ns);
+    get_duration(c, v, true, &r->max_backoff_ns, &ent->max_backoff);
   grit_sc_pop(c, m);
 
   if ((v = required(c, p, "backoffMultiplier", &m))) {
@@ -140,8 +141,8 @@ static void parse_retry(sc_ctx *c, const json_t *p, uint32_t cap,
   grit_sc_pop(c, m);
 
   if ((v = field(c, p, "perAttemptRecvTimeout", &m)))
-    r->has_per_attempt_recv_timeout =
-        get_duration(c, v, true, &r->per_attempt_recv_timeout_ns);
+    r->has_per_attempt_recv_timeout = get_duration(
+        c, v, true, &r->per_attempt_recv_timeout_ns, &ent->recv_timeout);
   bool has_recv_timeout = v != NULL;
   grit_sc_pop(c, m);
 
@@ -161,16 +162,17 @@ static void parse_retry(sc_ctx *c, const json_t *p, uint32_t cap,
 }
 
 static void parse_hedging(sc_ctx *c, const json_t *p, uint32_t cap,
-                          grit_hedging_policy *h, int64_t *requested) {
+                          sc_entry *ent) {
+  grit_hedging_policy *h = &ent->cfg.hedging;
   size_t m;
   json_t *v;
   if (!json_is_object(p)) {
     grit_sc_problem(c, "must be an object");
     return;
   }
-  get_max_attempts(c, p, cap, &h->max_attempts, requested);
+  get_max_attempts(c, p, cap, &h->max_attempts, &ent->attempts_requested);
   if ((v = field(c, p, "hedgingDelay", &m)))
-    get_duration(c, v, false, &h->hedging_delay_ns);
+    get_duration(c, v, false, &h->hedging_delay_ns, &ent->hedging_delay);
   grit_sc_pop(c, m);
   if ((v = field(c, p, "nonFatalStatusCodes", &m))) {
     if (!json_is_array(v))
@@ -278,7 +280,8 @@ static void parse_entry(sc_ctx *c, grit_svccfg *cfg, const json_t *e,
   grit_sc_pop(c, m);
 
   if ((v = field(c, e, "timeout", &m)))
-    ent.cfg.has_timeout = get_duration(c, v, false, &ent.cfg.timeout_ns);
+    ent.cfg.has_timeout =
+        get_duration(c, v, false, &ent.cfg.timeout_ns, &ent.timeout);
   grit_sc_pop(c, m);
 
   if ((v = field(c, e, "waitForReady", &m))) {
@@ -298,8 +301,7 @@ static void parse_entry(sc_ctx *c, grit_svccfg *cfg, const json_t *e,
   json_t *hedge = grit_sc_get(e, "hedgingPolicy");
   if (retry) {
     m = grit_sc_push_key(c, "retryPolicy");
-    parse_retry(c, retry, cfg->max_attempts_cap, &ent.cfg.retry,
-                &ent.attempts_requested);
+    parse_retry(c, retry, cfg->max_attempts_cap, &ent);
     grit_sc_pop(c, m);
     ent.cfg.policy = GRIT_POLICY_RETRY;
   }
@@ -308,8 +310,7 @@ static void parse_entry(sc_ctx *c, grit_svccfg *cfg, const json_t *e,
     /* SPEC SC-09: one or the other. */
     if (retry)
       grit_sc_problem(c, "must not be set together with retryPolicy");
-    parse_hedging(c, hedge, cfg->max_attempts_cap, &ent.cfg.hedging,
-                  &ent.attempts_requested);
+    parse_hedging(c, hedge, cfg->max_attempts_cap, &ent);
     grit_sc_pop(c, m);
     ent.cfg.policy = GRIT_POLICY_HEDGING;
   }

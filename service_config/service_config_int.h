@@ -10,12 +10,22 @@
 
 #include <jansson.h>
 
+/* A duration as written (SPEC SC-06): sec <= 315576000000, nanos below
+ * 10^9. The policies' _ns fields saturate at INT64_MAX ns (about 292
+ * years), so describe.c prints these instead. */
+typedef struct sc_dur {
+  int64_t sec;
+  int32_t nanos;
+} sc_dur;
+
 /* One methodConfig entry that has names. */
 typedef struct sc_entry {
   grit_method_cfg cfg;
   size_t json_index;          /* index in $.methodConfig */
   size_t first_name, n_names; /* its names in grit_svccfg.names */
   int64_t attempts_requested; /* maxAttempts as written, before the cap */
+  /* The durations of cfg as written, for describe.c. */
+  sc_dur timeout, initial_backoff, max_backoff, recv_timeout, hedging_delay;
 } sc_entry;
 
 /* One name: its lookup key ("/S/M", "/S/" or "" for the default). */
@@ -69,14 +79,14 @@ json_t *grit_sc_load(sc_ctx *c, const char *text, size_t len);
 bool grit_sc_status_code_from_json(const json_t *v, grit_status_code *out,
                                    const char **why);
 bool grit_sc_duration_from_text(const char *s, size_t len, int64_t *out_ns,
-                                const char **why);
+                                sc_dur *exact, const char **why);
 
 /* Parse an already-loaded top-level value (SC-01..SC-12). */
 grit_svccfg *grit_sc_parse_value(sc_ctx *c, const json_t *root,
                                  const grit_svccfg_opts *o);
 
 /* Rendering helpers shared by describe.c and public.c. */
-grit_err grit_sc_append_duration(grit_buf *b, int64_t ns);
+grit_err grit_sc_append_duration(grit_buf *b, sc_dur d);
 grit_err grit_sc_append_codes(grit_buf *b, uint32_t mask);
 /* Append |cfg|'s description, each line prefixed by |indent|. */
 grit_err grit_sc_describe_into(grit_buf *b, const grit_svccfg *cfg,
