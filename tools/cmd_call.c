@@ -387,14 +387,19 @@ static void call_usage(FILE *f) {
              "  --data HEX | --data @FILE   request message (default empty)\n"
              "  --metadata k:v              call metadata (repeatable)\n"
              "  --deadline MS               per-call deadline\n"
-             "  --service-config JSON|@FILE default service config\n"
+             "  --service-config FILE|@FILE|JSON\n"
+             "                              default service config: a file, "
+             "or JSON\n"
+             "                              if it starts with '{'\n"
              "  --tls                       use TLS\n"
              "  --ca FILE                   root certificates (PEM)\n"
              "  --authority NAME            :authority and TLS name\n"
              "  --count N --concurrency C   N calls, C in flight\n"
              "  --wait-for-ready            queue until the channel is READY\n"
              "  --attempts                  print each call's attempts\n"
-             "  --json                      one JSON object per call\n");
+             "  --json                      one JSON object per line\n"
+             "exit status: 0 every call OK, 1 a call failed, 2 usage or "
+             "set-up error\n");
 }
 
 typedef struct call_flags {
@@ -404,6 +409,16 @@ typedef struct call_flags {
   bool tls, json, wfr, attempts;
 } call_flags;
 
+/* A count or a number of milliseconds: at least 1, at most 2^53 so that
+ * microsecond arithmetic on it cannot overflow. */
+static bool number_arg(const char *flag, const char *arg, uint64_t *out) {
+  if (tool_parse_u64(arg, 1, UINT64_C(1) << 53, out))
+    return true;
+  fprintf(stderr, "grit: %s wants a positive integer, got '%s'\n", flag, arg);
+  return false;
+}
+
+/* 0 to go on, 1 after --help, 2 on a usage error (message printed). */
 static int parse_flags(int argc, char **argv, call_flags *fl) {
   static const struct option opts[] = {
       {"data", required_argument, 0, 'd'},
@@ -428,7 +443,8 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
       fl->data = optarg;
       break;
     case 't':
-      fl->deadline_ms = strtoull(optarg, NULL, 10);
+      if (!number_arg("--deadline", optarg, &fl->deadline_ms))
+        return 2;
       break;
     case 's':
       fl->service_config = optarg;
@@ -443,10 +459,12 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
       fl->authority = optarg;
       break;
     case 'n':
-      fl->count = strtoull(optarg, NULL, 10);
+      if (!number_arg("--count", optarg, &fl->count))
+        return 2;
       break;
     case 'C':
-      fl->concurrency = strtoull(optarg, NULL, 10);
+      if (!number_arg("--concurrency", optarg, &fl->concurrency))
+        return 2;
       break;
     case 'w':
       fl->wfr = true;
@@ -464,7 +482,9 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
         return 2;
       }
       char *k = strndup(optarg, (size_t)(colon - optarg));
-      grit_err rv = grit_metadata_add(fl->md, k, colon + 1, strlen(colon + 1));
+      grit_err rv =
+          k ? grit_metadata_add(fl->md, k, colon + 1, strlen(colon + 1))
+            : GRIT_ERR_NOMEM;
       free(k);
       if (rv != GRIT_OK) {
         fprintf(stderr, "grit: bad metadata '%s': %s\n", optarg,
@@ -488,38 +508,48 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
   return 0;
 }
 
-static grit_channel_args *make_args(const call_flags *fl, att_store *store) {
+/* The channel arguments the flags ask for; |sc| is the service config
+ * text or NULL. On failure *out is NULL and the error says which. */
+static grit_err make_args(const call_flags *fl, const char *sc,
+                          att_store *store, grit_channel_args **out) {
   grit_channel_args *a;
-  if (grit_channel_args_create(&a) != GRIT_OK)
-    return NULL;
-  if (fl->service_config) {
-    char *sc = tool_read_text_or_file(fl->service_config, NULL);
-    if (!sc) {
-      grit_channel_args_destroy(a);
-      return NULL;
-    }
-    grit_channel_args_set_string(a, GRIT_ARG_SERVICE_CONFIG, sc);
-    free(sc);
+  *out = NULL;
+  grit_err rv = grit_channel_args_create(&a);
+  if (rv != GRIT_OK)
+    return rv;
+  if (sc)
+    rv = grit_channel_args_set_string(a, GRIT_ARG_SERVICE_CONFIG, sc);
+  if (rv == GRIT_OK && (fl->json || fl->attempts))
+    rv = grit_channel_args_set_observer(a, on_attempt, store);
+  if (rv == GRIT_OK && fl->tls)
+    rv = grit_channel_args_set_int(a, GRIT_ARG_TLS, 1);
+  if (rv == GRIT_OK && fl->ca)
+    rv = grit_channel_args_set_string(a, GRIT_ARG_TLS_ROOT_CERTS_FILE, fl->ca);
+  if (rv == GRIT_OK && fl->authority)
+    rv = grit_channel_args_set_string(a, GRIT_ARG_DEFAULT_AUTHORITY,
+                                      fl->authority);
+  if (rv == GRIT_OK && fl->authority)
+    rv = grit_channel_args_set_string(a, GRIT_ARG_TLS_TARGET_NAME_OVERRIDE,
+                                      fl->authority);
+  if (rv != GRIT_OK) {
+    grit_channel_args_destroy(a);
+    return rv;
   }
-  if (fl->json || fl->attempts)
-    grit_channel_args_set_observer(a, on_attempt, store);
-  if (fl->tls)
-    grit_channel_args_set_int(a, GRIT_ARG_TLS, 1);
-  if (fl->ca)
-    grit_channel_args_set_string(a, GRIT_ARG_TLS_ROOT_CERTS_FILE, fl->ca);
-  if (fl->authority) {
-    grit_channel_args_set_string(a, GRIT_ARG_DEFAULT_AUTHORITY, fl->authority);
-    grit_channel_args_set_string(a, GRIT_ARG_TLS_TARGET_NAME_OVERRIDE,
-                                 fl->authority);
-  }
-  return a;
+  *out = a;
+  return GRIT_OK;
 }
 
 static int run_calls(call_run *r, uint64_t concurrency, bool summary) {
-  pthread_mutex_init(&r->mu, NULL);
-  pthread_cond_init(&r->cv, NULL);
   r->slots = calloc(r->count, sizeof(call_slot));
   r->lat_us = calloc(r->count, sizeof(uint64_t));
+  if (!r->slots || !r->lat_us) {
+    fprintf(stderr, "grit: out of memory for %" PRIu64 " calls\n", r->count);
+    free(r->slots);
+    free(r->lat_us);
+    return 2;
+  }
+  pthread_mutex_init(&r->mu, NULL);
+  pthread_cond_init(&r->cv, NULL);
   uint64_t t0 = tool_now_us();
   for (uint64_t i = 0; i < concurrency && i < r->count; i++)
     start_next(r);
@@ -533,44 +563,56 @@ static int run_calls(call_run *r, uint64_t concurrency, bool summary) {
   int rc = r->codes[0] == r->count ? 0 : 1;
   free(r->slots);
   free(r->lat_us);
+  pthread_cond_destroy(&r->cv);
+  pthread_mutex_destroy(&r->mu);
   return rc;
 }
 
+/* Exit status: 0 when every call ended OK, 1 when one did not, 2 on a
+ * usage or set-up error (bad flag, unreadable file, bad target or service
+ * config). */
 int cmd_call(int argc, char **argv) {
+  static char prog[] = "grit call"; /* getopt's messages name argv[0] */
+  argv[0] = prog;
   call_flags fl = {.count = 1, .concurrency = 1};
-  grit_metadata_create(&fl.md);
+  if (grit_metadata_create(&fl.md) != GRIT_OK) {
+    fprintf(stderr, "grit: out of memory\n");
+    return 2;
+  }
+  call_run r = {0};
+  pthread_mutex_init(&r.store.mu, NULL);
+  char *sc = NULL;
   int rc = parse_flags(argc, argv, &fl);
   if (rc != 0) {
-    grit_metadata_destroy(fl.md);
-    return rc == 1 ? 0 : rc;
+    rc = rc == 1 ? 0 : rc;
+    goto done;
   }
-  call_run r = {.method = argv[optind + 1],
-                .count = fl.count,
-                .json = fl.json,
-                .attempts = fl.attempts,
-                .verbose = fl.count == 1};
-  pthread_mutex_init(&r.store.mu, NULL);
-  if (fl.data) {
-    if (fl.data[0] == '@') {
-      char *raw = tool_read_text_or_file(fl.data, &r.req_len);
-      r.req = (uint8_t *)raw;
-    } else if (!tool_parse_hex(fl.data, &r.req, &r.req_len)) {
-      fprintf(stderr, "grit: --data is not hex: %s\n", fl.data);
-      return 2;
-    }
-    if (!r.req)
-      return 2;
+  rc = 2;
+  r.method = argv[optind + 1];
+  r.count = fl.count;
+  r.json = fl.json;
+  r.attempts = fl.attempts;
+  r.verbose = fl.count == 1;
+  if (fl.data && fl.data[0] == '@') {
+    if (!(r.req = (uint8_t *)tool_read_file(fl.data + 1, &r.req_len)))
+      goto done;
+  } else if (fl.data && !tool_parse_hex(fl.data, &r.req, &r.req_len)) {
+    fprintf(stderr, "grit: --data is not hex: %s\n", fl.data);
+    goto done;
   }
-  grit_channel_args *a = make_args(&fl, &r.store);
+  if (fl.service_config && !(sc = tool_read_json_arg(fl.service_config, NULL)))
+    goto done;
+  grit_channel_args *a;
   grit_error_detail d = {0};
-  grit_err rv = a ? grit_channel_create(NULL, argv[optind], a, &d, &r.ch)
-                  : GRIT_ERR_INVALID_ARG;
+  grit_err rv = make_args(&fl, sc, &r.store, &a);
+  if (rv == GRIT_OK)
+    rv = grit_channel_create(NULL, argv[optind], a, &d, &r.ch);
   grit_channel_args_destroy(a);
   if (rv != GRIT_OK) {
     fprintf(stderr, "grit: cannot create channel to %s: %s%s%s%s%s\n",
             argv[optind], grit_strerror(rv), d.reason[0] ? ": " : "", d.path,
             d.path[0] ? ": " : "", d.reason);
-    return 2;
+    goto done;
   }
   r.opts = (grit_call_opts){.version = GRIT_CALL_OPTS_VERSION,
                             .timeout_ms = fl.deadline_ms,
@@ -579,11 +621,11 @@ int cmd_call(int argc, char **argv) {
     r.opts.wait_for_ready = 1;
     r.opts.wait_for_ready_set = true;
   }
-  if (r.count == 0)
-    r.count = 1;
-  rc = run_calls(&r, fl.concurrency ? fl.concurrency : 1, r.count > 1);
+  rc = run_calls(&r, fl.concurrency, r.count > 1);
   grit_channel_destroy(r.ch);
+done:
   grit_metadata_destroy(fl.md);
+  free(sc);
   free(r.req);
   free(r.store.v);
   pthread_mutex_destroy(&r.store.mu);

@@ -1,16 +1,17 @@
 /* grit config check: validate a service config (file or inline JSON) or
- * the one published in DNS, and explain it in plain words. */
+ * the one published in DNS, and explain it in plain words. Exit status: 0
+ * valid, 1 invalid (report on stderr) or unreadable, 2 usage. */
 #include "tools.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int config_usage(void) {
-  fprintf(stderr,
-          "usage: grit config check FILE_OR_JSON\n"
-          "       grit config check --dns HOST [--dns-server ADDR:PORT]\n");
-  return 2;
+static int config_usage(FILE *f) {
+  fprintf(f, "usage: grit config check FILE_OR_JSON\n"
+             "       grit config check --dns HOST [--dns-server ADDR:PORT]\n"
+             "FILE_OR_JSON: a path, @path, or JSON text starting with '{'\n");
+  return f == stdout ? 0 : 2;
 }
 
 static int print_report(grit_err rv, char *report) {
@@ -32,35 +33,31 @@ static int check_dns(int argc, char **argv) {
     else if (strcmp(argv[i], "--dns-server") == 0 && i + 1 < argc)
       server = argv[++i];
     else
-      return config_usage();
+      return config_usage(stderr);
   }
   if (!host)
-    return config_usage();
+    return config_usage(stderr);
   char *report = NULL;
   grit_err rv = grit_service_config_check_dns(host, server, 5000, &report);
   return print_report(rv, report);
 }
 
+static bool is_help(const char *arg) {
+  return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0;
+}
+
 int cmd_config(int argc, char **argv) {
+  if ((argc == 2 && is_help(argv[1])) || (argc == 3 && is_help(argv[2])))
+    return config_usage(stdout);
   if (argc < 3 || strcmp(argv[1], "check") != 0)
-    return config_usage();
+    return config_usage(stderr);
   if (strncmp(argv[2], "--dns", 5) == 0)
     return check_dns(argc - 2, argv + 2);
-  if (argc != 3)
-    return config_usage();
-  /* A path that exists is read; otherwise the argument is the JSON. */
-  const char *arg = argv[2];
-  char *json = NULL;
+  /* An option we do not know is a usage error, not a file name. */
+  if (argc != 3 || argv[2][0] == '-')
+    return config_usage(stderr);
   size_t len = 0;
-  FILE *f = arg[0] != '{' && arg[0] != '@' ? fopen(arg, "rb") : NULL;
-  if (f) {
-    fclose(f);
-    char spec[4096];
-    snprintf(spec, sizeof(spec), "@%s", arg);
-    json = tool_read_text_or_file(spec, &len);
-  } else {
-    json = tool_read_text_or_file(arg, &len);
-  }
+  char *json = tool_read_json_arg(argv[2], &len);
   if (!json)
     return 1;
   char *report = NULL;

@@ -13,9 +13,16 @@ int cmd_call(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 
-/* Read |spec|: "@path" reads the file, anything else is the text itself.
- * Returns a malloc'd NUL-terminated buffer or NULL (message printed). */
-char *tool_read_text_or_file(const char *spec, size_t *len);
+/* Read the whole file at |path|. Returns a malloc'd NUL-terminated buffer
+ * (|len| bytes before the NUL) or NULL (message printed). */
+char *tool_read_file(const char *path, size_t *len);
+/* A JSON argument (--service-config, config check): "@path" or a plain
+ * path reads the file; text whose first non-blank character is '{' is the
+ * JSON itself. Returns a malloc'd NUL-terminated buffer or NULL (message
+ * printed). */
+char *tool_read_json_arg(const char *spec, size_t *len);
+/* A decimal integer in [min, max]: digits only, no sign, blanks or rest. */
+bool tool_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 /* Decode hex (whitespace allowed) into a malloc'd buffer. */
 bool tool_parse_hex(const char *s, uint8_t **out, size_t *len);
 uint64_t tool_now_us(void);

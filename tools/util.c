@@ -2,6 +2,7 @@
 #include "tools.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,10 +14,10 @@ uint64_t tool_now_us(void) {
   return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static char *read_file(const char *path, size_t *len) {
+char *tool_read_file(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
   if (!f) {
-    fprintf(stderr, "grit: cannot open %s\n", path);
+    fprintf(stderr, "grit: cannot open %s: %s\n", path, strerror(errno));
     return NULL;
   }
   size_t cap = 4096, n = 0;
@@ -25,31 +26,57 @@ static char *read_file(const char *path, size_t *len) {
   while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
     n += got;
     if (cap - n - 1 == 0) {
-      char *nb = realloc(buf, cap * 2);
-      if (!nb) {
+      char *nb = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
+      if (!nb)
         free(buf);
-        buf = NULL;
-      }
       buf = nb;
       cap *= 2;
     }
   }
+  bool failed = ferror(f) != 0;
   fclose(f);
-  if (!buf)
+  if (!buf || failed) {
+    fprintf(stderr, "grit: cannot read %s\n", path);
+    free(buf);
     return NULL;
+  }
   buf[n] = '\0';
   if (len)
     *len = n;
   return buf;
 }
 
-char *tool_read_text_or_file(const char *spec, size_t *len) {
+char *tool_read_json_arg(const char *spec, size_t *len) {
   if (spec[0] == '@')
-    return read_file(spec + 1, len);
+    return tool_read_file(spec + 1, len);
+  /* JSON text may start with blanks (RFC 8259 §2); a path never starts
+   * with '{' in practice. */
+  const char *p = spec;
+  while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+    p++;
+  if (*p != '{')
+    return tool_read_file(spec, len);
   char *s = strdup(spec);
-  if (s && len)
+  if (!s) {
+    fprintf(stderr, "grit: out of memory\n");
+    return NULL;
+  }
+  if (len)
     *len = strlen(s);
   return s;
+}
+
+bool tool_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out) {
+  /* strtoull alone takes a sign, blanks and an empty string. */
+  if (s[0] < '0' || s[0] > '9')
+    return false;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno != 0 || *end != '\0' || v < min || v > max)
+    return false;
+  *out = v;
+  return true;
 }
 
 static int hexval(int c) {
