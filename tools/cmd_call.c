@@ -64,18 +64,63 @@ struct call_run {
   pthread_cond_t cv;
 };
 
+/* Length of the well-formed UTF-8 sequence at |s| (|n| bytes left), or 0:
+ * no overlong forms, surrogates or code points past U+10FFFF (RFC 3629
+ * §4). */
+static size_t utf8_len(const unsigned char *s, size_t n) {
+  size_t len;
+  uint32_t cp;
+  if (s[0] < 0x80)
+    return 1;
+  if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+    len = 2;
+    cp = s[0] & 0x1f;
+  } else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+    len = 3;
+    cp = s[0] & 0x0f;
+  } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+    len = 4;
+    cp = s[0] & 0x07;
+  } else {
+    return 0;
+  }
+  if (len > n)
+    return 0;
+  for (size_t i = 1; i < len; i++) {
+    if ((s[i] & 0xc0) != 0x80)
+      return 0;
+    cp = cp << 6 | (s[i] & 0x3f);
+  }
+  if ((len == 3 && cp < 0x800) || (cp >= 0xd800 && cp <= 0xdfff) ||
+      (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+    return 0;
+  return len;
+}
+
+/* A JSON string (RFC 8259 §7): UTF-8 text passes through, control
+ * characters are escaped and a byte that is not UTF-8 becomes U+FFFD. */
 static void print_json_string(FILE *f, const char *s, size_t n) {
+  const unsigned char *u = (const unsigned char *)s;
   fputc('"', f);
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
-    if (c == '"' || c == '\\')
-      fprintf(f, "\\%c", c);
-    else if (c < 0x20 || c >= 0x7f)
-      fprintf(f, "\\u%04x", c);
+  for (size_t i = 0; i < n;) {
+    size_t len = utf8_len(u + i, n - i);
+    if (u[i] == '"' || u[i] == '\\')
+      fprintf(f, "\\%c", u[i]);
+    else if (u[i] < 0x20 || u[i] == 0x7f)
+      fprintf(f, "\\u%04x", u[i]);
+    else if (len == 0)
+      fputs("\\ufffd", f);
     else
-      fputc(c, f);
+      fwrite(u + i, 1, len, f);
+    i += len ? len : 1;
   }
   fputc('"', f);
+}
+
+/* "-bin" metadata carries bytes; gRPC shows them in base64 (SPEC HS-06). */
+static bool is_bin_key(const char *k) {
+  size_t n = strlen(k);
+  return n >= 4 && strcmp(k + n - 4, "-bin") == 0;
 }
 
 static void print_hex(FILE *f, const uint8_t *p, size_t n) {
@@ -272,7 +317,13 @@ static void print_json_result(call_run *r, const grit_status *st,
     fprintf(f, "%s", i ? "," : "");
     print_json_string(f, k, strlen(k));
     fputc(':', f);
-    print_json_string(f, (const char *)v, vl);
+    if (is_bin_key(k)) {
+      fputc('"', f);
+      tool_print_base64(f, v, vl);
+      fputc('"', f);
+    } else {
+      print_json_string(f, (const char *)v, vl);
+    }
   }
   fprintf(f, "}}\n");
 }
@@ -291,7 +342,12 @@ static void print_plain_result(const grit_status *st, const uint8_t *resp,
     const uint8_t *v;
     size_t vl;
     grit_metadata_get(st->trailers, i, &k, &v, &vl);
-    printf("trailer %s: %.*s\n", k, (int)vl, (const char *)v);
+    printf("trailer %s: ", k);
+    if (is_bin_key(k))
+      tool_print_base64(stdout, v, vl);
+    else
+      fwrite(v, 1, vl, stdout);
+    printf("\n");
   }
 }
 
@@ -360,9 +416,38 @@ static void start_next(call_run *r) {
   }
 }
 
+/* With --json the summary is one more JSON line, {"summary":{...}}, so
+ * stdout holds nothing but JSON. */
+static void print_json_summary(call_run *r, double qps, const tool_pcts *p) {
+  printf("{\"summary\":{\"calls\":%" PRIu64 ",\"ok\":%" PRIu64 ",\"failed\":{",
+         r->count, r->codes[0]);
+  bool first = true;
+  for (int c = 1; c < GRIT_STATUS_COUNT; c++) {
+    if (r->codes[c]) {
+      printf("%s\"%s\":%" PRIu64, first ? "" : ",",
+             grit_status_code_name((grit_status_code)c), r->codes[c]);
+      first = false;
+    }
+  }
+  printf("},\"qps\":%.0f,\"p50_us\":%" PRIu64 ",\"p90_us\":%" PRIu64
+         ",\"p99_us\":%" PRIu64 ",\"p999_us\":%" PRIu64 ",\"max_us\":%" PRIu64
+         ",\"peers\":{",
+         qps, p->p50, p->p90, p->p99, p->p999, p->max);
+  for (int i = 0; i < MAX_PEERS && r->peers[i][0]; i++) {
+    printf("%s", i ? "," : "");
+    print_json_string(stdout, r->peers[i], strlen(r->peers[i]));
+    printf(":%" PRIu64, r->peer_calls[i]);
+  }
+  printf("}}}\n");
+}
+
 static void print_summary(call_run *r, uint64_t elapsed_us) {
   tool_pcts p = tool_percentiles(r->lat_us, (size_t)r->count);
   double qps = elapsed_us ? (double)r->count * 1e6 / (double)elapsed_us : 0;
+  if (r->json) {
+    print_json_summary(r, qps, &p);
+    return;
+  }
   printf("calls=%" PRIu64 " ok=%" PRIu64, r->count, r->codes[0]);
   printf(" failed={");
   bool first = true;

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <grit/grit.h>
 
@@ -23,6 +24,9 @@ char *tool_read_file(const char *path, size_t *len);
 char *tool_read_json_arg(const char *spec, size_t *len);
 /* A decimal integer in [min, max]: digits only, no sign, blanks or rest. */
 bool tool_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+/* |n| bytes in standard base64 with padding (RFC 4648 §4), as gRPC shows
+ * -bin metadata values. */
+void tool_print_base64(FILE *f, const uint8_t *p, size_t n);
 /* Decode hex (whitespace allowed) into a malloc'd buffer. */
 bool tool_parse_hex(const char *s, uint8_t **out, size_t *len);
 uint64_t tool_now_us(void);

@@ -79,6 +79,23 @@ bool tool_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out) {
   return true;
 }
 
+void tool_print_base64(FILE *f, const uint8_t *p, size_t n) {
+  static const char abc[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+      "0123456789+/";
+  for (size_t i = 0; i < n; i += 3) {
+    uint32_t v = (uint32_t)p[i] << 16;
+    if (i + 1 < n)
+      v |= (uint32_t)p[i + 1] << 8;
+    if (i + 2 < n)
+      v |= p[i + 2];
+    fputc(abc[v >> 18 & 63], f);
+    fputc(abc[v >> 12 & 63], f);
+    fputc(i + 1 < n ? abc[v >> 6 & 63] : '=', f);
+    fputc(i + 2 < n ? abc[v & 63] : '=', f);
+  }
+}
+
 static int hexval(int c) {
   if (c >= '0' && c <= '9')
     return c - '0';
