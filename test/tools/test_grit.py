@@ -1,0 +1,791 @@
+#!/usr/bin/env python3
+"""Tests of the grit command (tools/): run the built binary and check its
+exit status, stdout and stderr.
+
+  test_grit.py --grit PATH --h2server PATH --peers DIR GROUP
+
+GROUP is one of: call, json, grpcio, config, usage, demo. Servers are real
+and local: test/h2server's grit-h2server, and for 'grpcio' the Debian
+grpcio peer test/peers/retry_server.py (run with /usr/bin/python3, as
+test/behaviour/pypeer.h does). Both bind 127.0.0.1 on an ephemeral port.
+Every child runs under a timeout and is stopped on the way out, also when
+meson's timeout sends SIGTERM; a child gets SIGTERM if this script dies.
+
+Exit status: 0 all cases passed, 1 a case failed, 77 every case skipped.
+"""
+
+import argparse
+import base64
+import ctypes
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+PYPEER_PYTHON = "/usr/bin/python3"
+CALL_TIMEOUT_S = 20  # bound on one grit run that should end by itself
+START_TIMEOUT_S = 20  # bound on a server printing its port
+
+ARGS = None
+
+
+class Skip(Exception):
+    pass
+
+
+def die_with_parent():
+    """In the child: SIGTERM when this script exits (PR_SET_PDEATHSIG)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def fmt(b):
+    return b.decode("utf-8", "replace") if isinstance(b, bytes) else str(b)
+
+
+class Result:
+    def __init__(self, argv, rc, out, err, secs):
+        self.argv, self.rc, self.out, self.err, self.secs = (argv, rc, out,
+                                                             err, secs)
+
+    def __str__(self):
+        return "grit %s\n  exit %s after %.2fs\n  stdout: %r\n  stderr: %r" % (
+            " ".join(fmt(a) for a in self.argv), self.rc, self.secs,
+            fmt(self.out), fmt(self.err))
+
+
+def grit(*argv, timeout=CALL_TIMEOUT_S):
+    """Run grit with |argv| (str or bytes); a run past |timeout| fails."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRIT_")}
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run([ARGS.grit] + list(argv), stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=timeout, env=env,
+                           preexec_fn=die_with_parent)
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError("grit %s: still running after %ss (killed)\n"
+                             "  stdout: %r" % (" ".join(fmt(a) for a in argv),
+                                               timeout, fmt(e.stdout or b"")))
+    return Result(argv, p.returncode, p.stdout, p.stderr,
+                  time.monotonic() - t0)
+
+
+def check(cond, what, res=None):
+    if not cond:
+        raise AssertionError(what + ("\n" + str(res) if res else ""))
+
+
+def check_eq(actual, expected, what, res=None):
+    check(actual == expected,
+          "%s: expected %r, got %r" % (what, expected, actual), res)
+
+
+def check_rc(res, rc):
+    check_eq(res.rc, rc, "exit status", res)
+
+
+def check_in(needle, hay, what, res=None):
+    check(needle in hay, "%s: %r not in %r" % (what, needle, hay), res)
+
+
+def out(res):
+    return res.out.decode("utf-8", "replace")
+
+
+def err(res):
+    return res.err.decode("utf-8", "replace")
+
+
+def json_lines(res):
+    """stdout as JSON lines: UTF-8 (RFC 8259 §8.1), every line an object,
+    nothing else."""
+    try:
+        text = res.out.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise AssertionError("stdout is not UTF-8 (%s)\n%s" % (e, res))
+    check(text.endswith("\n"), "stdout must end in a newline", res)
+    objs = []
+    for i, line in enumerate(text.split("\n")[:-1]):
+        try:
+            objs.append(json.loads(line))
+        except ValueError as e:
+            raise AssertionError("stdout line %d is not JSON (%s): %r\n%s" %
+                                 (i + 1, e, line, res))
+        check(isinstance(objs[-1], dict), "line %d is not an object" % (i + 1),
+              res)
+    return objs
+
+
+# ---- servers ----
+
+
+def read_line(proc, timeout):
+    """The child's first stdout line, within |timeout| seconds."""
+    end = time.monotonic() + timeout
+    buf = b""
+    while b"\n" not in buf:
+        left = end - time.monotonic()
+        if left <= 0 or proc.poll() is not None:
+            break
+        r, _, _ = select.select([proc.stdout], [], [], min(left, 0.2))
+        if r:
+            chunk = os.read(proc.stdout.fileno(), 256)
+            if not chunk:
+                break
+            buf += chunk
+    return buf.decode("utf-8", "replace")
+
+
+def stop(proc):
+    if proc.stdin:
+        proc.stdin.close()
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+    if proc.stdout:
+        proc.stdout.close()
+
+
+class H2Server:
+    """grit-h2server with script steps (--action), ephemeral port."""
+
+    def __init__(self, *actions):
+        cmd = [ARGS.h2server, "--host", "127.0.0.1", "--port", "0"]
+        for a in actions:
+            cmd += ["--action", a]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE,
+                                     preexec_fn=die_with_parent)
+        line = read_line(self.proc, START_TIMEOUT_S)
+        if not line.startswith("listening 127.0.0.1:"):
+            stop(self.proc)
+            raise AssertionError("grit-h2server did not start: %r" % line)
+        self.port = int(line.strip().rsplit(":", 1)[1])
+        self.target = "ipv4:127.0.0.1:%d" % self.port
+        self.peer = "127.0.0.1:%d" % self.port
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        stop(self.proc)
+
+
+class GrpcioPeer:
+    """test/peers/retry_server.py under Debian's grpcio; exits when its
+    stdin closes, so it cannot outlive this script."""
+
+    def __init__(self, script):
+        if not os.access(PYPEER_PYTHON, os.X_OK) or subprocess.run(
+                [PYPEER_PYTHON, "-c", "import grpc"], capture_output=True,
+                timeout=CALL_TIMEOUT_S).returncode != 0:
+            raise Skip("no grpcio for %s" % PYPEER_PYTHON)
+        self.proc = subprocess.Popen(
+            [PYPEER_PYTHON, os.path.join(ARGS.peers, script)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            preexec_fn=die_with_parent)
+        line = read_line(self.proc, START_TIMEOUT_S)
+        if not line.startswith("PORT "):
+            stop(self.proc)
+            raise AssertionError("%s gave no port: %r" % (script, line))
+        self.port = int(line.split()[1])
+        self.target = "ipv4:127.0.0.1:%d" % self.port
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        stop(self.proc)
+
+
+def write_tmp(text, suffix=".json"):
+    f = tempfile.NamedTemporaryFile("w", suffix=suffix, dir=ARGS.tmp,
+                                    delete=False)
+    f.write(text)
+    f.close()
+    return f.name
+
+
+# Scripted answers, by method (each step repeats forever).
+BIN_TRAILERS = ("path=/pkg.Svc/Bin repeat=* trailer=x-blob-bin:AP/+ "
+                "trailer=x-one-bin:AQ trailer=x-txt:hi")
+FAIL = ("path=/pkg.Svc/Fail repeat=* trailers_only status=NOT_FOUND "
+        "message=caf%C3%A9%20not%20here")
+HANG = "path=/pkg.Svc/Hang repeat=* hang"
+FLAKY = "path=/pkg.Svc/Flaky trailers_only status=UNAVAILABLE"
+
+TIMEOUT_CONFIG = ('{"methodConfig":[{"name":[{"service":"pkg.Svc"}],'
+                  '"timeout":"0.2s"}]}')
+RETRY_CONFIG = ('{"methodConfig":[{"name":[{"service":"%s"}],'
+                '"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.01s",'
+                '"maxBackoff":"0.01s","backoffMultiplier":1,'
+                '"retryableStatusCodes":["UNAVAILABLE"]}}]}')
+
+# ---- group 'call': plain output against grit-h2server ----
+
+
+def call_unary_ok():
+    with H2Server() as s:
+        r = grit("call", "--data", "68656c6c6f", s.target, "/pkg.Svc/Echo")
+        check_rc(r, 0)
+        lines = out(r).splitlines()
+        check_eq(lines[0], "status: OK (0)", "status line", r)
+        check_eq(lines[1], "peer: " + s.peer, "peer line", r)
+        check(lines[2].startswith("latency: ") and lines[2].endswith(" us"),
+              "latency line", r)
+        check_eq(lines[3], "response (5 bytes): 68656c6c6f", "response", r)
+        path = write_tmp("hello", suffix=".bin")
+        r = grit("call", "--data", "@" + path, s.target, "/pkg.Svc/Echo")
+        check_rc(r, 0)
+        check_in("response (5 bytes): 68656c6c6f\n", out(r), "--data @FILE",
+                 r)
+
+
+def call_non_ok_status():
+    with H2Server(FAIL) as s:
+        r = grit("call", s.target, "/pkg.Svc/Fail")
+        check_rc(r, 1)
+        check_eq(out(r).splitlines()[0], "status: NOT_FOUND (5) café not here",
+                 "status line", r)
+
+
+def call_deadline():
+    with H2Server(HANG) as s:
+        r = grit("call", "--deadline", "200", s.target, "/pkg.Svc/Hang")
+        check_rc(r, 1)
+        lines = out(r).splitlines()
+        check(lines[0].startswith("status: DEADLINE_EXCEEDED (4)"),
+              "DEADLINE_EXCEEDED expected", r)
+        us = int(lines[2].split()[1])
+        check(150000 <= us < CALL_TIMEOUT_S * 1000000,
+              "latency %d us for a 200 ms deadline" % us, r)
+
+
+def call_bin_trailers_base64():
+    with H2Server(BIN_TRAILERS) as s:
+        r = grit("call", s.target, "/pkg.Svc/Bin")
+        check_rc(r, 0)
+        text = out(r)
+        check_in("trailer x-blob-bin: AP/+\n", text, "-bin trailer", r)
+        check_in("trailer x-one-bin: AQ==\n", text, "padded -bin trailer", r)
+        check_in("trailer x-txt: hi\n", text, "text trailer", r)
+
+
+def call_metadata():
+    # The test service echoes x-grpc-test-echo-trailing-bin as a trailer:
+    # the raw bytes go out base64 on the wire and come back the same.
+    value = b"\x01\xff\x80abc"
+    with H2Server() as s:
+        r = grit("call", b"--metadata",
+                 b"x-grpc-test-echo-trailing-bin:" + value, "--metadata",
+                 "x-grpc-test-echo-initial:hello", s.target,
+                 "/grpc.testing.TestService/EmptyCall")
+        check_rc(r, 0)
+        check_in(
+            "trailer x-grpc-test-echo-trailing-bin: %s\n" %
+            base64.b64encode(value).decode(), out(r), "echoed metadata", r)
+        r = grit("call", "--metadata", "Bad Key:v", s.target, "/pkg.Svc/Echo")
+        check_rc(r, 2)
+        check_in("bad metadata 'Bad Key:v'", err(r), "message", r)
+        r = grit("call", "--metadata", "novalue", s.target, "/pkg.Svc/Echo")
+        check_rc(r, 2)
+        check_in("--metadata wants k:v", err(r), "message", r)
+
+
+def call_service_config_forms():
+    # The config's 0.2 s timeout is the only deadline: the call ends
+    # DEADLINE_EXCEEDED only if the config was read and applied.
+    path = write_tmp(TIMEOUT_CONFIG)
+    forms = {
+        "plain path": path,
+        "@path": "@" + path,
+        "inline": TIMEOUT_CONFIG,
+        "inline after blanks": "\n  " + TIMEOUT_CONFIG,
+    }
+    with H2Server(HANG) as s:
+        for name, arg in forms.items():
+            r = grit("call", "--service-config", arg, s.target,
+                     "/pkg.Svc/Hang")
+            check_rc(r, 1)
+            check(
+                out(r).startswith("status: DEADLINE_EXCEEDED (4)"),
+                "--service-config as %s: timeout not applied" % name, r)
+        missing = os.path.join(ARGS.tmp, "no-such-config.json")
+        r = grit("call", "--service-config", missing, s.target,
+                 "/pkg.Svc/Hang")
+        check_rc(r, 2)
+        check_eq(err(r),
+                 "grit: cannot open %s: No such file or directory\n" % missing,
+                 "stderr", r)
+        r = grit("call", "--service-config",
+                 '{"methodConfig":[{"name":[{}],"timeout":"1"}]}', s.target,
+                 "/pkg.Svc/Hang")
+        check_rc(r, 2)
+        check_in("$.methodConfig[0].timeout", err(r), "problem path", r)
+
+
+def call_count_summary():
+    with H2Server(FAIL) as s:
+        r = grit("call", "--count", "4", "--concurrency", "2", s.target,
+                 "/pkg.Svc/Echo")
+        check_rc(r, 0)
+        lines = out(r).splitlines()
+        check_eq(len(lines), 2, "summary lines", r)
+        check(lines[0].startswith("calls=4 ok=4 failed={} qps="), "summary",
+              r)
+        check_eq(lines[1], "peers: %s=4" % s.peer, "peers line", r)
+        r = grit("call", "--count", "2", s.target, "/pkg.Svc/Fail")
+        check_rc(r, 1)
+        check(out(r).startswith("calls=2 ok=0 failed={NOT_FOUND:2} "),
+              "summary", r)
+
+
+def call_attempts_timeline():
+    with H2Server(FLAKY) as s:
+        r = grit("call", "--attempts", "--service-config",
+                 RETRY_CONFIG % "pkg.Svc", s.target, "/pkg.Svc/Flaky")
+        check_rc(r, 0)
+        text = out(r)
+        check_in("call 1: OK after 2 attempts (OK: ", text, "call line", r)
+        lines = [l.split() for l in text.splitlines() if l.startswith("  #")]
+        check_eq([l[:3] for l in lines],
+                 [["#1", "first", s.peer], ["#2", "retry", s.peer]],
+                 "timeline", r)
+        check_in("UNAVAILABLE", " ".join(lines[0]), "first attempt", r)
+
+
+# ---- group 'json': --json output is JSON lines only ----
+
+
+def json_single_call():
+    with H2Server() as s:
+        r = grit("call", "--json", "--data", "0102ff", s.target,
+                 "/pkg.Svc/Echo")
+        check_rc(r, 0)
+        objs = json_lines(r)
+        check_eq(len(objs), 1, "lines", r)
+        o = objs[0]
+        for k, v in {"code": 0, "code_name": "OK", "message": "",
+                     "peer": s.peer, "call_id": 1, "attempts": 1,
+                     "transparent_retries": 0, "hedges": 0,
+                     "backoff_ms": 0, "reason": "OK", "response": "0102ff",
+                     "trailers": {}}.items():
+            check_eq(o.get(k), v, k, r)
+        check(isinstance(o["latency_us"], int), "latency_us", r)
+        check_eq(err(r), "", "stderr", r)
+
+
+def json_non_ok_status():
+    with H2Server(FAIL) as s:
+        r = grit("call", "--json", s.target, "/pkg.Svc/Fail")
+        check_rc(r, 1)
+        o = json_lines(r)[0]
+        check_eq((o["code"], o["code_name"], o["message"]),
+                 (5, "NOT_FOUND", "café not here"), "status", r)
+
+
+def json_bin_metadata_base64():
+    value = b"\xfe\xff\x10 binary\x7f"  # argv cannot carry a NUL
+    with H2Server(BIN_TRAILERS) as s:
+        r = grit("call", "--json", s.target, "/pkg.Svc/Bin")
+        check_rc(r, 0)
+        t = json_lines(r)[0]["trailers"]
+        check_eq(t, {"x-blob-bin": "AP/+", "x-one-bin": "AQ==",
+                     "x-txt": "hi"}, "trailers", r)
+        check_eq(base64.b64decode(t["x-blob-bin"], validate=True),
+                 b"\x00\xff\xfe", "decoded", r)
+        r = grit("call", "--json", b"--metadata",
+                 b"x-grpc-test-echo-trailing-bin:" + value, s.target,
+                 "/grpc.testing.TestService/EmptyCall")
+        check_rc(r, 0)
+        got = json_lines(r)[0]["trailers"]["x-grpc-test-echo-trailing-bin"]
+        check_eq(got, base64.b64encode(value).decode(), "base64 with padding",
+                 r)
+        check_eq(base64.b64decode(got, validate=True), value,
+                 "echoed -bin value", r)
+
+
+def json_count_summary():
+    with H2Server(FAIL) as s:
+        r = grit("call", "--json", "--count", "3", "--concurrency", "2",
+                 s.target, "/pkg.Svc/Echo")
+        check_rc(r, 0)
+        objs = json_lines(r)
+        check_eq(len(objs), 4, "lines: 3 calls and the summary", r)
+        check_eq(sorted(o["call_id"] for o in objs[:3]), [1, 2, 3],
+                 "call ids", r)
+        summ = objs[3].get("summary")
+        check(isinstance(summ, dict), "last line is the summary", r)
+        check_eq((summ["calls"], summ["ok"], summ["failed"], summ["peers"]),
+                 (3, 3, {}, {s.peer: 3}), "summary", r)
+        for k in ("qps", "p50_us", "p90_us", "p99_us", "p999_us", "max_us"):
+            check(isinstance(summ.get(k), (int, float)), k, r)
+        check_eq(err(r), "", "stderr", r)
+        r = grit("call", "--json", "--count", "2", s.target, "/pkg.Svc/Fail")
+        check_rc(r, 1)
+        objs = json_lines(r)
+        check_eq(objs[-1]["summary"]["failed"], {"NOT_FOUND": 2}, "failed",
+                 r)
+
+
+def json_deadline_and_timeline():
+    with H2Server(HANG, FLAKY) as s:
+        r = grit("call", "--json", "--deadline", "100", s.target,
+                 "/pkg.Svc/Hang")
+        check_rc(r, 1)
+        o = json_lines(r)[0]
+        check_eq((o["code"], o["code_name"], o["reason"]),
+                 (4, "DEADLINE_EXCEEDED", "DEADLINE"), "deadline", r)
+        r = grit("call", "--json", "--attempts", "--service-config",
+                 RETRY_CONFIG % "pkg.Svc", s.target, "/pkg.Svc/Flaky")
+        check_rc(r, 0)
+        o = json_lines(r)[0]
+        check_eq(o["attempts"], 2, "attempts", r)
+        check_eq([(a["attempt"], a["kind"], a["code_name"])
+                  for a in o["timeline"]],
+                 [(1, "first", "UNAVAILABLE"), (2, "retry", "OK")],
+                 "timeline", r)
+
+
+# ---- group 'grpcio': against a real grpcio server ----
+
+
+def grpcio_calls():
+    key = "tools-%d" % os.getpid()
+    with GrpcioPeer("retry_server.py") as p:
+        r = grit("call", "--data", "6869", p.target, "/retry.Svc/Call")
+        check_rc(r, 0)
+        check_in("response (2 bytes): 6869\n", out(r), "echo", r)
+
+        # Metadata steers the server: it fails the call as asked.
+        md = ["--metadata", "x-call-key:%s-fail" % key, "--metadata",
+              "x-fail:1", "--metadata", "x-code:PERMISSION_DENIED",
+              "--metadata", "x-message:denied by test"]
+        r = grit("call", *md, p.target, "/retry.Svc/Call")
+        check_rc(r, 1)
+        check_eq(out(r).splitlines()[0],
+                 "status: PERMISSION_DENIED (7) denied by test", "status", r)
+
+        # A retry policy from a config file (plain path): two UNAVAILABLE
+        # attempts, then OK, as the server's own log confirms.
+        path = write_tmp(RETRY_CONFIG % "retry.Svc")
+        r = grit("call", "--json", "--service-config", path, "--metadata",
+                 "x-call-key:%s-retry" % key, "--metadata", "x-fail:2",
+                 p.target, "/retry.Svc/Call")
+        check_rc(r, 0)
+        check_eq(json_lines(r)[0]["attempts"], 3, "attempts", r)
+        r = grit("call", "--data", ("%s-retry" % key).encode().hex(),
+                 p.target, "/retry.Svc/Log")
+        check_rc(r, 0)
+        hexed = out(r).splitlines()[3].split(": ")[1]
+        check_eq(bytes.fromhex(hexed).decode().splitlines(),
+                 ["prev=- idem=- 14", "prev=1 idem=- 14", "prev=2 idem=- ok"],
+                 "server's log", r)
+
+
+# ---- group 'config': grit config check ----
+
+GREETER = """{
+  "loadBalancingConfig": [{"round_robin": {}}],
+  "methodConfig": [{
+    "name": [{"service": "helloworld.Greeter"}],
+    "timeout": "1.5s",
+    "waitForReady": true,
+    "maxResponseMessageBytes": 1048576,
+    "retryPolicy": {
+      "maxAttempts": 4, "initialBackoff": "0.1s", "maxBackoff": "1s",
+      "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]
+    }
+  }],
+  "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1}
+}
+"""
+
+GREETER_REPORT = """\
+valid service config
+methodConfig[0] applies to: /helloworld.Greeter/* (every method of \
+helloworld.Greeter)
+  timeout: 1.5s (or the call's deadline if sooner)
+  wait for ready: yes
+  largest response message: 1048576 bytes (or the channel's limit if \
+smaller)
+  retry: up to 4 attempts, the first included
+    backoff: first 0.1s, x2 per retry, at most 1s, each randomised by +-20%
+    retried on: UNAVAILABLE
+retry throttling: 10 tokens per server name, -1 per failed attempt, +0.100 \
+per successful call; retries and hedges stop while tokens <= 5.000
+load balancing: round_robin (from loadBalancingConfig)
+"""
+
+
+def config_valid():
+    path = write_tmp(GREETER)
+    for arg in (path, "@" + path, GREETER, " " + GREETER):
+        r = grit("config", "check", arg)
+        check_rc(r, 0)
+        check_eq(out(r), GREETER_REPORT, "report", r)
+        check_eq(err(r), "", "stderr", r)
+
+
+def config_per_method():
+    cfg = {
+        "methodConfig": [
+            {"name": [{}], "timeout": "10s"},
+            {"name": [{"service": "a.S", "method": "Get"}],
+             "waitForReady": False,
+             "hedgingPolicy": {"maxAttempts": 3, "hedgingDelay": "0.05s",
+                               "nonFatalStatusCodes": ["UNAVAILABLE"]}},
+            {"name": [{"service": "a.S"}, {"service": "b.S"}],
+             "maxRequestMessageBytes": 1024},
+        ]
+    }
+    r = grit("config", "check", json.dumps(cfg))
+    check_rc(r, 0)
+    text = out(r)
+    for want in [
+            "methodConfig[0] applies to: default (every method not named "
+            "elsewhere)\n  timeout: 10s (or the call's deadline if sooner)\n",
+            "methodConfig[1] applies to: /a.S/Get\n  timeout: not set (only "
+            "the call's deadline)\n  wait for ready: no\n",
+            "  hedging: up to 3 attempts, the first included, a new one every "
+            "0.05s until one gets a response\n",
+            "    non-fatal codes (send the next hedge at once): UNAVAILABLE; ",
+            "methodConfig[2] applies to: /a.S/* (every method of a.S), /b.S/* "
+            "(every method of b.S)\n",
+            "  largest request message: 1024 bytes",
+            "  retries: none configured (transparent retries only)\n",
+            "retry throttling: off\nload balancing: pick_first\n",
+    ]:
+        check_in(want, text, "report", r)
+
+
+def config_invalid():
+    readme = ('{"methodConfig":[{"name":[{}],"retryPolicy":'
+              '{"maxAttempts":1}}]}')
+    want = """\
+invalid service config (5 problems):
+  $.methodConfig[0].retryPolicy.maxAttempts: must be an integer > 1
+  $.methodConfig[0].retryPolicy.initialBackoff: is required
+  $.methodConfig[0].retryPolicy.maxBackoff: is required
+  $.methodConfig[0].retryPolicy.backoffMultiplier: is required
+  $.methodConfig[0].retryPolicy.retryableStatusCodes: must be a non-empty \
+array unless perAttemptRecvTimeout is set
+"""
+    path = write_tmp(readme)
+    for arg in (readme, path, "@" + path):
+        r = grit("config", "check", arg)
+        check_rc(r, 1)
+        check_eq(err(r), want, "problems", r)
+        check_eq(out(r), "", "stdout", r)
+    # Problems in several places: each is listed with its path.
+    r = grit("config", "check",
+             '{"methodConfig":[{"name":[{"service":"s"}],"timeout":"1"},'
+             '{"name":[{"method":"m"}],"waitForReady":1}],'
+             '"retryThrottling":{"maxTokens":0,"tokenRatio":0.1}}')
+    check_rc(r, 1)
+    lines = err(r).splitlines()
+    check_eq(lines[0], "invalid service config (4 problems):", "header", r)
+    check_eq([l.split(": ")[0].strip() for l in lines[1:]], [
+        "$.methodConfig[0].timeout", "$.methodConfig[1].name[0]",
+        "$.methodConfig[1].waitForReady", "$.retryThrottling.maxTokens"
+    ], "problem paths", r)
+    r = grit("config", "check", '{"methodConfig": [}')
+    check_rc(r, 1)
+    check_in("$: invalid JSON", err(r), "syntax error", r)
+
+
+def config_durations():
+    # SPEC SC-06: seconds up to 315576000000, up to 9 decimals; printed
+    # exactly, trailing zeros trimmed, not as saturated nanoseconds.
+    cases = [
+        ("315576000000s", "315576000000s"),
+        ("315576000000.999999999s", "315576000000.999999999s"),
+        ("315575999999.000000001s", "315575999999.000000001s"),
+        ("9223372036.854775807s", "9223372036.854775807s"),
+        ("9223372036.854775808s", "9223372036.854775808s"),
+        ("9223372037s", "9223372037s"),
+        ("0.000000001s", "0.000000001s"),
+        ("0.100s", "0.1s"),
+        ("1.500000000s", "1.5s"),
+        ("0s", "0s"),
+    ]
+    entries = [{"name": [{"service": "s%d" % i}], "timeout": d}
+               for i, (d, _) in enumerate(cases)]
+    entries.append({
+        "name": [{"service": "r"}],
+        "retryPolicy": {
+            "maxAttempts": 2, "initialBackoff": "315576000000s",
+            "maxBackoff": "315576000000.5s", "backoffMultiplier": 2,
+            "retryableStatusCodes": ["UNAVAILABLE"],
+            "perAttemptRecvTimeout": "100000000000.000000010s"}})
+    entries.append({
+        "name": [{"service": "h"}],
+        "hedgingPolicy": {"maxAttempts": 2,
+                          "hedgingDelay": "315576000000.000000001s"}})
+    r = grit("config", "check", json.dumps({"methodConfig": entries}))
+    check_rc(r, 0)
+    got = [l.split("timeout: ")[1].split(" ")[0]
+           for l in out(r).splitlines() if l.startswith("  timeout: ")]
+    check_eq(got[:len(cases)], [w for _, w in cases], "timeouts", r)
+    for want in [
+            "backoff: first 315576000000s, x2 per retry, at most "
+            "315576000000.5s,",
+            "per-attempt receive timeout: 100000000000.00000001s ",
+            "a new one every 315576000000.000000001s until",
+    ]:
+        check_in(want, out(r), "report", r)
+    r = grit("config", "check",
+             '{"methodConfig":[{"name":[{}],"timeout":"315576000001s"}]}')
+    check_rc(r, 1)
+    check_in("$.methodConfig[0].timeout: seconds must be at most "
+             "315576000000", err(r), "problem", r)
+
+
+def config_bad_usage():
+    missing = os.path.join(ARGS.tmp, "missing.json")
+    r = grit("config", "check", missing)
+    check_rc(r, 1)
+    check_eq(err(r), "grit: cannot open %s: No such file or directory\n" %
+             missing, "stderr", r)
+    for argv in (["config"], ["config", "check"], ["config", "lint", "{}"],
+                 ["config", "check", "{}", "{}"],
+                 ["config", "check", "--bogus"]):
+        r = grit(*argv)
+        check_rc(r, 2)
+        check(err(r).startswith("usage: grit config check"), "usage", r)
+    r = grit("config", "check", "--help")
+    check_rc(r, 0)
+    check(out(r).startswith("usage: grit config check"), "usage", r)
+
+
+# ---- group 'usage': bad command lines ----
+
+
+def usage_commands():
+    for argv, rc, stream, first in [
+        ([], 2, "err", "usage: grit <command> [options]"),
+        (["bogus"], 2, "err", "grit: unknown command 'bogus'"),
+        (["help"], 0, "out", "usage: grit <command> [options]"),
+        (["--help"], 0, "out", "usage: grit <command> [options]"),
+    ]:
+        r = grit(*argv)
+        check_rc(r, rc)
+        text = err(r) if stream == "err" else out(r)
+        check_eq(text.splitlines()[0], first, "first line", r)
+        check_in("\ncommands:\n", text, "usage", r)
+    r = grit("version")
+    check_rc(r, 0)
+    check(out(r).startswith("grit ") and out(r).count("\n") == 1, "version",
+          r)
+
+
+def usage_call():
+    t = "ipv4:127.0.0.1:9"  # never dialled: each of these fails first
+    r = grit("call", "--bogus", t, "/pkg.Svc/M")
+    check_rc(r, 2)
+    check_in("grit call: unrecognized option '--bogus'", err(r), "message",
+             r)
+    check_in("usage: grit call [options] TARGET /pkg.Service/Method",
+             err(r), "usage", r)
+    check_eq(out(r), "", "stdout", r)
+    for argv in (["call"], ["call", t], ["call", t, "/a/b", "extra"],
+                 ["call", "--deadline"]):
+        r = grit(*argv)
+        check_rc(r, 2)
+        check_in("usage: grit call", err(r), "usage", r)
+    for flag, val in (("--deadline", "0"), ("--deadline", "-5"),
+                      ("--deadline", "10ms"), ("--count", "0"),
+                      ("--count", "x"), ("--concurrency", ""),
+                      ("--count", "99999999999999999999")):
+        r = grit("call", flag, val, t, "/pkg.Svc/M")
+        check_rc(r, 2)
+        check_eq(err(r), "grit: %s wants a positive integer, got '%s'\n" %
+                 (flag, val), "stderr", r)
+    r = grit("call", "--data", "abc", t, "/pkg.Svc/M")
+    check_rc(r, 2)
+    check_in("--data is not hex", err(r), "message", r)
+    r = grit("call", "dns:///", "/pkg.Svc/M")
+    check_rc(r, 2)
+    check_in("grit: cannot create channel to dns:///: invalid target",
+             err(r), "message", r)
+    r = grit("call", "--help")
+    check_rc(r, 0)
+    check(out(r).startswith("usage: grit call"), "usage", r)
+    check_in("exit status: 0 every call OK, 1 a call failed, 2 usage",
+             out(r), "exit codes", r)
+
+
+# ---- group 'demo' ----
+
+
+def demo_runs():
+    r = grit("demo", timeout=120)
+    check_rc(r, 0)
+    check(out(r).rstrip().endswith("demo: all good"), "demo verdict", r)
+
+
+GROUPS = {
+    "call": [call_unary_ok, call_non_ok_status, call_deadline,
+             call_bin_trailers_base64, call_metadata,
+             call_service_config_forms, call_count_summary,
+             call_attempts_timeline],
+    "json": [json_single_call, json_non_ok_status, json_bin_metadata_base64,
+             json_count_summary, json_deadline_and_timeline],
+    "grpcio": [grpcio_calls],
+    "config": [config_valid, config_per_method, config_invalid,
+               config_durations, config_bad_usage],
+    "usage": [usage_commands, usage_call],
+    "demo": [demo_runs],
+}
+
+
+def on_sigterm(signum, frame):
+    raise SystemExit("killed by signal %d" % signum)
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--grit", required=True)
+    ap.add_argument("--h2server", required=True)
+    ap.add_argument("--peers", required=True)
+    ap.add_argument("group", choices=sorted(GROUPS))
+    ARGS = ap.parse_args()
+    signal.signal(signal.SIGTERM, on_sigterm)
+    failed = skipped = 0
+    with tempfile.TemporaryDirectory(prefix="grit-tools-") as tmp:
+        ARGS.tmp = tmp
+        for case in GROUPS[ARGS.group]:
+            t0 = time.monotonic()
+            try:
+                case()
+                status = "ok"
+            except Skip as e:
+                status = "SKIP (%s)" % e
+                skipped += 1
+            except AssertionError as e:
+                status = "FAIL\n%s" % e
+                failed += 1
+            except Exception:  # a crash in a case fails it, not the rest
+                status = "FAIL\n%s" % traceback.format_exc()
+                failed += 1
+            print("%-28s %5.2fs %s" % (case.__name__, time.monotonic() - t0,
+                                       status), flush=True)
+    if failed:
+        return 1
+    return 77 if skipped == len(GROUPS[ARGS.group]) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
