@@ -316,7 +316,12 @@ typedef struct grit_channel_args grit_channel_args;
 #define GRIT_ARG_IGNORE_RESOLVER_CONFIG "grit.ignore_resolver_config"
 /** Int 0/1, default 0. Look up _grpc_config.<host> TXT records (DNS-01). */
 #define GRIT_ARG_DNS_ENABLE_TXT "grit.dns_enable_txt"
-/** String "addr:port[,addr:port]". DNS servers for dns: targets. */
+/** String "addr:port[,addr:port...]". DNS servers for dns: targets, tried
+ * in order; default: the system's. Each address is an IPv4 literal or a
+ * bracketed IPv6 one ("127.0.0.1:53", "[::1]:5353"), each port a decimal
+ * 1..65535; no host names, spaces or empty entries. A malformed value makes
+ * grit_channel_create fail with GRIT_ERR_INVALID_ARG, whatever the target.
+ * A dns://authority/ in the target takes precedence over it. */
 #define GRIT_ARG_DNS_SERVER "grit.dns_server"
 /** Int ms, default 30000. Minimum time between re-resolutions (DNS-05). */
 #define GRIT_ARG_DNS_MIN_RERESOLVE_MS "grit.dns_min_reresolve_ms"
