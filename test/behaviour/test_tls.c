@@ -4,7 +4,9 @@
  * naming the problem, and the server never sees a request: nothing went
  * out in clear. The good certificate works with
  * GRIT_ARG_TLS_ROOT_CERTS_FILE, and a client certificate satisfies a server
- * that requires one. Skipped (exit 77) without openssl. */
+ * that requires one. GRIT_ARG_TLS_VERIFY_HOSTNAME 0 accepts a certificate
+ * for another name, but still not an untrusted or expired one. Skipped
+ * (exit 77) without openssl. */
 #include <limits.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -68,10 +70,17 @@ static h2s_server *tls_server(const char *name, const char *client_ca,
   return s;
 }
 
+typedef enum verify_host {
+  VERIFY_DEFAULT = 0, /* GRIT_ARG_TLS_VERIFY_HOSTNAME not set */
+  VERIFY_ON,
+  VERIFY_OFF,
+} verify_host;
+
 typedef struct tls_opts {
   const char *name_override; /* NULL: the target host */
   bool client_cert;
   bool no_roots; /* the system store instead of the test CA */
+  verify_host verify;
 } tls_opts;
 
 static grit_channel *tls_channel(h2s_server *srv, const tls_opts *o) {
@@ -86,6 +95,9 @@ static grit_channel *tls_channel(h2s_server *srv, const tls_opts *o) {
   if (o->name_override)
     grit_channel_args_set_string(a, GRIT_ARG_TLS_TARGET_NAME_OVERRIDE,
                                  o->name_override);
+  if (o->verify != VERIFY_DEFAULT)
+    grit_channel_args_set_int(a, GRIT_ARG_TLS_VERIFY_HOSTNAME,
+                              o->verify == VERIFY_ON);
   if (o->client_cert) {
     grit_channel_args_set_string(a, GRIT_ARG_TLS_CERT_CHAIN_FILE,
                                  cert(buf, "client.pem"));
@@ -160,6 +172,46 @@ static void test_wrong_host(void) {
   expect_failure("server", &other, NULL, false, "hostname mismatch");
 }
 
+/* GRIT_ARG_TLS_VERIFY_HOSTNAME: set to 1 it behaves as the default; set
+ * to 0 the name check alone is skipped. */
+static void test_verify_hostname(void) {
+  NEED_CERTS();
+  tls_opts on = {.name_override = "foo.test.google.fr", .verify = VERIFY_ON};
+  expect_failure("wronghost", &on, NULL, false, "hostname mismatch");
+  tls_opts on_other = {.name_override = "other.example", .verify = VERIFY_ON};
+  expect_failure("server", &on_other, NULL, false, "hostname mismatch");
+
+  /* Off: the certificate for wrong.example.com (signed by the trusted CA)
+   * is accepted for foo.test.google.fr, and the call goes through. */
+  h2s_server *srv = tls_server("wronghost", NULL, false);
+  ASSERT_NOT_NULL(srv);
+  tls_opts off = {.name_override = "foo.test.google.fr", .verify = VERIFY_OFF};
+  grit_channel *ch = tls_channel(srv, &off);
+  ASSERT_NOT_NULL(ch);
+  grit_status st;
+  grit_status_code c = bh_unary(ch, "/pkg.Svc/M", "hi", CALL_MS, &st);
+  if ((int)c >= 0) {
+    if (c != GRIT_STATUS_OK)
+      fprintf(stderr, "  verify off: %s \"%s\"\n", grit_status_code_name(c),
+              st.message);
+    grit_status_free(&st);
+  }
+  ASSERT_EQ(c, GRIT_STATUS_OK);
+  ASSERT_EQ(h2s_server_request_count(srv), 1);
+  const h2s_request *r = h2s_server_request(srv, 0);
+  ASSERT_NOT_NULL(r);
+  ASSERT_STR_EQ(h2s_request_header(r, ":scheme"), "https");
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+
+  /* Off does not mean unverified: the chain is still checked. */
+  tls_opts off_untrusted = {.name_override = "foo.test.google.fr",
+                            .verify = VERIFY_OFF};
+  expect_failure("untrusted", &off_untrusted, NULL, false,
+                 "certificate verification failed");
+  expect_failure("expired", &off_untrusted, NULL, false, "expired");
+}
+
 static void test_expired(void) {
   NEED_CERTS();
   tls_opts o = {.name_override = "foo.test.google.fr"};
@@ -223,6 +275,7 @@ static const test_case tests[] = {
     {"good_certificate", test_good_certificate},
     {"untrusted", test_untrusted},
     {"wrong_host", test_wrong_host},
+    {"verify_hostname", test_verify_hostname},
     {"expired", test_expired},
     {"no_alpn_h2", test_no_alpn_h2},
     {"client_cert_required", test_client_cert_required},
