@@ -3,8 +3,9 @@
  * expired) and without ALPN h2, a call fails UNAVAILABLE with a message
  * naming the problem, and the server never sees a request: nothing went
  * out in clear. The good certificate works with
- * GRIT_ARG_TLS_ROOT_CERTS_FILE, and a client certificate satisfies a server
- * that requires one. GRIT_ARG_TLS_VERIFY_HOSTNAME 0 accepts a certificate
+ * GRIT_ARG_TLS_ROOT_CERTS_FILE or GRIT_ARG_TLS_ROOT_CERTS (PEM text), and a
+ * client certificate satisfies a server that requires one.
+ * GRIT_ARG_TLS_VERIFY_HOSTNAME 0 accepts a certificate
  * for another name, but still not an untrusted or expired one. Skipped
  * (exit 77) without openssl. */
 #include <limits.h>
@@ -79,9 +80,25 @@ typedef enum verify_host {
 typedef struct tls_opts {
   const char *name_override; /* NULL: the target host */
   bool client_cert;
-  bool no_roots; /* the system store instead of the test CA */
+  bool no_roots;  /* the system store instead of the test CA */
+  bool roots_pem; /* the test CA as text (GRIT_ARG_TLS_ROOT_CERTS) */
   verify_host verify;
 } tls_opts;
+
+/* The whole of file |path|, NUL-terminated (free it), or NULL. */
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  char *buf = calloc(1, 65536);
+  size_t n = buf ? fread(buf, 1, 65535, f) : 0;
+  fclose(f);
+  if (buf && n == 0) {
+    free(buf);
+    buf = NULL;
+  }
+  return buf;
+}
 
 static grit_channel *tls_channel(h2s_server *srv, const tls_opts *o) {
   char buf[PATH_MAX], target[64];
@@ -89,9 +106,13 @@ static grit_channel *tls_channel(h2s_server *srv, const tls_opts *o) {
   if (grit_channel_args_create(&a) != GRIT_OK)
     return NULL;
   grit_channel_args_set_int(a, GRIT_ARG_TLS, 1);
-  if (!o->no_roots)
+  char *pem = o->roots_pem ? read_file(cert(buf, "ca.pem")) : NULL;
+  if (pem)
+    grit_channel_args_set_string(a, GRIT_ARG_TLS_ROOT_CERTS, pem);
+  else if (!o->no_roots)
     grit_channel_args_set_string(a, GRIT_ARG_TLS_ROOT_CERTS_FILE,
                                  cert(buf, "ca.pem"));
+  free(pem);
   if (o->name_override)
     grit_channel_args_set_string(a, GRIT_ARG_TLS_TARGET_NAME_OVERRIDE,
                                  o->name_override);
@@ -271,7 +292,39 @@ static void test_good_certificate(void) {
   h2s_server_stop(srv);
 }
 
+/* GRIT_ARG_TLS_ROOT_CERTS: the test CA given as PEM text is trusted as the
+ * file is; text with no certificate fails channel creation. */
+static void test_root_certs_text(void) {
+  NEED_CERTS();
+  h2s_server *srv = tls_server("server", NULL, false);
+  ASSERT_NOT_NULL(srv);
+  tls_opts o = {.name_override = "foo.test.google.fr", .roots_pem = true};
+  grit_channel *ch = tls_channel(srv, &o);
+  ASSERT_NOT_NULL(ch);
+  ASSERT_EQ(bh_unary(ch, "/pkg.Svc/M", "hi", CALL_MS, NULL), GRIT_STATUS_OK);
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+
+  static const char *const bad[] = {
+      "not a certificate",
+      "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"};
+  for (size_t i = 0; i < 2; i++) {
+    grit_channel_args *a = NULL;
+    ASSERT_OK(grit_channel_args_create(&a));
+    ASSERT_OK(grit_channel_args_set_int(a, GRIT_ARG_TLS, 1));
+    ASSERT_OK(grit_channel_args_set_string(a, GRIT_ARG_TLS_ROOT_CERTS, bad[i]));
+    grit_error_detail d = {0};
+    grit_channel *c = NULL;
+    ASSERT_EQ(grit_channel_create(g_rt, "ipv4:127.0.0.1:1", a, &d, &c),
+              GRIT_ERR_TLS);
+    ASSERT_NULL(c);
+    ASSERT(strstr(d.reason, "holds no valid certificate") != NULL);
+    grit_channel_args_destroy(a);
+  }
+}
+
 static const test_case tests[] = {
+    {"root_certs_text", test_root_certs_text},
     {"good_certificate", test_good_certificate},
     {"untrusted", test_untrusted},
     {"wrong_host", test_wrong_host},
