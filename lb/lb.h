@@ -85,6 +85,9 @@ const char *grit_subchannel_error(const grit_subchannel *sc);
 /* Keepalive time its next connection will use (0 = none). */
 uint64_t grit_subchannel_keepalive_time_ms(const grit_subchannel *sc);
 void grit_subchannel_reset_backoff(grit_subchannel *sc);
+/* No callback runs after this. A connection with calls in flight drains:
+ * it takes no new stream and closes after the last one; any other closes
+ * at once. NULL is a no-op. */
 void grit_subchannel_destroy(grit_subchannel *sc);
 
 /* Reconnect backoff (CB-01): next delay in ms from |current| (0 = first):

@@ -4,7 +4,9 @@
  * when to connect again. A READY connection that closes, or that receives
  * a GOAWAY, goes IDLE at once (a GOAWAY'd transport drains on its own).
  * A close caused by GOAWAY "too_many_pings" doubles the keepalive time of
- * later connections (LB-04, as grpc-core). See lb/README.md. */
+ * later connections (LB-04, as grpc-core). A subchannel destroyed with
+ * calls in flight lets its connection drain instead of aborting them.
+ * See lb/README.md. */
 #include "lb/lb.h"
 
 #include <stdio.h>
@@ -43,6 +45,9 @@ static void sc_set_state(grit_subchannel *sc, grit_connectivity_state s) {
 
 static void sc_on_ready(grit_transport *t, void *ud) {
   grit_subchannel *sc = ud;
+  /* A transport let go of (destroy) before its event came: ignore it. */
+  if (sc->destroyed || sc->t != t)
+    return;
   sc->backoff_ms = 0; /* CB-01: reset after a successful connection */
   sc->error[0] = '\0';
   sc_set_state(sc, GRIT_STATE_READY);
@@ -52,7 +57,7 @@ static void sc_on_goaway(grit_transport *t, uint32_t last, uint32_t code,
                          void *ud) {
   grit_subchannel *sc = ud;
   (void)last;
-  if (sc->t != t)
+  if (sc->destroyed || sc->t != t)
     return;
   snprintf(sc->error, sizeof(sc->error), "GOAWAY received (error %u)", code);
   grit_transport_drain(t);
@@ -192,6 +197,19 @@ static void sc_timer_closed(uv_handle_t *h) {
   sc_maybe_free(sc);
 }
 
+/* Calls in flight on a connection finish normally when its subchannel
+ * goes away (address removed, policy replaced): as after a GOAWAY, the
+ * transport takes no new stream (the client sends GOAWAY too) and closes
+ * after its last one, as grpc-core and grpc-java do. An idle or unready
+ * connection closes at once. Channel destroy cancels its calls first, so
+ * nothing is left to wait for then. */
+static void sc_release_transport(grit_transport *t) {
+  if (grit_transport_stream_count(t) > 0)
+    grit_transport_drain(t);
+  else
+    grit_transport_destroy(t);
+}
+
 void grit_subchannel_destroy(grit_subchannel *sc) {
   if (!sc)
     return;
@@ -200,6 +218,6 @@ void grit_subchannel_destroy(grit_subchannel *sc) {
   sc->t = NULL;
   /* Its on_closed arrives later and releases the last hold on |sc|. */
   if (t)
-    grit_transport_destroy(t);
+    sc_release_transport(t);
   uv_close((uv_handle_t *)&sc->timer, sc_timer_closed);
 }

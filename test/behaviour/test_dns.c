@@ -23,6 +23,10 @@
 static dnsm g_dns;        /* global: the atexit cleanup may see it */
 static h2s_server *g_srv; /* the backend of the current case */
 static char g_rec[8192];  /* dnsmasq records of the current case */
+/* More backends of a case on 127.0.0.2, .3 (g_srv's port), so one name
+ * with several A records reaches several servers. */
+#define MORE_MAX 2
+static h2s_server *g_more[MORE_MAX];
 
 /* ---- helpers ---- */
 
@@ -36,11 +40,19 @@ static void sleep_ms(unsigned ms) {
   usleep(ms * 1000u);
 }
 
+static void stop_more(void) {
+  for (int i = 0; i < MORE_MAX; i++) {
+    h2s_server_stop(g_more[i]);
+    g_more[i] = NULL;
+  }
+}
+
 /* Stop what a failed case may have left behind, then start a backend
  * whose SLOW method answers after |slow_ms|. */
 static h2s_server *fresh(uint32_t slow_ms) {
   dnsm_stop(&g_dns);
   h2s_server_stop(g_srv);
+  stop_more();
   char script[128];
   snprintf(script, sizeof(script), "path=%s delay=%u repeat=forever", SLOW,
            (unsigned)slow_ms);
@@ -49,10 +61,33 @@ static h2s_server *fresh(uint32_t slow_ms) {
   return g_srv;
 }
 
+/* fresh(), plus |n| more backends like it on 127.0.0.2, 127.0.0.3. Every
+ * backend is back[i], on 127.0.0.(i+1). */
+static bool fresh_many(uint32_t slow_ms, int n, h2s_server **back) {
+  back[0] = fresh(slow_ms);
+  if (!back[0])
+    return false;
+  char script[128], host[32];
+  snprintf(script, sizeof(script), "path=%s delay=%u repeat=forever", SLOW,
+           (unsigned)slow_ms);
+  for (int i = 0; i < n && i < MORE_MAX; i++) {
+    snprintf(host, sizeof(host), "127.0.0.%d", i + 2);
+    h2s_config cfg = {.quiet = true,
+                      .host = host,
+                      .port = h2s_server_port(g_srv),
+                      .script_text = script};
+    if (h2s_server_start(&cfg, &g_more[i]) != 0)
+      return false;
+    back[i + 1] = g_more[i];
+  }
+  return true;
+}
+
 static void teardown(void) {
   dnsm_stop(&g_dns);
   h2s_server_stop(g_srv);
   g_srv = NULL;
+  stop_more();
 }
 
 /* Append one conf-file line to g_rec. */
@@ -888,6 +923,191 @@ static void test_invalid_then_valid(void) {
   teardown();
 }
 
+/* ---- LB policy switch, address removal, re-resolution ---- */
+
+#define TXT_RR                                                                 \
+  "[{\"serviceConfig\":{\"loadBalancingConfig\":[{\"round_robin\":{}}]}}]"
+#define TXT_PF                                                                 \
+  "[{\"serviceConfig\":{\"loadBalancingConfig\":[{\"pick_first\":{}}]}}]"
+#define SC_RR "{\"loadBalancingConfig\":[{\"round_robin\":{}}]}"
+#define A_Q "query[A] svc.test"
+#define HOLD_MS 2000 /* the SLOW call in flight while things change */
+
+/* g_rec = log-queries, svc.test A 127.0.0.(i+1) for each bit i of |mask|
+ * and, if |json| is set, the TXT record "grpc_config=<json>". */
+static void rec_hosts(unsigned mask, const char *json) {
+  g_rec[0] = '\0';
+  rec("log-queries");
+  for (int i = 0; i < 3; i++)
+    if (mask & (1u << i))
+      rec("host-record=svc.test,127.0.0.%d", i + 1);
+  if (json) {
+    char v[4096];
+    snprintf(v, sizeof(v), "grpc_config=%s", json);
+    rec_txt("_grpc_config.svc.test", 1, v);
+  }
+}
+
+/* FAST calls until each of the |n| backends has seen one. */
+static bool warm_all(grit_channel *ch, h2s_server **back, int n) {
+  uint64_t end = now_ms() + 5000;
+  while (now_ms() < end) {
+    int seen = 0;
+    for (int i = 0; i < n; i++)
+      seen += h2s_server_request_count(back[i]) > 0;
+    if (seen == n)
+      return true;
+    if (call(ch, FAST, 2000, NULL, NULL) != GRIT_STATUS_OK)
+      return false;
+  }
+  return false;
+}
+
+/* Index of the backend that got the SLOW request (-1: none within 2 s). */
+static int slow_backend(h2s_server **back, int n) {
+  uint64_t end = now_ms() + 2000;
+  do {
+    for (int i = 0; i < n; i++) {
+      size_t k = h2s_server_request_count(back[i]);
+      for (size_t j = 0; j < k; j++) {
+        const char *p = h2s_server_request(back[i], j)->path;
+        if (p && strcmp(p, SLOW) == 0)
+          return i;
+      }
+    }
+    sleep_ms(5);
+  } while (now_ms() < end);
+  return -1;
+}
+
+/* The client sent |s| a GOAWAY (a graceful close of its connection). */
+static bool wait_client_goaway(h2s_server *s, int timeout_ms) {
+  uint64_t end = now_ms() + (uint64_t)timeout_ms;
+  h2s_stats st;
+  do {
+    h2s_server_get_stats(s, &st);
+    if (st.goaways_received > 0)
+      return true;
+    sleep_ms(5);
+  } while (now_ms() < end);
+  return false;
+}
+
+static bool wait_open_connections(h2s_server *s, uint64_t n, int timeout_ms) {
+  uint64_t end = now_ms() + (uint64_t)timeout_ms;
+  h2s_stats st;
+  do {
+    h2s_server_get_stats(s, &st);
+    if (st.connections_open == n)
+      return true;
+    sleep_ms(5);
+  } while (now_ms() < end);
+  return false;
+}
+
+static async_res g_slow; /* static: a failed ASSERT may leave it running */
+
+static bool start_slow(grit_channel *ch, uint64_t *t0) {
+  memset(&g_slow, 0, sizeof(g_slow));
+  pthread_mutex_init(&g_slow.mu, NULL);
+  grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION, .timeout_ms = 10000};
+  *t0 = now_ms();
+  return grit_unary_call_async(ch, SLOW, "x", 1, &o, async_cb, &g_slow) ==
+         GRIT_OK;
+}
+
+/* The client is draining its connection to |s| (GOAWAY sent) while the
+ * SLOW call still runs on it. */
+static bool draining_with_call(h2s_server *s) {
+  bool goaway = wait_client_goaway(s, HOLD_MS / 2);
+  bool running = !async_wait(&g_slow, 0);
+  if (!running)
+    fprintf(stderr, "  slow call ended early: %s: %s\n",
+            grit_status_code_name(g_slow.code), g_slow.message);
+  return goaway && running;
+}
+
+/* The SLOW call ends OK after the server's full delay. */
+static bool slow_ok(uint64_t t0) {
+  if (!async_wait(&g_slow, 3 * HOLD_MS))
+    return false;
+  if (g_slow.code != GRIT_STATUS_OK)
+    fprintf(stderr, "  slow call: %s: %s\n", grit_status_code_name(g_slow.code),
+            g_slow.message);
+  return g_slow.code == GRIT_STATUS_OK && g_slow.done_ms - t0 >= HOLD_MS - 100;
+}
+
+/* SC-08, LB-01/02: the TXT config switches round_robin to pick_first
+ * while a call is in flight. The call ends OK on its old connection, which
+ * the client then closes gracefully (GOAWAY, and closed once the call
+ * ended); new calls go to the new policy. Re-resolution comes from killing
+ * the other backend (round_robin sees it fail). The SPEC is silent on
+ * calls in flight; grpc-core and grpc-java let them finish. */
+static void test_lb_switch_keeps_calls(void) {
+  h2s_server *back[2];
+  ASSERT(fresh_many(HOLD_MS, 1, back));
+  rec_hosts(3u, TXT_RR);
+  ASSERT_OK(dnsm_start(&g_dns, g_rec));
+  grit_channel *ch =
+      dns_channel(&(chan_opts){.txt = true, .reresolve_ms = 100});
+  ASSERT(warm_all(ch, back, 2));
+  uint64_t t0;
+  ASSERT(start_slow(ch, &t0));
+  int v = slow_backend(back, 2);
+  ASSERT_CMP(v, >=, 0);
+  h2s_server *busy = back[v];
+  rec_hosts(3u, TXT_PF);
+  ASSERT_OK(dnsm_restart(&g_dns, g_rec));
+  int before = dns_log_count(TXT_Q);
+  h2s_server_kill(back[1 - v]);
+  ASSERT(wait_dns_log(TXT_Q, before + 1, 3000));
+  /* pick_first took over (a new connection to the live backend) and the
+   * round_robin connection is draining, with the call still on it. */
+  ASSERT(draining_with_call(busy));
+  h2s_stats st;
+  h2s_server_get_stats(busy, &st);
+  ASSERT_EQ(st.connections, 2);
+  ASSERT(slow_ok(t0));
+  ASSERT(wait_open_connections(busy, 1, 3000));
+  ASSERT_EQ(call(ch, FAST, 2000, NULL, NULL), GRIT_STATUS_OK);
+  h2s_server_get_stats(busy, &st);
+  ASSERT_EQ(st.connections, 2);
+  grit_channel_destroy(ch);
+  teardown();
+}
+
+/* LB-02: round_robin over three backends; the address of the one serving
+ * a call disappears from DNS. The call ends OK; its connection drains
+ * (client GOAWAY) and closes after it; new calls avoid that backend. */
+static void test_address_removed_keeps_calls(void) {
+  h2s_server *back[3];
+  ASSERT(fresh_many(HOLD_MS, 2, back));
+  rec_hosts(7u, NULL);
+  ASSERT_OK(dnsm_start(&g_dns, g_rec));
+  grit_channel *ch =
+      dns_channel(&(chan_opts){.default_config = SC_RR, .reresolve_ms = 100});
+  ASSERT(warm_all(ch, back, 3));
+  uint64_t t0;
+  ASSERT(start_slow(ch, &t0));
+  int v = slow_backend(back, 3);
+  ASSERT_CMP(v, >=, 0);
+  int keep = (v + 1) % 3, dead = (v + 2) % 3;
+  rec_hosts(1u << keep, NULL);
+  ASSERT_OK(dnsm_restart(&g_dns, g_rec));
+  int before = dns_log_count(A_Q);
+  h2s_server_kill(back[dead]); /* round_robin asks to re-resolve */
+  ASSERT(wait_dns_log(A_Q, before + 1, 3000));
+  ASSERT(draining_with_call(back[v]));
+  ASSERT(slow_ok(t0));
+  ASSERT(wait_open_connections(back[v], 0, 3000));
+  size_t old = h2s_server_request_count(back[v]);
+  for (int i = 0; i < 6; i++)
+    ASSERT_EQ(call(ch, FAST, 2000, NULL, NULL), GRIT_STATUS_OK);
+  ASSERT_EQ(h2s_server_request_count(back[v]), old);
+  grit_channel_destroy(ch);
+  teardown();
+}
+
 /* ---- grit_service_config_check_dns ---- */
 
 static void test_check_dns(void) {
@@ -961,6 +1181,8 @@ static const test_case tests[] = {
     {"ignore_resolver_config", test_ignore_resolver_config},
     {"config_swap", test_config_swap},
     {"invalid_then_valid", test_invalid_then_valid},
+    {"lb_switch_keeps_calls", test_lb_switch_keeps_calls},
+    {"address_removed_keeps_calls", test_address_removed_keeps_calls},
     {"check_dns", test_check_dns},
     {NULL, NULL},
 };

@@ -273,6 +273,42 @@ static void test_goaway_drains(void) {
   h2s_server_stop(s);
 }
 
+/* Channel destroy with calls in flight does not wait for them: a dropped
+ * subchannel lets its connection drain the calls on it (lb/README.md), but
+ * destroy cancels every call first. So destroy returns at once, the calls
+ * end CANCELLED and the servers see every connection close. */
+static void test_destroy_with_calls_in_flight(void) {
+  h2s_server *s[2] = {bh_server("path=/x.Y/Hang repeat=forever hang"),
+                      bh_server("path=/x.Y/Hang repeat=forever hang")};
+  grit_channel *ch = lb_channel(s, 2, RR_CONFIG, NULL, 0);
+  ASSERT_NOT_NULL(ch);
+  ASSERT(warm_up(ch, s, 2));
+  static async_call a[4]; /* static: may outlive a failed ASSERT */
+  for (int i = 0; i < 4; i++)
+    ASSERT_OK(async_start(ch, "/x.Y/Hang", 20000, &a[i]));
+  ASSERT(h2s_server_wait_requests(s[0], 3, 5000));
+  ASSERT(h2s_server_wait_requests(s[1], 3, 5000));
+  uint64_t t0 = now_ms();
+  grit_channel_destroy(ch);
+  ASSERT_CMP(now_ms() - t0, <, 2000);
+  for (int i = 0; i < 4; i++) {
+    ASSERT_EQ(async_wait(&a[i], 2000), GRIT_STATUS_CANCELLED);
+    async_free(&a[i]);
+  }
+  for (int i = 0; i < 2; i++) {
+    h2s_stats st;
+    uint64_t until = now_ms() + 2000;
+    do {
+      h2s_server_get_stats(s[i], &st);
+      if (st.connections_open == 0)
+        break;
+      sleep_ms(5);
+    } while (now_ms() < until);
+    ASSERT_EQ(st.connections_open, 0);
+    h2s_server_stop(s[i]);
+  }
+}
+
 /* ---- keepalive (LB-04) ---- */
 
 static void test_keepalive_timeout(void) {
@@ -454,6 +490,7 @@ int main(int argc, char **argv) {
       {"pf_order_failover_sticky", test_pf_order_failover_sticky},
       {"killed_mid_run", test_killed_mid_run},
       {"goaway_drains", test_goaway_drains},
+      {"destroy_with_calls_in_flight", test_destroy_with_calls_in_flight},
       {"keepalive_timeout", test_keepalive_timeout},
       {"states", test_states},
       {"pf_states", test_pf_states},
