@@ -6,9 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static void ch_update_state(void *ctx, grit_connectivity_state s);
-static void ch_request_reresolution(void *ctx);
-
 void grit_channel_ref(grit_channel *ch) {
   __atomic_add_fetch(&ch->refs, 1, __ATOMIC_RELAXED);
 }
@@ -154,28 +151,6 @@ static bool ch_shuffle(const grit_channel *ch) {
   return g && g->shuffle_address_list;
 }
 
-/* Create or switch the LB policy to the one the config names. */
-static grit_err ch_ensure_lb(grit_channel *ch) {
-  const grit_lb_policy_vtable *vt = ch_lb_choice(ch->config);
-  if (ch->lb && ch->lb_vt == vt)
-    return GRIT_OK;
-  grit_lb_helper h = {.update_state = ch_update_state,
-                      .request_reresolution = ch_request_reresolution,
-                      .ctx = ch};
-  grit_lb_policy *p;
-  grit_err rv = vt->create(&ch->sc_args, &h, &p);
-  if (rv != GRIT_OK)
-    return rv;
-  grit_lb_policy *old = ch->lb;
-  ch->lb = p;
-  ch->lb_vt = vt;
-  GRIT_TRACE(GRIT_TRACE_LB, GRIT_LEVEL_INFO, "channel %s: lb policy %s",
-             ch->target.authority, vt->name);
-  if (old)
-    old->vt->destroy(old);
-  return GRIT_OK;
-}
-
 static void ch_set_config(grit_channel *ch, grit_svccfg *cfg) {
   grit_svccfg_unref(ch->config);
   ch->config = cfg;
@@ -232,16 +207,17 @@ static void ch_on_resolved(void *ctx, const grit_resolver_result *r) {
   if (r->addr_error) {
     snprintf(ch->resolve_error, sizeof(ch->resolve_error), "%s", r->addr_error);
     if (!ch->lb || ch_state(ch) != GRIT_STATE_READY)
-      ch_update_state(ch, GRIT_STATE_TRANSIENT_FAILURE);
+      grit_channel_set_state(ch, GRIT_STATE_TRANSIENT_FAILURE);
     return;
   }
   ch->resolve_error[0] = '\0';
-  if (ch_ensure_lb(ch) != GRIT_OK ||
-      ch->lb->vt->update_addresses(ch->lb, r->addrs, r->naddrs,
-                                   ch_shuffle(ch)) != GRIT_OK) {
+  grit_lb_policy *p = NULL;
+  if (grit_channel_lb_select(ch, ch_lb_choice(ch->config), &p) != GRIT_OK ||
+      p->vt->update_addresses(p, r->addrs, r->naddrs, ch_shuffle(ch)) !=
+          GRIT_OK) {
     snprintf(ch->resolve_error, sizeof(ch->resolve_error),
              "out of memory applying resolver result");
-    ch_update_state(ch, GRIT_STATE_TRANSIENT_FAILURE);
+    grit_channel_set_state(ch, GRIT_STATE_TRANSIENT_FAILURE);
     /* Nothing else would re-deliver it: ask the resolver again after a
      * backoff; a static address list is applied again on the next pick. */
     if (ch->resolver)
@@ -251,16 +227,15 @@ static void ch_on_resolved(void *ctx, const grit_resolver_result *r) {
     return;
   }
   if (ch->config_error) {
-    ch_update_state(ch, GRIT_STATE_TRANSIENT_FAILURE);
+    grit_channel_set_state(ch, GRIT_STATE_TRANSIENT_FAILURE);
     grit_resolver_result_rejected(ch->resolver); /* until a valid one */
   } else {
-    ch->lb->vt->exit_idle(ch->lb);
+    p->vt->exit_idle(p);
   }
   grit_channel_retry_queued(ch);
 }
 
-static void ch_update_state(void *ctx, grit_connectivity_state s) {
-  grit_channel *ch = ctx;
+void grit_channel_set_state(grit_channel *ch, grit_connectivity_state s) {
   if (ch->config_error && s != GRIT_STATE_SHUTDOWN)
     s = GRIT_STATE_TRANSIENT_FAILURE;
   if (ch_state(ch) == s) {
@@ -277,8 +252,7 @@ static void ch_update_state(void *ctx, grit_connectivity_state s) {
   grit_channel_retry_queued(ch);
 }
 
-static void ch_request_reresolution(void *ctx) {
-  grit_channel *ch = ctx;
+void grit_channel_request_reresolution(grit_channel *ch) {
   if (ch->resolver)
     grit_resolver_request(ch->resolver);
 }
@@ -288,12 +262,12 @@ static void ch_start(grit_channel *ch) {
   if (ch->have_resolver_result || ch->resolver || ch->shutting_down)
     return;
   if (ch->target.kind == GRIT_TARGET_DNS && ch->target.naddrs == 0) {
-    ch_update_state(ch, GRIT_STATE_CONNECTING);
+    grit_channel_set_state(ch, GRIT_STATE_CONNECTING);
     if (grit_resolver_create(&ch->rt->loop, &ch->target, &ch->o, &ch->rng,
                              ch_on_resolved, ch, &ch->resolver) != GRIT_OK) {
       snprintf(ch->resolve_error, sizeof(ch->resolve_error),
                "cannot start the DNS resolver");
-      ch_update_state(ch, GRIT_STATE_TRANSIENT_FAILURE);
+      grit_channel_set_state(ch, GRIT_STATE_TRANSIENT_FAILURE);
       return;
     }
     grit_resolver_request(ch->resolver);
@@ -322,7 +296,7 @@ grit_pick_result grit_channel_pick(grit_channel *ch) {
   }
   if (!ch->lb)
     return r;
-  return ch->lb->vt->pick(ch->lb);
+  return ch->lb->p->vt->pick(ch->lb->p);
 }
 
 grit_svccfg *grit_channel_config_ref(grit_channel *ch) {
@@ -395,22 +369,20 @@ grit_err grit_channel_get_stats(grit_channel *ch, grit_channel_stats *out) {
 static void ch_connect_on_loop(grit_task *t) {
   grit_channel *ch = GRIT_CONTAINER_OF(t, grit_channel, connect_task);
   ch_start(ch);
-  if (ch->lb && !ch->shutting_down)
-    ch->lb->vt->exit_idle(ch->lb);
+  if (!ch->shutting_down)
+    grit_channel_lb_exit_idle(ch);
   grit_channel_idle_arm(ch); /* connected without calls: may idle again */
 }
 
 void grit_channel_enter_idle(grit_channel *ch) {
   if (ch->shutting_down || !grit_list_empty(&ch->live_calls))
     return;
-  if (ch->lb)
-    ch->lb->vt->destroy(ch->lb);
-  ch->lb = NULL;
+  grit_channel_lb_destroy(ch);
   grit_resolver_destroy(ch->resolver);
   ch->resolver = NULL;
   ch->have_resolver_result = false; /* so ch_start runs again */
   ch->resolve_error[0] = '\0';
-  ch_update_state(ch, GRIT_STATE_IDLE);
+  grit_channel_set_state(ch, GRIT_STATE_IDLE);
 }
 
 grit_connectivity_state grit_channel_get_state(grit_channel *ch,
@@ -432,9 +404,7 @@ static void ch_destroy_on_loop(grit_task *t) {
     grit_call_fail_on_loop(c, GRIT_STATUS_CANCELLED, "channel destroyed");
   }
   grit_channel_idle_close(ch);
-  if (ch->lb)
-    ch->lb->vt->destroy(ch->lb);
-  ch->lb = NULL;
+  grit_channel_lb_destroy(ch);
   grit_resolver_destroy(ch->resolver);
   ch->resolver = NULL;
   __atomic_store_n(&ch->state, (uint32_t)GRIT_STATE_SHUTDOWN, __ATOMIC_RELEASE);

@@ -120,6 +120,28 @@ void grit_resolver_request(grit_resolver *r);
 void grit_resolver_result_rejected(grit_resolver *r);
 void grit_resolver_destroy(grit_resolver *r);
 
+/* ---- policy.c: the LB policy in use, and a pending one ---- */
+
+/* An LB policy of the channel; also the context of its helper callbacks,
+ * so the channel knows which policy reports. */
+typedef struct grit_lb_slot {
+  grit_channel *ch;
+  grit_lb_policy *p; /* NULL: the slot is free */
+} grit_lb_slot;
+
+/* The policy a resolver result goes to, for the config's |vt|: the latest
+ * one if it has that vtable, else a new one. A new one is pending while
+ * the current one is READY: it takes over (and the old one is destroyed,
+ * its connections draining) once it reports READY or TRANSIENT_FAILURE.
+ * Returns GRIT_OK or GRIT_ERR_NOMEM (|*out| NULL). */
+grit_err grit_channel_lb_select(grit_channel *ch,
+                                const grit_lb_policy_vtable *vt,
+                                grit_lb_policy **out);
+/* exit_idle on the current policy and on the pending one. */
+void grit_channel_lb_exit_idle(grit_channel *ch);
+/* Destroy both policies (idle timeout, channel destroy). */
+void grit_channel_lb_destroy(grit_channel *ch);
+
 /* ---- channel.c ---- */
 
 typedef struct grit_watcher {
@@ -160,8 +182,9 @@ struct grit_channel {
   char *config_error;  /* no good config yet and the last one was bad */
   bool have_resolver_result;
   grit_resolver *resolver;
-  const grit_lb_policy_vtable *lb_vt;
-  grit_lb_policy *lb;
+  grit_lb_slot lb_slots[2];
+  grit_lb_slot *lb;         /* answers picks; NULL until the first result */
+  grit_lb_slot *lb_pending; /* a policy switch under way (policy.c) */
   grit_subchannel_args sc_args;
   grit_list queued_attempts;      /* waiting for a pick */
   grit_list config_waiters;       /* calls waiting for the first config */
@@ -186,6 +209,11 @@ struct grit_channel {
 
 void grit_channel_ref(grit_channel *ch);
 void grit_channel_unref(grit_channel *ch);
+/* The current policy's state (or the channel's own: resolving, config
+ * error, idle); watchers are told and queued calls pick again. */
+void grit_channel_set_state(grit_channel *ch, grit_connectivity_state s);
+/* Ask the resolver for a new result (rate-limited there, DNS-05). */
+void grit_channel_request_reresolution(grit_channel *ch);
 /* Offer every queued call a pick again (state changed). */
 void grit_channel_retry_queued(grit_channel *ch);
 grit_pick_result grit_channel_pick(grit_channel *ch);

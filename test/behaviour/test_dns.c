@@ -153,8 +153,9 @@ typedef struct chan_opts {
   bool txt;
   const char *default_config;
   bool ignore_resolver_config;
-  int reresolve_ms; /* 0: default */
-  bool bare;        /* "host:port" instead of "dns:///host:port" */
+  int reresolve_ms;       /* 0: default */
+  bool bare;              /* "host:port" instead of "dns:///host:port" */
+  int connect_timeout_ms; /* 0: default */
 } chan_opts;
 
 static grit_channel *dns_channel(const chan_opts *o) {
@@ -170,6 +171,9 @@ static grit_channel *dns_channel(const chan_opts *o) {
   if (o->reresolve_ms)
     grit_channel_args_set_int(a, GRIT_ARG_DNS_MIN_RERESOLVE_MS,
                               o->reresolve_ms);
+  if (o->connect_timeout_ms)
+    grit_channel_args_set_int(a, GRIT_ARG_MIN_CONNECT_TIMEOUT_MS,
+                              o->connect_timeout_ms);
   /* Fail fast on connection errors; tests never wait out a real backoff. */
   grit_channel_args_set_int(a, GRIT_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   grit_channel_args_set_int(a, GRIT_ARG_MAX_RECONNECT_BACKOFF_MS, 200);
@@ -1076,6 +1080,47 @@ static void test_lb_switch_keeps_calls(void) {
   teardown();
 }
 
+/* A switch costs no gap in service: while the new policy connects, new
+ * calls still go to the current one (grpc-core's pending policy). Here
+ * pick_first cannot connect (the live backend accepts but never answers
+ * new connections) and round_robin's connection serves on; when its
+ * attempt times out pick_first takes over and, the backend answering
+ * again, connects and serves. */
+static void test_lb_switch_serves_until_ready(void) {
+  h2s_server *back[2];
+  ASSERT(fresh_many(SLOW_MS, 1, back));
+  rec_hosts(3u, TXT_RR);
+  ASSERT_OK(dnsm_start(&g_dns, g_rec));
+  grit_channel *ch = dns_channel(&(chan_opts){
+      .txt = true, .reresolve_ms = 100, .connect_timeout_ms = 1500});
+  ASSERT(warm_all(ch, back, 2));
+  h2s_server_set_accept(back[0], H2S_ACCEPT_SILENT);
+  rec_hosts(3u, TXT_PF);
+  ASSERT_OK(dnsm_restart(&g_dns, g_rec));
+  int before = dns_log_count(TXT_Q);
+  h2s_server_kill(back[1]);
+  ASSERT(wait_dns_log(TXT_Q, before + 1, 3000));
+  ASSERT(h2s_server_wait_connections(back[0], 2, 2000)); /* pick_first's */
+  size_t n = h2s_server_request_count(back[0]);
+  for (int i = 0; i < 5; i++)
+    ASSERT_EQ(call(ch, FAST, 1000, NULL, NULL), GRIT_STATUS_OK);
+  ASSERT_EQ(h2s_server_request_count(back[0]), n + 5);
+  ASSERT_EQ(h2s_server_request(back[0], n + 4)->conn_index, 0);
+  h2s_server_set_accept(back[0], H2S_ACCEPT_SERVE);
+  uint64_t end = now_ms() + 5000;
+  bool moved = false;
+  while (!moved && now_ms() < end) {
+    if (call(ch, FAST, 1000, NULL, NULL) == GRIT_STATUS_OK) {
+      n = h2s_server_request_count(back[0]);
+      moved = h2s_server_request(back[0], n - 1)->conn_index >= 2;
+    }
+    sleep_ms(20);
+  }
+  ASSERT(moved);
+  grit_channel_destroy(ch);
+  teardown();
+}
+
 /* LB-02: round_robin over three backends; the address of the one serving
  * a call disappears from DNS. The call ends OK; its connection drains
  * (client GOAWAY) and closes after it; new calls avoid that backend. */
@@ -1182,6 +1227,7 @@ static const test_case tests[] = {
     {"config_swap", test_config_swap},
     {"invalid_then_valid", test_invalid_then_valid},
     {"lb_switch_keeps_calls", test_lb_switch_keeps_calls},
+    {"lb_switch_serves_until_ready", test_lb_switch_serves_until_ready},
     {"address_removed_keeps_calls", test_address_removed_keeps_calls},
     {"check_dns", test_check_dns},
     {NULL, NULL},
