@@ -77,6 +77,9 @@ grit_err grit_subchannel_create(const grit_subchannel_args *a,
                                 grit_subchannel **out);
 void grit_subchannel_connect(grit_subchannel *sc); /* IDLE -> CONNECTING */
 grit_connectivity_state grit_subchannel_state(const grit_subchannel *sc);
+/* The state before the last change: READY in an on_state callback for
+ * IDLE means the connection was lost (closed or GOAWAY). */
+grit_connectivity_state grit_subchannel_prev_state(const grit_subchannel *sc);
 /* The READY transport, or NULL. */
 grit_transport *grit_subchannel_transport(const grit_subchannel *sc);
 const grit_addr *grit_subchannel_addr(const grit_subchannel *sc);

@@ -98,7 +98,8 @@ static void pf_on_sc_state(grit_subchannel *sc, grit_connectivity_state s,
   pick_first *pf = ud;
   if (pf->selected) {
     if (sc == pf->selected && s != GRIT_STATE_READY) {
-      /* The chosen connection dropped: IDLE until the next pick. */
+      /* The chosen connection was lost (closed or GOAWAY): IDLE until the
+       * next pick, and re-resolve (SPEC DNS-05). */
       pf->selected = NULL;
       pf->connecting = false;
       pf_set_state(pf, GRIT_STATE_IDLE);

@@ -54,11 +54,15 @@ static void rr_publish(round_robin *rr) {
 static void rr_on_sc_state(grit_subchannel *sc, grit_connectivity_state s,
                            void *ud) {
   round_robin *rr = ud;
-  if (s == GRIT_STATE_TRANSIENT_FAILURE) {
+  if (s == GRIT_STATE_TRANSIENT_FAILURE)
     snprintf(rr->error, sizeof(rr->error), "%s: %s",
              grit_subchannel_addr(sc)->text, grit_subchannel_error(sc));
+  /* SPEC DNS-05: re-resolve on a failed connect, and on a lost connection
+   * (closed or GOAWAY) even if the address still answers: the name may
+   * have moved (as grpc-core, which re-resolves on IDLE too). */
+  if (s == GRIT_STATE_TRANSIENT_FAILURE ||
+      grit_subchannel_prev_state(sc) == GRIT_STATE_READY)
     rr->h.request_reresolution(rr->h.ctx);
-  }
   if (s == GRIT_STATE_IDLE && rr->started)
     grit_subchannel_connect(sc); /* after backoff or a dropped connection */
   rr_publish(rr);

@@ -18,6 +18,7 @@ struct grit_subchannel {
   grit_subchannel_state_cb cb;
   void *ud;
   grit_connectivity_state state;
+  grit_connectivity_state prev_state; /* before the last change */
   grit_transport *t;
   uv_timer_t timer; /* backoff; closed in destroy, memory freed after */
   uint64_t backoff_ms;
@@ -39,6 +40,7 @@ static void sc_set_state(grit_subchannel *sc, grit_connectivity_state s) {
   GRIT_TRACE(GRIT_TRACE_LB, GRIT_LEVEL_INFO, "subchannel %s: %s -> %s",
              sc->addr.text, grit_connectivity_state_name(sc->state),
              grit_connectivity_state_name(s));
+  sc->prev_state = sc->state;
   sc->state = s;
   sc->cb(sc, s, sc->ud);
 }
@@ -136,6 +138,7 @@ grit_err grit_subchannel_create(const grit_subchannel_args *a,
   sc->cb = cb;
   sc->ud = user_data;
   sc->state = GRIT_STATE_IDLE;
+  sc->prev_state = GRIT_STATE_IDLE;
   sc->keepalive_time_ms = a->topts.keepalive_time_ms;
   uv_timer_init(a->loop, &sc->timer);
   sc->timer.data = sc;
@@ -165,6 +168,10 @@ void grit_subchannel_connect(grit_subchannel *sc) {
 
 grit_connectivity_state grit_subchannel_state(const grit_subchannel *sc) {
   return sc->state;
+}
+
+grit_connectivity_state grit_subchannel_prev_state(const grit_subchannel *sc) {
+  return sc->prev_state;
 }
 
 grit_transport *grit_subchannel_transport(const grit_subchannel *sc) {

@@ -934,6 +934,7 @@ static void test_invalid_then_valid(void) {
 #define TXT_PF                                                                 \
   "[{\"serviceConfig\":{\"loadBalancingConfig\":[{\"pick_first\":{}}]}}]"
 #define SC_RR "{\"loadBalancingConfig\":[{\"round_robin\":{}}]}"
+#define SC_PF "{\"loadBalancingConfig\":[{\"pick_first\":{}}]}"
 #define A_Q "query[A] svc.test"
 #define HOLD_MS 2000 /* the SLOW call in flight while things change */
 
@@ -1153,6 +1154,39 @@ static void test_address_removed_keeps_calls(void) {
   teardown();
 }
 
+/* DNS-05: a GOAWAY from the backend (which stays up) makes the policy ask
+ * for re-resolution: dnsmasq sees a new A query, and new calls follow the
+ * name to its new address. */
+static void reresolve_case(const char *service_config) {
+  h2s_server *back[2];
+  ASSERT(fresh_many(SLOW_MS, 1, back));
+  rec_hosts(1u, NULL);
+  ASSERT_OK(dnsm_start(&g_dns, g_rec));
+  grit_channel *ch = dns_channel(
+      &(chan_opts){.default_config = service_config, .reresolve_ms = 100});
+  ASSERT_EQ(call(ch, FAST, 2000, NULL, NULL), GRIT_STATUS_OK);
+  ASSERT_EQ(h2s_server_request_count(back[0]), 1);
+  rec_hosts(2u, NULL);
+  ASSERT_OK(dnsm_restart(&g_dns, g_rec));
+  int before = dns_log_count(A_Q);
+  h2s_server_goaway(back[0], 0, false);
+  ASSERT(wait_dns_log(A_Q, before + 1, 3000));
+  uint64_t end = now_ms() + 3000;
+  while (h2s_server_request_count(back[1]) == 0 && now_ms() < end)
+    ASSERT_EQ(call(ch, FAST, 2000, NULL, NULL), GRIT_STATUS_OK);
+  ASSERT_CMP(h2s_server_request_count(back[1]), >, 0);
+  grit_channel_destroy(ch);
+  teardown();
+}
+
+static void test_reresolve_on_goaway_rr(void) {
+  reresolve_case(SC_RR);
+}
+
+static void test_reresolve_on_goaway_pf(void) {
+  reresolve_case(SC_PF);
+}
+
 /* ---- grit_service_config_check_dns ---- */
 
 static void test_check_dns(void) {
@@ -1229,6 +1263,8 @@ static const test_case tests[] = {
     {"lb_switch_keeps_calls", test_lb_switch_keeps_calls},
     {"lb_switch_serves_until_ready", test_lb_switch_serves_until_ready},
     {"address_removed_keeps_calls", test_address_removed_keeps_calls},
+    {"reresolve_on_goaway_rr", test_reresolve_on_goaway_rr},
+    {"reresolve_on_goaway_pf", test_reresolve_on_goaway_pf},
     {"check_dns", test_check_dns},
     {NULL, NULL},
 };
