@@ -133,7 +133,7 @@ static bool dns_server_one_valid(const char *p, const char *end) {
  * more forms (no port, bare IPv6) and reject the rest only when the channel
  * first resolves, leaving it in TRANSIENT_FAILURE; checked here instead,
  * so a typo fails grit_channel_create. */
-static bool dns_server_valid(const char *s) {
+bool grit_dns_server_valid(const char *s) {
   for (;;) {
     const char *comma = strchr(s, ',');
     const char *end = comma ? comma : s + strlen(s);
@@ -148,7 +148,7 @@ static bool dns_server_valid(const char *s) {
 grit_err grit_chan_opts_copy(const grit_chan_opts *src, grit_chan_opts *dst) {
   /* String values are checked here, at channel creation (before anything
    * is copied, so |dst| is untouched on failure). */
-  if (src->dns_server && !dns_server_valid(src->dns_server))
+  if (src->dns_server && !grit_dns_server_valid(src->dns_server))
     return GRIT_ERR_INVALID_ARG;
   *dst = *src;
   grit_err rv = GRIT_OK;

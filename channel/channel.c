@@ -489,6 +489,9 @@ static grit_err ch_init(grit_channel *ch, const char *target,
   grit_chan_opts defaults;
   grit_chan_opts_defaults(&defaults);
   grit_err rv = grit_chan_opts_copy(args ? &args->o : &defaults, &ch->o);
+  if (rv == GRIT_ERR_INVALID_ARG)
+    grit_error_set(d, rv, GRIT_ARG_DNS_SERVER,
+                   "want addr:port or [ipv6]:port, comma-separated");
   if (rv != GRIT_OK)
     return rv;
   rv = grit_target_parse(target, &ch->target, d);

@@ -86,6 +86,8 @@ struct grit_channel_args {
 void grit_chan_opts_defaults(grit_chan_opts *o);
 grit_err grit_chan_opts_copy(const grit_chan_opts *src, grit_chan_opts *dst);
 void grit_chan_opts_free(grit_chan_opts *o);
+/* GRIT_ARG_DNS_SERVER's form: "ip:port" / "[ipv6]:port", comma-separated. */
+bool grit_dns_server_valid(const char *s);
 
 /* ---- resolver.c: c-ares A/AAAA (+ TXT) on the loop ---- */
 

@@ -98,7 +98,7 @@ grit_err grit_service_config_check_dns(const char *host, const char *dns_server,
                                        uint64_t timeout_ms, char **report) {
   if (report)
     *report = NULL;
-  if (!host || !*host)
+  if (!host || !*host || (dns_server && !grit_dns_server_valid(dns_server)))
     return GRIT_ERR_INVALID_ARG;
   ares_channel ch;
   if (ares_init_options(&ch, NULL, 0) != ARES_SUCCESS)

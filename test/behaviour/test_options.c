@@ -14,7 +14,8 @@
  *   has passed. dnsmasq logs every query, and a channel without the limit,
  *   hit by the same GOAWAYs, is the positive control.
  * - GRIT_ARG_DNS_SERVER: a malformed value fails grit_channel_create with
- *   GRIT_ERR_INVALID_ARG.
+ *   GRIT_ERR_INVALID_ARG, the detail naming the argument; so does
+ *   grit_service_config_check_dns.
  *
  * Timing assertions are lower bounds set by the argument under test, with
  * upper bounds seconds away; every wait is bounded.
@@ -343,6 +344,7 @@ static void test_dns_reresolve_deferred(void) {
 /* ---- GRIT_ARG_DNS_SERVER ---- */
 
 static int g_out_not_null; /* failed creates that left |*out| set */
+static int g_no_detail;    /* rejections whose detail names another path */
 
 static grit_err create_with_dns_server(const char *target, const char *v) {
   grit_channel_args *a = NULL;
@@ -350,8 +352,11 @@ static grit_err create_with_dns_server(const char *target, const char *v) {
     return GRIT_ERR_NOMEM;
   grit_err rv = grit_channel_args_set_string(a, GRIT_ARG_DNS_SERVER, v);
   grit_channel *ch = NULL;
+  grit_error_detail d = {0};
   if (rv == GRIT_OK)
-    rv = grit_channel_create(NULL, target, a, NULL, &ch);
+    rv = grit_channel_create(NULL, target, a, &d, &ch);
+  if (rv == GRIT_ERR_INVALID_ARG && strcmp(d.path, GRIT_ARG_DNS_SERVER) != 0)
+    g_no_detail++; /* the detail names the argument */
   grit_channel_args_destroy(a);
   if (rv != GRIT_OK && ch) {
     g_out_not_null++;
@@ -417,6 +422,13 @@ static void test_dns_server_validation(void) {
   ASSERT_EQ(create_with_dns_server("ipv4:127.0.0.1:1", "127.0.0.1:53"),
             GRIT_OK);
   ASSERT_EQ(g_out_not_null, 0);
+  ASSERT_EQ(g_no_detail, 0);
+  /* The config check over DNS takes the same form. */
+  char *report = NULL;
+  ASSERT_EQ(
+      grit_service_config_check_dns("svc.test", "localhost:53", 100, &report),
+      GRIT_ERR_INVALID_ARG);
+  grit_free(report);
 }
 
 static const test_case tests[] = {
