@@ -128,7 +128,8 @@ static void attempt_on_headers(grit_stream *s, const grit_metadata *md,
   if (a->stream != s || c->state == CALL_DONE)
     return;
   a->headers = true;
-  uv_timer_stop(&c->recv_timer);
+  if (c->timers & CALL_TIMER_RECV)
+    uv_timer_stop(&c->recv_timer);
   grit_call_commit(c, a); /* RT-05, HG-02 */
   if (c->winner == a)
     grit_call_deliver_headers(c, md);

@@ -198,10 +198,10 @@ void grit_call_end(grit_call *c, grit_status_code code, const char *msg,
   }
   if (c->timers & CALL_TIMER_DEADLINE)
     uv_close((uv_handle_t *)&c->deadline_timer, call_timer_closed);
-  if (c->timers & CALL_TIMER_RETRY) {
+  if (c->timers & CALL_TIMER_RETRY)
     uv_close((uv_handle_t *)&c->retry_timer, call_timer_closed);
+  if (c->timers & CALL_TIMER_RECV)
     uv_close((uv_handle_t *)&c->recv_timer, call_timer_closed);
-  }
 }
 
 void grit_call_fail_on_loop(grit_call *c, grit_status_code code,
@@ -241,10 +241,29 @@ static int64_t limit_min(int64_t channel_limit, bool has_cfg,
   return channel_limit < 0 || cfg < channel_limit ? cfg : channel_limit;
 }
 
+/* The method's config in c->config; a channel's calls mostly repeat one
+ * method, so the last lookup is kept (loop thread only). */
+static const grit_method_cfg *call_find_method(grit_call *c) {
+  grit_channel *ch = c->ch;
+  if (!c->config)
+    return NULL;
+  if (ch->last_find.config == c->config &&
+      strcmp(ch->last_find.method, c->method) == 0)
+    return ch->last_find.mcfg;
+  const grit_method_cfg *m = grit_svccfg_find(c->config, c->method);
+  if (strlen(c->method) < sizeof(ch->last_find.method)) {
+    grit_svccfg_unref(ch->last_find.config);
+    ch->last_find.config = grit_svccfg_ref(c->config);
+    ch->last_find.mcfg = m;
+    strcpy(ch->last_find.method, c->method);
+  }
+  return m;
+}
+
 /* SPEC SC-07: timeout, waitForReady and message limits from the config. */
 static void call_apply_config(grit_call *c, uint64_t start_ms) {
   c->config = grit_channel_config_ref(c->ch);
-  c->mcfg = c->config ? grit_svccfg_find(c->config, c->method) : NULL;
+  c->mcfg = call_find_method(c);
   const grit_method_cfg *m = c->mcfg;
   uint64_t timeout_ms = c->timeout_ms;
   if (m && m->has_timeout) {
@@ -263,11 +282,16 @@ static void call_apply_config(grit_call *c, uint64_t start_ms) {
       limit_min(c->ch->o.max_recv_message, m && m->has_max_response_bytes,
                 m ? m->max_response_bytes : 0);
   grit_call_retry_setup(c);
-  /* Only calls with a policy use the retry and recv timers. */
+  /* Only calls with a policy use the retry timer, and only a retry policy
+   * with perAttemptRecvTimeout the recv timer (RT-10). */
   if ((c->retry || c->hedge) && c->state != CALL_DONE) {
     call_timer_init(c, &c->retry_timer);
-    call_timer_init(c, &c->recv_timer);
     c->timers |= CALL_TIMER_RETRY;
+  }
+  if (c->retry && c->retry->has_per_attempt_recv_timeout &&
+      c->state != CALL_DONE) {
+    call_timer_init(c, &c->recv_timer);
+    c->timers |= CALL_TIMER_RECV;
   }
 }
 

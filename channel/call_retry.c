@@ -45,8 +45,10 @@ void grit_call_retry_setup(grit_call *c) {
 }
 
 void grit_call_retry_stop_timers(grit_call *c) {
-  uv_timer_stop(&c->retry_timer);
-  uv_timer_stop(&c->recv_timer);
+  if (c->timers & CALL_TIMER_RETRY)
+    uv_timer_stop(&c->retry_timer);
+  if (c->timers & CALL_TIMER_RECV)
+    uv_timer_stop(&c->recv_timer);
 }
 
 static void call_save_last(grit_call *c, grit_status_code code, const char *msg,

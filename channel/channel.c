@@ -13,6 +13,7 @@ void grit_channel_ref(grit_channel *ch) {
 static void ch_free(grit_channel *ch) {
   grit_throttle_table_put(ch->throttle);
   grit_svccfg_unref(ch->default_config);
+  grit_svccfg_unref(ch->last_find.config);
   grit_tls_ctx_unref(ch->tls);
   grit_target_free(&ch->target);
   grit_chan_opts_free(&ch->o);

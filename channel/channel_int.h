@@ -180,8 +180,13 @@ struct grit_channel {
   grit_svccfg_opts cfg_opts;
 
   /* Loop-only state. */
-  grit_svccfg *config; /* in force; NULL = empty config */
-  char *config_error;  /* no good config yet and the last one was bad */
+  grit_svccfg *config;   /* in force; NULL = empty config */
+  char *config_error;    /* no good config yet and the last one was bad */
+  struct {               /* the last method looked up (call.c) */
+    grit_svccfg *config; /* a reference */
+    const grit_method_cfg *mcfg;
+    char method[96];
+  } last_find;
   bool have_resolver_result;
   grit_resolver *resolver;
   grit_lb_slot lb_slots[2];
@@ -310,7 +315,8 @@ typedef struct call_attempt {
 
 /* Which of the call's timers are initialized (and closed at its end). */
 #define CALL_TIMER_DEADLINE (1u << 0)
-#define CALL_TIMER_RETRY (1u << 1) /* retry_timer and recv_timer */
+#define CALL_TIMER_RETRY (1u << 1) /* retry_timer */
+#define CALL_TIMER_RECV (1u << 2)  /* recv_timer (perAttemptRecvTimeout) */
 
 struct grit_call {
   grit_channel *ch;
