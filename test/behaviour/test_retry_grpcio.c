@@ -112,13 +112,17 @@ static grit_metadata *md_of(const char *const *kv) {
   return md;
 }
 
+static uint64_t g_call_ms = CALL_MS; /* the next call's timeout */
+
 /* A unary retry.Svc/Call with metadata |kv|; fills |st| and |info|. */
 static grit_status_code call(grit_channel *ch, const char *const *kv,
                              grit_bytes *resp, grit_status *st,
                              grit_call_info *info) {
   grit_metadata *md = md_of(kv);
-  grit_call_opts o = {
-      .version = GRIT_CALL_OPTS_VERSION, .timeout_ms = CALL_MS, .metadata = md};
+  grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION,
+                      .timeout_ms = g_call_ms,
+                      .metadata = md};
+  g_call_ms = CALL_MS;
   grit_call *c = NULL;
   grit_status_code code = (grit_status_code)-1;
   if (grit_call_start(ch, "/retry.Svc/Call", &o, NULL, NULL, &c) == GRIT_OK) {
@@ -333,12 +337,75 @@ static void test_stream_replay(void) {
   grit_channel_destroy(ch);
 }
 
+/* RT-09: a pushback past the deadline makes no further attempt; the call
+ * ends DEADLINE_EXCEEDED at its deadline, not after the pushback. */
+static void test_pushback_past_deadline(void) {
+  grit_channel *ch = chan(4, "\"UNAVAILABLE\"");
+  ASSERT_NOT_NULL(ch);
+  static const char *const kv[] = {"x-call-key=k-pb-dl", "x-fail=3",
+                                   "x-pushback=3000", NULL};
+  grit_status st = {0};
+  grit_call_info info = {0};
+  g_call_ms = 600;
+  uint64_t t0 = now_ms();
+  ASSERT_EQ(call(ch, kv, NULL, &st, &info), GRIT_STATUS_DEADLINE_EXCEEDED);
+  uint64_t took = now_ms() - t0;
+  ASSERT_CMP(took, >=, 550);
+  ASSERT_CMP(took, <, 2500);
+  grit_status_free(&st);
+  ASSERT_EQ(info.attempts, 1);
+  char log[1024];
+  ASSERT_EQ(server_log(ch, "k-pb-dl", log, sizeof(log)), 1);
+  ASSERT_EQ(g_obs.n, 1);
+  ASSERT_EQ(g_obs.reason[0], GRIT_REASON_DEADLINE);
+  grit_channel_destroy(ch);
+}
+
+/* RT-14: a server's DEADLINE_EXCEEDED is retried when the policy lists
+ * it, and grpcio sees the same idempotency key again (ID-01). */
+static void test_listed_deadline_code(void) {
+  grit_channel *ch = chan(3, "\"UNAVAILABLE\",\"deadline_exceeded\"");
+  ASSERT_NOT_NULL(ch);
+  static const char *const kv[] = {"x-call-key=k-dl", "x-fail=1",
+                                   "x-code=DEADLINE_EXCEEDED", NULL};
+  grit_status st = {0};
+  grit_call_info info = {0};
+  ASSERT_EQ(call(ch, kv, NULL, &st, &info), GRIT_STATUS_OK);
+  grit_status_free(&st);
+  ASSERT_EQ(info.attempts, 2);
+  char log[1024], l[256], k0[64], k1[64];
+  ASSERT_EQ(server_log(ch, "k-dl", log, sizeof(log)), 2);
+  ASSERT(strstr(log_line(log, 0, l, sizeof(l)), " 4") != NULL);
+  idem_of(l, k0, sizeof(k0));
+  ASSERT_STR_EQ(idem_of(log_line(log, 1, l, sizeof(l)), k1, sizeof(k1)), k0);
+  grit_channel_destroy(ch);
+}
+
+/* SC-10: maxAttempts above the cap (default 5) is lowered to it. */
+static void test_max_attempts_cap(void) {
+  grit_channel *ch = chan(9, "\"UNAVAILABLE\"");
+  ASSERT_NOT_NULL(ch);
+  static const char *const kv[] = {"x-call-key=k-cap", "x-fail=20", NULL};
+  grit_status st = {0};
+  grit_call_info info = {0};
+  ASSERT_EQ(call(ch, kv, NULL, &st, &info), GRIT_STATUS_UNAVAILABLE);
+  ASSERT_STR_EQ(st.message, "attempt 5 failed");
+  grit_status_free(&st);
+  ASSERT_EQ(info.attempts, 5);
+  char log[1024];
+  ASSERT_EQ(server_log(ch, "k-cap", log, sizeof(log)), 5);
+  grit_channel_destroy(ch);
+}
+
 static const test_case tests[] = {
     {"retry_then_ok", test_retry_then_ok},
     {"non_retryable", test_non_retryable},
     {"pushback", test_pushback},
     {"exhausted", test_exhausted},
     {"stream_replay", test_stream_replay},
+    {"pushback_past_deadline", test_pushback_past_deadline},
+    {"listed_deadline_code", test_listed_deadline_code},
+    {"max_attempts_cap", test_max_attempts_cap},
     {NULL, NULL},
 };
 
