@@ -251,11 +251,12 @@ static const grit_method_cfg *call_find_method(grit_call *c) {
       strcmp(ch->last_find.method, c->method) == 0)
     return ch->last_find.mcfg;
   const grit_method_cfg *m = grit_svccfg_find(c->config, c->method);
-  if (strlen(c->method) < sizeof(ch->last_find.method)) {
+  size_t len = strlen(c->method);
+  if (len < sizeof(ch->last_find.method)) {
     grit_svccfg_unref(ch->last_find.config);
     ch->last_find.config = grit_svccfg_ref(c->config);
     ch->last_find.mcfg = m;
-    strcpy(ch->last_find.method, c->method);
+    memcpy(ch->last_find.method, c->method, len + 1);
   }
   return m;
 }
