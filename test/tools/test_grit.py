@@ -351,6 +351,25 @@ def call_count_summary():
               "summary", r)
 
 
+def call_round_robin_peers():
+    # Issue 4: the per-peer counts of --count show round_robin's spread.
+    with H2Server() as a, H2Server() as b:
+        target = "ipv4:127.0.0.1:%d,127.0.0.1:%d" % (a.port, b.port)
+        r = grit("call", "--count", "20", "--service-config",
+                 '{"loadBalancingConfig":[{"round_robin":{}}]}', target,
+                 "/pkg.Svc/Echo")
+        check_rc(r, 0)
+        lines = out(r).splitlines()
+        check_eq(len(lines), 2, "summary lines", r)
+        check(lines[1].startswith("peers: "), "peers line", r)
+        counts = dict(kv.rsplit("=", 1) for kv in lines[1][7:].split())
+        check_eq(sorted(counts), sorted([a.peer, b.peer]), "peers", r)
+        check_eq(sum(int(v) for v in counts.values()), 20, "calls", r)
+        # Strict alternation once both are READY; the first calls may
+        # all go to the one that connected first.
+        check(all(int(v) >= 5 for v in counts.values()), "spread", r)
+
+
 def call_attempts_timeline():
     with H2Server(FLAKY) as s:
         r = grit("call", "--attempts", "--service-config",
@@ -739,7 +758,7 @@ GROUPS = {
     "call": [call_unary_ok, call_non_ok_status, call_deadline,
              call_bin_trailers_base64, call_metadata,
              call_service_config_forms, call_count_summary,
-             call_attempts_timeline],
+             call_round_robin_peers, call_attempts_timeline],
     "json": [json_single_call, json_non_ok_status, json_bin_metadata_base64,
              json_count_summary, json_deadline_and_timeline],
     "grpcio": [grpcio_calls],
