@@ -52,6 +52,7 @@ static const arg_spec specs[] = {
     INT_ARG(GRIT_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS,
             keepalive_permit_without_calls, 0, 1),
     INT_ARG(GRIT_ARG_IDLE_TIMEOUT_MS, idle_timeout_ms, 0, MS_MAX),
+    INT_ARG(GRIT_ARG_READ_SPIN_US, read_spin_us, 0, 10000),
     STR_ARG(GRIT_ARG_USER_AGENT, user_agent),
     INT_ARG(GRIT_ARG_IDEMPOTENCY_KEYS, idempotency_keys, 0, 1),
 };
@@ -82,6 +83,7 @@ void grit_chan_opts_defaults(grit_chan_opts *o) {
   o->min_connect_timeout_ms = 20000;
   o->keepalive_timeout_ms = 20000; /* LB-04 */
   o->idle_timeout_ms = 30 * 60 * 1000;
+  o->read_spin_us = 50;
 }
 
 static char **str_field(grit_chan_opts *o, const arg_spec *s) {

@@ -474,6 +474,7 @@ static void ch_fill_transport_opts(grit_channel *ch) {
   t->keepalive_time_ms = (uint64_t)ch->o.keepalive_time_ms;
   t->keepalive_timeout_ms = (uint64_t)ch->o.keepalive_timeout_ms;
   t->keepalive_permit_without_calls = ch->o.keepalive_permit_without_calls;
+  t->read_spin_us = (uint32_t)ch->o.read_spin_us;
   t->user_agent = ch->user_agent;
   ch->sc_args = (grit_subchannel_args){
       .loop = &ch->rt->loop,

@@ -70,6 +70,7 @@ typedef struct grit_chan_opts {
   int64_t max_reconnect_backoff_ms;
   int64_t min_connect_timeout_ms;
   int64_t keepalive_time_ms;
+  int64_t read_spin_us;
   int64_t keepalive_timeout_ms;
   int64_t keepalive_permit_without_calls;
   int64_t idle_timeout_ms;

@@ -73,6 +73,20 @@ static void conn_shutdown(grit_transport *t) {
 
 static void conn_on_pump(uv_idle_t *idle);
 
+/* DATA came for a stream that stays open: keep the pump (an idle handle,
+ * so the loop polls without blocking) running for read_spin_ns, and the
+ * stream's next messages are read without a sleep and wake-up each. */
+static void conn_spin(grit_transport *t) {
+  if (t->read_spin_ns == 0)
+    return;
+  t->spin_until_ns = uv_hrtime() + t->read_spin_ns;
+  grit_transport_schedule(t);
+}
+
+static bool conn_spinning(const grit_transport *t) {
+  return t->spin_until_ns != 0 && uv_hrtime() < t->spin_until_ns;
+}
+
 void grit_transport_schedule(grit_transport *t) {
   if (!t->shut && t->pump.data && !uv_is_active((uv_handle_t *)&t->pump))
     uv_idle_start(&t->pump, conn_on_pump);
@@ -290,7 +304,7 @@ static void conn_on_pump(uv_idle_t *idle) {
   conn_flush(t);
   if (!t->writing)
     conn_check_terminated(t);
-  if (!t->shut && !conn_has_events(t))
+  if (!t->shut && !conn_has_events(t) && !conn_spinning(t))
     uv_idle_stop(&t->pump);
 }
 
@@ -407,8 +421,8 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread,
       snprintf(why, sizeof(why), "HTTP/2 error from %s: %s", t->addr.text,
                nghttp2_strerror((int)r));
       conn_io_fail(t, why);
-    } else {
-      grit_h2_ack_received(t);
+    } else if (grit_h2_ack_received(t)) {
+      conn_spin(t);
     }
   }
   conn_process(t);
@@ -469,6 +483,7 @@ static grit_err conn_copy_opts(grit_transport *t,
     t->keepalive_time_ms = o->keepalive_time_ms;
     t->keepalive_timeout_ms = o->keepalive_timeout_ms;
     t->keepalive_permit_without_calls = o->keepalive_permit_without_calls;
+    t->read_spin_ns = (uint64_t)o->read_spin_us * 1000;
     if (o->tls_server_name) {
       t->server_name = grit_strdup(o->tls_server_name);
       if (!t->server_name)

@@ -446,7 +446,8 @@ static void h2_ack(grit_transport *t, int32_t stream_id, int32_t n) {
     nghttp2_submit_window_update(t->h2, NGHTTP2_FLAG_NONE, stream_id, n);
 }
 
-void grit_h2_ack_received(grit_transport *t) {
+bool grit_h2_ack_received(grit_transport *t) {
+  bool open = false;
   grit_list *e;
   while ((e = grit_list_pop_head(&t->rx_streams)) != NULL) {
     grit_stream *s = GRIT_CONTAINER_OF(e, grit_stream, rx_node);
@@ -454,10 +455,12 @@ void grit_h2_ack_received(grit_transport *t) {
     if (s->finished || s->id <= 0 ||
         nghttp2_session_get_stream_remote_close(t->h2, s->id))
       continue;
+    open = true;
     h2_ack(t, s->id,
            nghttp2_session_get_stream_effective_recv_data_length(t->h2, s->id));
   }
   h2_ack(t, 0, nghttp2_session_get_effective_recv_data_length(t->h2));
+  return open;
 }
 
 ssize_t grit_h2_data_read(nghttp2_session *session, int32_t stream_id,

@@ -64,6 +64,7 @@ typedef struct grit_transport_opts {
   uint64_t keepalive_time_ms;     /* 0 = no keepalive pings */
   uint64_t keepalive_timeout_ms;
   bool keepalive_permit_without_calls;
+  uint32_t read_spin_us;  /* poll without sleeping after stream DATA */
   const char *user_agent; /* full user-agent value; copied */
 } grit_transport_opts;
 

@@ -71,6 +71,8 @@ struct grit_transport {
   uint64_t keepalive_time_ms;
   uint64_t keepalive_timeout_ms;
   bool keepalive_permit_without_calls;
+  uint64_t read_spin_ns;
+  uint64_t spin_until_ns; /* keep the pump polling until then (hrtime) */
 
   /* libuv handles; memory is freed only when open_handles drops to 0. */
   union {
@@ -190,8 +192,9 @@ grit_err grit_h2_session_new(grit_transport *t);
 void grit_h2_on_goaway(grit_transport *t, uint32_t last_id, uint32_t code,
                        const uint8_t *debug, size_t debug_len);
 /* After a read: give back the flow-control window of the DATA it brought
- * (WINDOW_UPDATE), as a gRPC peer expects of a reader that keeps up. */
-void grit_h2_ack_received(grit_transport *t);
+ * (WINDOW_UPDATE), as a gRPC peer expects of a reader that keeps up.
+ * Returns whether a stream that got DATA is still open (more may come). */
+bool grit_h2_ack_received(grit_transport *t);
 ssize_t grit_h2_data_read(nghttp2_session *session, int32_t stream_id,
                           uint8_t *buf, size_t length, uint32_t *data_flags,
                           nghttp2_data_source *source, void *user_data);
