@@ -234,30 +234,6 @@ static grit_status_code call(grit_channel *ch, const char *method,
   return c;
 }
 
-/* Lines of the dnsmasq log (log-queries) containing |needle|. */
-static int dns_log_count(const char *needle) {
-  FILE *f = fopen(g_dns.log, "r");
-  if (!f)
-    return 0;
-  char line[1024];
-  int n = 0;
-  while (fgets(line, sizeof(line), f))
-    if (strstr(line, needle))
-      n++;
-  fclose(f);
-  return n;
-}
-
-static bool wait_dns_log(const char *needle, int at_least, int timeout_ms) {
-  uint64_t end = now_ms() + (uint64_t)timeout_ms;
-  do {
-    if (dns_log_count(needle) >= at_least)
-      return true;
-    sleep_ms(10);
-  } while (now_ms() < end);
-  return false;
-}
-
 #define TXT_Q "query[TXT] _grpc_config.svc.test"
 
 /* An asynchronous call's outcome. */
@@ -354,8 +330,9 @@ static void test_a_record(void) {
   char want[64];
   snprintf(want, sizeof(want), "svc.test:%u", h2s_server_port(g_srv));
   ASSERT_STR_EQ(h2s_server_request(g_srv, 0)->authority, want);
-  ASSERT(wait_dns_log("query[A] svc.test", 1, 1000));
-  ASSERT_EQ(dns_log_count("query[TXT]"), 0); /* DNS-01: off by default */
+  ASSERT(dnsm_wait_log(&g_dns, "query[A] svc.test", 1, 1000));
+  ASSERT_EQ(dnsm_log_count(&g_dns, "query[TXT]"),
+            0); /* DNS-01: off by default */
   grit_channel_destroy(ch);
   teardown();
 }
@@ -378,7 +355,7 @@ static void test_aaaa_record(void) {
   grit_channel *ch = dns_channel(&(chan_opts){.host = "both.test"});
   ASSERT_EQ(call(ch, FAST, 3000, NULL, NULL), GRIT_STATUS_OK);
   ASSERT_EQ(h2s_server_request_count(g_srv), 1);
-  ASSERT(wait_dns_log("query[AAAA] both.test", 1, 1000));
+  ASSERT(dnsm_wait_log(&g_dns, "query[AAAA] both.test", 1, 1000));
   grit_channel_destroy(ch);
   if (v6) {
     char target[64];
@@ -425,7 +402,7 @@ static void test_bare_host_port(void) {
   ASSERT_NOT_NULL(ch);
   ASSERT_EQ(call(ch, FAST, 2000, NULL, NULL), GRIT_STATUS_OK);
   ASSERT_EQ(h2s_server_request_count(g_srv), 1);
-  ASSERT(wait_dns_log("query[A] svc.test", 1, 1000));
+  ASSERT(dnsm_wait_log(&g_dns, "query[A] svc.test", 1, 1000));
   grit_channel_destroy(ch);
   teardown();
 }
@@ -445,7 +422,7 @@ static void test_txt_timeout(void) {
   if (test_failures != before)
     return;
   expect_timeout_applied(ch);
-  ASSERT_EQ(dns_log_count(TXT_Q), 1);
+  ASSERT_EQ(dnsm_log_count(&g_dns, TXT_Q), 1);
   grit_channel_destroy(ch);
   teardown();
 }
@@ -595,7 +572,7 @@ static void test_txt_no_prefix_ignored(void) {
   ASSERT_OK(dnsm_start(&g_dns, g_rec));
   grit_channel *ch = dns_channel(&(chan_opts){.txt = true});
   expect_no_config(ch);
-  ASSERT(wait_dns_log(TXT_Q, 1, 1000));
+  ASSERT(dnsm_wait_log(&g_dns, TXT_Q, 1, 1000));
   grit_channel_destroy(ch);
 
   fresh(SLOW_MS);
@@ -753,8 +730,8 @@ static void test_txt_disabled_by_default(void) {
   ch = dns_channel(&(chan_opts){.txt = true});
   expect_timeout_applied(ch);
   grit_channel_destroy(ch);
-  ASSERT(wait_dns_log(TXT_Q, 1, 1000));
-  ASSERT_EQ(dns_log_count("query[TXT]"), 1);
+  ASSERT(dnsm_wait_log(&g_dns, TXT_Q, 1, 1000));
+  ASSERT_EQ(dnsm_log_count(&g_dns, "query[TXT]"), 1);
   teardown();
 }
 
@@ -777,10 +754,10 @@ static void test_txt_never_for_literals(void) {
   grit_channel *ch = dns_channel(&(chan_opts){.txt = true});
   expect_timeout_applied(ch);
   grit_channel_destroy(ch);
-  ASSERT(wait_dns_log(TXT_Q, 1, 1000));
-  ASSERT_EQ(dns_log_count("query[TXT]"), 1);
-  ASSERT_EQ(dns_log_count("_grpc_config.127"), 0);
-  ASSERT_EQ(dns_log_count("_grpc_config.localhost"), 0);
+  ASSERT(dnsm_wait_log(&g_dns, TXT_Q, 1, 1000));
+  ASSERT_EQ(dnsm_log_count(&g_dns, "query[TXT]"), 1);
+  ASSERT_EQ(dnsm_log_count(&g_dns, "_grpc_config.127"), 0);
+  ASSERT_EQ(dnsm_log_count(&g_dns, "_grpc_config.localhost"), 0);
   teardown();
 }
 
@@ -795,7 +772,7 @@ static void test_no_txt_uses_default(void) {
       .default_config =
           "{\"methodConfig\":[{\"name\":[{}],\"timeout\":\"0.2s\"}]}"});
   expect_timeout_applied(ch);
-  ASSERT(wait_dns_log(TXT_Q, 1, 1000));
+  ASSERT(dnsm_wait_log(&g_dns, TXT_Q, 1, 1000));
   grit_channel_destroy(ch);
   teardown();
 }
@@ -873,7 +850,7 @@ static void test_config_swap(void) {
           "\"timeout\":\"1\"}]}}]");
   ASSERT_OK(dnsm_restart(&g_dns, g_rec)); /* a new log: counts restart */
   kick();
-  ASSERT(wait_dns_log(TXT_Q, 1, 3000));
+  ASSERT(dnsm_wait_log(&g_dns, TXT_Q, 1, 3000));
   uint64_t end = now_ms() + 400;
   while (now_ms() < end) {
     t = probe_timeout(ch);
@@ -1063,9 +1040,9 @@ static void test_lb_switch_keeps_calls(void) {
   h2s_server *busy = back[v];
   rec_hosts(3u, TXT_PF);
   ASSERT_OK(dnsm_restart(&g_dns, g_rec));
-  int before = dns_log_count(TXT_Q);
+  int before = dnsm_log_count(&g_dns, TXT_Q);
   h2s_server_kill(back[1 - v]);
-  ASSERT(wait_dns_log(TXT_Q, before + 1, 3000));
+  ASSERT(dnsm_wait_log(&g_dns, TXT_Q, before + 1, 3000));
   /* pick_first took over (a new connection to the live backend) and the
    * round_robin connection is draining, with the call still on it. */
   ASSERT(draining_with_call(busy));
@@ -1098,9 +1075,9 @@ static void test_lb_switch_serves_until_ready(void) {
   h2s_server_set_accept(back[0], H2S_ACCEPT_SILENT);
   rec_hosts(3u, TXT_PF);
   ASSERT_OK(dnsm_restart(&g_dns, g_rec));
-  int before = dns_log_count(TXT_Q);
+  int before = dnsm_log_count(&g_dns, TXT_Q);
   h2s_server_kill(back[1]);
-  ASSERT(wait_dns_log(TXT_Q, before + 1, 3000));
+  ASSERT(dnsm_wait_log(&g_dns, TXT_Q, before + 1, 3000));
   ASSERT(h2s_server_wait_connections(back[0], 2, 2000)); /* pick_first's */
   size_t n = h2s_server_request_count(back[0]);
   for (int i = 0; i < 5; i++)
@@ -1140,9 +1117,9 @@ static void test_address_removed_keeps_calls(void) {
   int keep = (v + 1) % 3, dead = (v + 2) % 3;
   rec_hosts(1u << keep, NULL);
   ASSERT_OK(dnsm_restart(&g_dns, g_rec));
-  int before = dns_log_count(A_Q);
+  int before = dnsm_log_count(&g_dns, A_Q);
   h2s_server_kill(back[dead]); /* round_robin asks to re-resolve */
-  ASSERT(wait_dns_log(A_Q, before + 1, 3000));
+  ASSERT(dnsm_wait_log(&g_dns, A_Q, before + 1, 3000));
   ASSERT(draining_with_call(back[v]));
   ASSERT(slow_ok(t0));
   ASSERT(wait_open_connections(back[v], 0, 3000));
@@ -1168,9 +1145,9 @@ static void reresolve_case(const char *service_config) {
   ASSERT_EQ(h2s_server_request_count(back[0]), 1);
   rec_hosts(2u, NULL);
   ASSERT_OK(dnsm_restart(&g_dns, g_rec));
-  int before = dns_log_count(A_Q);
+  int before = dnsm_log_count(&g_dns, A_Q);
   h2s_server_goaway(back[0], 0, false);
-  ASSERT(wait_dns_log(A_Q, before + 1, 3000));
+  ASSERT(dnsm_wait_log(&g_dns, A_Q, before + 1, 3000));
   uint64_t end = now_ms() + 3000;
   while (h2s_server_request_count(back[1]) == 0 && now_ms() < end)
     ASSERT_EQ(call(ch, FAST, 2000, NULL, NULL), GRIT_STATUS_OK);

@@ -40,10 +40,6 @@ static uint64_t now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static void sleep_ms(unsigned ms) {
-  usleep(ms * 1000u);
-}
-
 /* ---- GRIT_ARG_MIN_CONNECT_TIMEOUT_MS ---- */
 
 #define MIN_CONNECT_MS 1000
@@ -219,31 +215,6 @@ static void test_shuffle_address_list(void) {
 
 static dnsm g_dns; /* global: dnsmasq.h's atexit cleanup may see it */
 
-/* Lines of the dnsmasq log (log-queries) containing |needle|. */
-static int dns_log_count(const char *needle) {
-  FILE *f = fopen(g_dns.log, "r");
-  if (!f)
-    return 0;
-  char line[1024];
-  int n = 0;
-  while (fgets(line, sizeof(line), f))
-    if (strstr(line, needle))
-      n++;
-  fclose(f);
-  return n;
-}
-
-/* Wait until |needle| has |n| lines; returns the time it was seen, or 0. */
-static uint64_t wait_dns_log(const char *needle, int n, int timeout_ms) {
-  uint64_t end = now_ms() + (uint64_t)timeout_ms;
-  do {
-    if (dns_log_count(needle) >= n)
-      return now_ms();
-    sleep_ms(5);
-  } while (now_ms() < end);
-  return 0;
-}
-
 static grit_channel *dns_channel(const char *host, uint16_t port,
                                  int64_t reresolve_ms) {
   grit_channel_args *a = NULL;
@@ -285,14 +256,15 @@ static void test_dns_reresolve_rate_limited(void) {
   ASSERT_NOT_NULL(fre);
   ASSERT_EQ(bh_unary(lim, METHOD, "x", 5000, NULL), GRIT_STATUS_OK);
   ASSERT_EQ(bh_unary(fre, METHOD, "x", 5000, NULL), GRIT_STATUS_OK);
-  ASSERT(wait_dns_log(LIMITED_Q, 1, 3000));
-  ASSERT(wait_dns_log(FREE_Q, 1, 3000));
+  ASSERT(dnsm_wait_log(&g_dns, LIMITED_Q, 1, 3000));
+  ASSERT(dnsm_wait_log(&g_dns, FREE_Q, 1, 3000));
   for (int k = 1; k <= KICKS; k++) {
     h2s_stats hs;
     h2s_server_get_stats(srv, &hs);
     uint64_t conns = hs.connections;
     h2s_server_goaway(srv, 0, false);
-    ASSERT(wait_dns_log(FREE_Q, 1 + k, 3000)); /* the control re-resolved */
+    ASSERT(dnsm_wait_log(&g_dns, FREE_Q, 1 + k,
+                         3000)); /* the control re-resolved */
     /* The limited channel reconnects: its old connection is gone. */
     ASSERT_EQ(bh_unary(lim, METHOD, "x", 5000, NULL), GRIT_STATUS_OK);
     const h2s_request *r =
@@ -303,7 +275,8 @@ static void test_dns_reresolve_rate_limited(void) {
   }
   /* The control's queries were sent when the limited channel's would have
    * been; they have all arrived, and the limited name has no new one. */
-  int limited = dns_log_count(LIMITED_Q), free_q = dns_log_count(FREE_Q);
+  int limited = dnsm_log_count(&g_dns, LIMITED_Q),
+      free_q = dnsm_log_count(&g_dns, FREE_Q);
   fprintf(stderr, "  A queries after %d GOAWAYs: limited %d, unlimited %d\n",
           KICKS, limited, free_q);
   ASSERT_EQ(limited, 1);
@@ -329,14 +302,14 @@ static void test_dns_reresolve_deferred(void) {
       dns_channel("limited.test", h2s_server_port(srv), DEFER_MS);
   ASSERT_NOT_NULL(ch);
   ASSERT_EQ(bh_unary(ch, METHOD, "x", 5000, NULL), GRIT_STATUS_OK);
-  ASSERT(wait_dns_log(LIMITED_Q, 1, 3000));
+  ASSERT(dnsm_wait_log(&g_dns, LIMITED_Q, 1, 3000));
   h2s_server_goaway(srv, 0, false);
-  uint64_t seen = wait_dns_log(LIMITED_Q, 2, DEFER_MS + 5000);
+  uint64_t seen = dnsm_wait_log(&g_dns, LIMITED_Q, 2, DEFER_MS + 5000);
   fprintf(stderr, "  second query seen %llu ms after channel creation\n",
           (unsigned long long)(seen ? seen - t0 : 0));
   ASSERT(seen);
   ASSERT_CMP(seen - t0, >=, DEFER_MS - 20);
-  ASSERT_EQ(dns_log_count(LIMITED_Q), 2);
+  ASSERT_EQ(dnsm_log_count(&g_dns, LIMITED_Q), 2);
   ASSERT_EQ(bh_unary(ch, METHOD, "x", 5000, NULL), GRIT_STATUS_OK);
   grit_channel_destroy(ch);
   dnsm_stop(&g_dns);

@@ -287,4 +287,31 @@ static inline void dnsm_stop(dnsm *d) {
   dnsm_unregister_(d);
 }
 
+/* Lines of |d|'s log (start it with log-queries) containing |needle|. */
+static inline int dnsm_log_count(const dnsm *d, const char *needle) {
+  FILE *f = fopen(d->log, "r");
+  if (!f)
+    return 0;
+  char line[1024];
+  int n = 0;
+  while (fgets(line, sizeof(line), f))
+    if (strstr(line, needle))
+      n++;
+  fclose(f);
+  return n;
+}
+
+/* Wait until |needle| is on |n| lines of |d|'s log; returns the monotonic
+ * ms when it was seen, or 0 after |timeout_ms|. */
+static inline uint64_t dnsm_wait_log(const dnsm *d, const char *needle, int n,
+                                     int timeout_ms) {
+  uint64_t end = dnsm_now_ms_() + (uint64_t)timeout_ms;
+  do {
+    if (dnsm_log_count(d, needle) >= n)
+      return dnsm_now_ms_();
+    usleep(5000);
+  } while (dnsm_now_ms_() < end);
+  return 0;
+}
+
 #endif
