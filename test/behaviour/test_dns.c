@@ -30,12 +30,6 @@ static h2s_server *g_more[MORE_MAX];
 
 /* ---- helpers ---- */
 
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void sleep_ms(unsigned ms) {
   usleep(ms * 1000u);
 }
@@ -227,10 +221,10 @@ static int64_t last_timeout_ms(void) {
 static grit_status_code call(grit_channel *ch, const char *method,
                              uint64_t timeout_ms, uint64_t *elapsed,
                              grit_status *st) {
-  uint64_t t0 = now_ms();
+  uint64_t t0 = test_now_ms();
   grit_status_code c = bh_unary(ch, method, "ping", timeout_ms, st);
   if (elapsed)
-    *elapsed = now_ms() - t0;
+    *elapsed = test_now_ms() - t0;
   return c;
 }
 
@@ -251,20 +245,20 @@ static void async_cb(const grit_status *st, const uint8_t *resp,
   pthread_mutex_lock(&r->mu);
   r->code = st->code;
   snprintf(r->message, sizeof(r->message), "%s", st->message);
-  r->done_ms = now_ms();
+  r->done_ms = test_now_ms();
   r->done = true;
   pthread_mutex_unlock(&r->mu);
 }
 
 static bool async_wait(async_res *r, int timeout_ms) {
-  uint64_t end = now_ms() + (uint64_t)timeout_ms;
+  uint64_t end = test_now_ms() + (uint64_t)timeout_ms;
   for (;;) {
     pthread_mutex_lock(&r->mu);
     bool d = r->done;
     pthread_mutex_unlock(&r->mu);
     if (d)
       return true;
-    if (now_ms() >= end)
+    if (test_now_ms() >= end)
       return false;
     sleep_ms(5);
   }
@@ -282,13 +276,13 @@ static int64_t probe_timeout(grit_channel *ch) {
 /* Probe until new calls see a config timeout in (lo, hi] ms. */
 static bool wait_config_timeout(grit_channel *ch, int64_t lo, int64_t hi,
                                 int timeout_ms) {
-  uint64_t end = now_ms() + (uint64_t)timeout_ms;
+  uint64_t end = test_now_ms() + (uint64_t)timeout_ms;
   do {
     int64_t t = probe_timeout(ch);
     if (t > lo && t <= hi)
       return true;
     sleep_ms(20);
-  } while (now_ms() < end);
+  } while (test_now_ms() < end);
   return false;
 }
 
@@ -825,7 +819,7 @@ static void test_config_swap(void) {
   async_res r = {.mu = PTHREAD_MUTEX_INITIALIZER};
   grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION};
   size_t before = h2s_server_request_count(g_srv);
-  uint64_t t0 = now_ms();
+  uint64_t t0 = test_now_ms();
   ASSERT_OK(grit_unary_call_async(ch, SLOW, "x", 1, &o, async_cb, &r));
   ASSERT(h2s_server_wait_requests(g_srv, before + 1, 2000));
   /* ... then the record changes to 0.2 s and re-resolution happens. */
@@ -851,8 +845,8 @@ static void test_config_swap(void) {
   ASSERT_OK(dnsm_restart(&g_dns, g_rec)); /* a new log: counts restart */
   kick();
   ASSERT(dnsm_wait_log(&g_dns, TXT_Q, 1, 3000));
-  uint64_t end = now_ms() + 400;
-  while (now_ms() < end) {
+  uint64_t end = test_now_ms() + 400;
+  while (test_now_ms() < end) {
     t = probe_timeout(ch);
     ASSERT_CMP(t, >, 0);
     ASSERT_CMP(t, <=, 200);
@@ -871,8 +865,8 @@ static void test_config_swap(void) {
   rec_svc(NULL);
   ASSERT_OK(dnsm_restart(&g_dns, g_rec));
   kick();
-  uint64_t deadline = now_ms() + 3000;
-  while ((t = probe_timeout(ch)) != -1 && now_ms() < deadline)
+  uint64_t deadline = test_now_ms() + 3000;
+  while ((t = probe_timeout(ch)) != -1 && test_now_ms() < deadline)
     sleep_ms(20);
   ASSERT_EQ(t, -1);
   grit_channel_destroy(ch);
@@ -932,8 +926,8 @@ static void rec_hosts(unsigned mask, const char *json) {
 
 /* FAST calls until each of the |n| backends has seen one. */
 static bool warm_all(grit_channel *ch, h2s_server **back, int n) {
-  uint64_t end = now_ms() + 5000;
-  while (now_ms() < end) {
+  uint64_t end = test_now_ms() + 5000;
+  while (test_now_ms() < end) {
     int seen = 0;
     for (int i = 0; i < n; i++)
       seen += h2s_server_request_count(back[i]) > 0;
@@ -947,7 +941,7 @@ static bool warm_all(grit_channel *ch, h2s_server **back, int n) {
 
 /* Index of the backend that got the SLOW request (-1: none within 2 s). */
 static int slow_backend(h2s_server **back, int n) {
-  uint64_t end = now_ms() + 2000;
+  uint64_t end = test_now_ms() + 2000;
   do {
     for (int i = 0; i < n; i++) {
       size_t k = h2s_server_request_count(back[i]);
@@ -958,32 +952,32 @@ static int slow_backend(h2s_server **back, int n) {
       }
     }
     sleep_ms(5);
-  } while (now_ms() < end);
+  } while (test_now_ms() < end);
   return -1;
 }
 
 /* The client sent |s| a GOAWAY (a graceful close of its connection). */
 static bool wait_client_goaway(h2s_server *s, int timeout_ms) {
-  uint64_t end = now_ms() + (uint64_t)timeout_ms;
+  uint64_t end = test_now_ms() + (uint64_t)timeout_ms;
   h2s_stats st;
   do {
     h2s_server_get_stats(s, &st);
     if (st.goaways_received > 0)
       return true;
     sleep_ms(5);
-  } while (now_ms() < end);
+  } while (test_now_ms() < end);
   return false;
 }
 
 static bool wait_open_connections(h2s_server *s, uint64_t n, int timeout_ms) {
-  uint64_t end = now_ms() + (uint64_t)timeout_ms;
+  uint64_t end = test_now_ms() + (uint64_t)timeout_ms;
   h2s_stats st;
   do {
     h2s_server_get_stats(s, &st);
     if (st.connections_open == n)
       return true;
     sleep_ms(5);
-  } while (now_ms() < end);
+  } while (test_now_ms() < end);
   return false;
 }
 
@@ -993,7 +987,7 @@ static bool start_slow(grit_channel *ch, uint64_t *t0) {
   memset(&g_slow, 0, sizeof(g_slow));
   pthread_mutex_init(&g_slow.mu, NULL);
   grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION, .timeout_ms = 10000};
-  *t0 = now_ms();
+  *t0 = test_now_ms();
   return grit_unary_call_async(ch, SLOW, "x", 1, &o, async_cb, &g_slow) ==
          GRIT_OK;
 }
@@ -1085,9 +1079,9 @@ static void test_lb_switch_serves_until_ready(void) {
   ASSERT_EQ(h2s_server_request_count(back[0]), n + 5);
   ASSERT_EQ(h2s_server_request(back[0], n + 4)->conn_index, 0);
   h2s_server_set_accept(back[0], H2S_ACCEPT_SERVE);
-  uint64_t end = now_ms() + 5000;
+  uint64_t end = test_now_ms() + 5000;
   bool moved = false;
-  while (!moved && now_ms() < end) {
+  while (!moved && test_now_ms() < end) {
     if (call(ch, FAST, 1000, NULL, NULL) == GRIT_STATUS_OK) {
       n = h2s_server_request_count(back[0]);
       moved = h2s_server_request(back[0], n - 1)->conn_index >= 2;
@@ -1148,8 +1142,8 @@ static void reresolve_case(const char *service_config) {
   int before = dnsm_log_count(&g_dns, A_Q);
   h2s_server_goaway(back[0], 0, false);
   ASSERT(dnsm_wait_log(&g_dns, A_Q, before + 1, 3000));
-  uint64_t end = now_ms() + 3000;
-  while (h2s_server_request_count(back[1]) == 0 && now_ms() < end)
+  uint64_t end = test_now_ms() + 3000;
+  while (h2s_server_request_count(back[1]) == 0 && test_now_ms() < end)
     ASSERT_EQ(call(ch, FAST, 2000, NULL, NULL), GRIT_STATUS_OK);
   ASSERT_CMP(h2s_server_request_count(back[1]), >, 0);
   grit_channel_destroy(ch);

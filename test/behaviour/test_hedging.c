@@ -19,12 +19,6 @@
 
 /* ---- helpers ---- */
 
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* A hedging service config for pkg.Svc; |delay| is a duration string or
  * NULL (absent: all at once); |extra| is more top-level JSON or "". */
 static const char *hedge_cfg(char *buf, size_t len, int max_attempts,
@@ -188,9 +182,9 @@ static void test_all_nonfatal_last_status(void) {
   grit_channel *ch =
       chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.05s", ""), NULL, 0);
   char msg[64];
-  uint64_t t0 = now_ms();
+  uint64_t t0 = test_now_ms();
   ASSERT_EQ(unary(ch, CALL_MS, msg, sizeof(msg)), GRIT_STATUS_UNAVAILABLE);
-  ASSERT_CMP(now_ms() - t0, >=, 280);
+  ASSERT_CMP(test_now_ms() - t0, >=, 280);
   ASSERT_STR_EQ(msg, "slow");
   ASSERT_EQ(h2s_server_request_count(srv), 3);
   ASSERT_EQ(recs_with_reason(GRIT_REASON_EXHAUSTED), 1);

@@ -41,12 +41,6 @@ static long rss_kb(void) {
   return res * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static grit_channel *chan(h2s_server *srv, grit_channel_args *args) {
   char target[64];
   grit_channel *ch = NULL;
@@ -107,7 +101,7 @@ static void run_hostile(h2s_server *srv, grit_channel *ch, const hostile *h,
   snprintf(step, sizeof(step), "repeat=%d %s", ROUNDS, h->step);
   ASSERT_EQ(h2s_server_script_add_text(srv, step), 0);
   int counts[GRIT_STATUS_COUNT] = {0};
-  uint64_t t0 = now_ms();
+  uint64_t t0 = test_now_ms();
   for (int i = 0; i < ROUNDS; i++) {
     char msg[200];
     grit_status_code c = call(ch, h->req_len, h->timeout_ms, msg, sizeof(msg));
@@ -127,7 +121,7 @@ static void run_hostile(h2s_server *srv, grit_channel *ch, const hostile *h,
     if (i == 0 && getenv("HOSTILE_VERBOSE"))
       fprintf(stderr, "  first: %s \"%s\"\n", grit_status_code_name(c), msg);
   }
-  uint64_t ms = now_ms() - t0;
+  uint64_t ms = test_now_ms() - t0;
   h2s_server_script_clear(srv);
   long grown = rss_kb() - before;
   fprintf(stderr, "  %-40s %3d calls in %5llu ms, RSS %+6ld KiB:", h->step,

@@ -12,12 +12,6 @@
 #define RR_CONFIG "{\"loadBalancingConfig\":[{\"round_robin\":{}}]}"
 #define METHOD "/x.Y/Z"
 
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void sleep_ms(unsigned ms) {
   usleep(ms * 1000u);
 }
@@ -42,8 +36,8 @@ static size_t reqs(h2s_server *s) {
 
 /* Make calls until every server of |s| has seen one (all READY). */
 static bool warm_up(grit_channel *ch, h2s_server **s, size_t n) {
-  uint64_t until = now_ms() + 5000;
-  while (now_ms() < until) {
+  uint64_t until = test_now_ms() + 5000;
+  while (test_now_ms() < until) {
     bool all = true;
     for (size_t i = 0; i < n; i++)
       all = all && reqs(s[i]) > 0;
@@ -57,8 +51,8 @@ static bool warm_up(grit_channel *ch, h2s_server **s, size_t n) {
 /* Wait until the channel reports |want| (polling, bounded). */
 static bool wait_state(grit_channel *ch, grit_connectivity_state want,
                        bool try_connect, int timeout_ms) {
-  uint64_t until = now_ms() + (uint64_t)timeout_ms;
-  while (now_ms() < until) {
+  uint64_t until = test_now_ms() + (uint64_t)timeout_ms;
+  while (test_now_ms() < until) {
     if (grit_channel_get_state(ch, try_connect) == want)
       return true;
     sleep_ms(10);
@@ -102,9 +96,9 @@ static grit_err async_start(grit_channel *ch, const char *method,
 
 /* Wait (bounded) and return the status code, -1 if it never ended. */
 static int async_wait(async_call *a, int timeout_ms) {
-  uint64_t until = now_ms() + (uint64_t)timeout_ms;
+  uint64_t until = test_now_ms() + (uint64_t)timeout_ms;
   pthread_mutex_lock(&a->mu);
-  while (!a->done && now_ms() < until) {
+  while (!a->done && test_now_ms() < until) {
     pthread_mutex_unlock(&a->mu);
     sleep_ms(5);
     pthread_mutex_lock(&a->mu);
@@ -150,8 +144,8 @@ static void test_rr_even_skip_restart(void) {
 
   /* Restart it: after its (small) backoff it is used again. */
   ASSERT_EQ(h2s_server_restart(s[1]), 0);
-  uint64_t until = now_ms() + 5000;
-  while (reqs(s[1]) == before[1] && now_ms() < until) {
+  uint64_t until = test_now_ms() + 5000;
+  while (reqs(s[1]) == before[1] && test_now_ms() < until) {
     ASSERT_EQ(bh_unary(ch, METHOD, "x", 5000, NULL), GRIT_STATUS_OK);
     sleep_ms(20);
   }
@@ -259,13 +253,13 @@ static void test_goaway_drains(void) {
     ASSERT_EQ(h2s_server_request(s, i)->conn_index, 0);
   /* The old connection closed once drained; the new one serves on. */
   h2s_stats st;
-  uint64_t until = now_ms() + 5000;
+  uint64_t until = test_now_ms() + 5000;
   do {
     h2s_server_get_stats(s, &st);
     if (st.connections_open == 1)
       break;
     sleep_ms(10);
-  } while (now_ms() < until);
+  } while (test_now_ms() < until);
   ASSERT_EQ(st.connections, 2);
   ASSERT_EQ(st.connections_open, 1);
   ASSERT_EQ(bh_unary(ch, METHOD, "x", 5000, NULL), GRIT_STATUS_OK);
@@ -288,22 +282,22 @@ static void test_destroy_with_calls_in_flight(void) {
     ASSERT_OK(async_start(ch, "/x.Y/Hang", 20000, &a[i]));
   ASSERT(h2s_server_wait_requests(s[0], 3, 5000));
   ASSERT(h2s_server_wait_requests(s[1], 3, 5000));
-  uint64_t t0 = now_ms();
+  uint64_t t0 = test_now_ms();
   grit_channel_destroy(ch);
-  ASSERT_CMP(now_ms() - t0, <, 2000);
+  ASSERT_CMP(test_now_ms() - t0, <, 2000);
   for (int i = 0; i < 4; i++) {
     ASSERT_EQ(async_wait(&a[i], 2000), GRIT_STATUS_CANCELLED);
     async_free(&a[i]);
   }
   for (int i = 0; i < 2; i++) {
     h2s_stats st;
-    uint64_t until = now_ms() + 2000;
+    uint64_t until = test_now_ms() + 2000;
     do {
       h2s_server_get_stats(s[i], &st);
       if (st.connections_open == 0)
         break;
       sleep_ms(5);
-    } while (now_ms() < until);
+    } while (test_now_ms() < until);
     ASSERT_EQ(st.connections_open, 0);
     h2s_server_stop(s[i]);
   }
@@ -324,12 +318,12 @@ static void test_keepalive_timeout(void) {
   grit_channel *ch = bh_channel_args(&s, 1, NULL, args);
   grit_channel_args_destroy(args);
   ASSERT_NOT_NULL(ch);
-  uint64_t t0 = now_ms();
+  uint64_t t0 = test_now_ms();
   grit_status st;
   ASSERT_EQ(bh_unary(ch, "/x.Y/Hang", "x", 20000, &st),
             GRIT_STATUS_UNAVAILABLE);
   grit_status_free(&st);
-  uint64_t took = now_ms() - t0;
+  uint64_t took = test_now_ms() - t0;
   ASSERT_CMP(took, >=, 300);  /* one ping interval plus its timeout */
   ASSERT_CMP(took, <, 10000); /* long before the deadline */
   h2s_stats hs;
@@ -394,10 +388,10 @@ static void test_states(void) {
   h2s_server_kill(s[1]);
   ASSERT(wait_state(ch, GRIT_STATE_TRANSIENT_FAILURE, false, 5000));
   ASSERT_CMP(rec_find(&rec, r, GRIT_STATE_TRANSIENT_FAILURE), <, rec.n);
-  uint64_t t0 = now_ms();
+  uint64_t t0 = test_now_ms();
   uint64_t until = t0 + 5000;
   grit_status_code code = GRIT_STATUS_OK;
-  while (now_ms() < until) { /* TF may blink to CONNECTING on a retry */
+  while (test_now_ms() < until) { /* TF may blink to CONNECTING on a retry */
     code = bh_unary(ch, METHOD, "x", 3000, NULL);
     if (code == GRIT_STATUS_UNAVAILABLE)
       break;
@@ -412,8 +406,9 @@ static void test_states(void) {
   ASSERT_EQ(bh_unary(ch, METHOD, "x", 5000, NULL), GRIT_STATUS_OK);
   grit_channel_destroy(ch);
   /* The last watcher saw SHUTDOWN (or was refused); wait for it. */
-  until = now_ms() + 2000;
-  while (rec_find(&rec, 0, GRIT_STATE_SHUTDOWN) == rec.n && now_ms() < until)
+  until = test_now_ms() + 2000;
+  while (rec_find(&rec, 0, GRIT_STATE_SHUTDOWN) == rec.n &&
+         test_now_ms() < until)
     sleep_ms(5);
   ASSERT_CMP(rec_find(&rec, 0, GRIT_STATE_SHUTDOWN), <, rec.n);
   pthread_mutex_destroy(&rec.mu);
@@ -467,13 +462,13 @@ static void test_idle_timeout(void) {
   ASSERT_EQ(st.connections, 1);
   /* Then idle: IDLE, and the server sees the connection close. */
   ASSERT(wait_state(ch, GRIT_STATE_IDLE, false, 5000));
-  uint64_t until = now_ms() + 5000;
+  uint64_t until = test_now_ms() + 5000;
   do {
     h2s_server_get_stats(s, &st);
     if (st.connections_open == 0)
       break;
     sleep_ms(10);
-  } while (now_ms() < until);
+  } while (test_now_ms() < until);
   ASSERT_EQ(st.connections_open, 0);
   /* The next call reconnects. */
   ASSERT_EQ(bh_unary(ch, METHOD, "x", 5000, NULL), GRIT_STATUS_OK);

@@ -34,12 +34,6 @@
 
 #define METHOD "/opt.Svc/M"
 
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* ---- GRIT_ARG_MIN_CONNECT_TIMEOUT_MS ---- */
 
 #define MIN_CONNECT_MS 1000
@@ -62,10 +56,10 @@ static void expect_connect_timeout(const char *target, const char *phase) {
   grit_err rv = grit_channel_create(NULL, target, a, &d, &ch);
   grit_channel_args_destroy(a);
   ASSERT_OK(rv);
-  uint64_t t0 = now_ms();
+  uint64_t t0 = test_now_ms();
   grit_status st;
   grit_status_code c = bh_unary(ch, METHOD, "x", CONNECT_CALL_MS, &st);
-  uint64_t elapsed = now_ms() - t0;
+  uint64_t elapsed = test_now_ms() - t0;
   ASSERT_CMP((int)c, >=, 0);
   fprintf(stderr, "  %s: %s after %llu ms: \"%s\"\n", phase,
           grit_status_code_name(c), (unsigned long long)elapsed, st.message);
@@ -297,7 +291,7 @@ static void test_dns_reresolve_deferred(void) {
   ASSERT_NOT_NULL(srv);
   ASSERT_OK(dnsm_start(&g_dns, "log-queries\n"
                                "host-record=limited.test,127.0.0.1"));
-  uint64_t t0 = now_ms();
+  uint64_t t0 = test_now_ms();
   grit_channel *ch =
       dns_channel("limited.test", h2s_server_port(srv), DEFER_MS);
   ASSERT_NOT_NULL(ch);

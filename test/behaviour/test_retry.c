@@ -19,12 +19,6 @@
 
 /* ---- helpers ---- */
 
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* A service config with a retryPolicy for pkg.Svc. |codes| is the inside
  * of retryableStatusCodes, |more| extra retryPolicy fields (",..." or ""),
  * |top| extra top-level fields (",..." or ""). Backoff 10 ms, x2, max 50. */
@@ -234,9 +228,9 @@ static void done_call_cb(grit_call *call, const grit_status *st, void *ud) {
 }
 
 static bool done_wait(done_rec *d, int ms) {
-  uint64_t end = now_ms() + (uint64_t)ms;
+  uint64_t end = test_now_ms() + (uint64_t)ms;
   pthread_mutex_lock(&d->mu);
-  while (!d->done && now_ms() < end) {
+  while (!d->done && test_now_ms() < end) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_nsec += 20 * 1000000L;
@@ -670,12 +664,12 @@ static void test_deadline_during_backoff(void) {
       chan(srv, cfg_retry(cfg, sizeof(cfg), 5, UNAVAIL, "", ""), &o, NULL);
   ASSERT_NOT_NULL(ch);
   grit_call_opts co = {.version = GRIT_CALL_OPTS_VERSION, .timeout_ms = 500};
-  uint64_t t0 = now_ms();
+  uint64_t t0 = test_now_ms();
   grit_status_code code = call_info(ch, M, "x", 1, &co, NULL, NULL);
   /* RT-09: the pushback does not fit; the deadline ends the call. */
   ASSERT_EQ(code, GRIT_STATUS_DEADLINE_EXCEEDED);
-  ASSERT_CMP(now_ms() - t0, >=, 450);
-  ASSERT_CMP(now_ms() - t0, <, 2000); /* did not sit out the pushback */
+  ASSERT_CMP(test_now_ms() - t0, >=, 450);
+  ASSERT_CMP(test_now_ms() - t0, <, 2000); /* did not sit out the pushback */
   ASSERT_EQ(h2s_server_request_count(srv), 1);
   ASSERT_EQ(obs_count(&o), 1);
   ASSERT_EQ(o.r[0].reason, GRIT_REASON_DEADLINE);
@@ -733,9 +727,9 @@ static void test_per_attempt_recv_timeout(void) {
                                     ",\"perAttemptRecvTimeout\":\"0.2s\"", ""),
                           &o, NULL);
   ASSERT_NOT_NULL(ch);
-  uint64_t t0 = now_ms();
+  uint64_t t0 = test_now_ms();
   ASSERT_EQ(unary(ch, M, NULL), GRIT_STATUS_OK);
-  ASSERT_CMP(now_ms() - t0, >=, 190);
+  ASSERT_CMP(test_now_ms() - t0, >=, 190);
   ASSERT(h2s_server_wait_closed(srv, 2, WAIT_MS));
   ASSERT_EQ(h2s_server_request_count(srv), 2);
   const h2s_request *r0 = h2s_server_request(srv, 0);
@@ -843,11 +837,11 @@ static void test_cancel_during_backoff(void) {
   ASSERT_OK(grit_call_close_send(c));
   ASSERT(obs_wait(&o, 1, WAIT_MS)); /* attempt 1 ended: backoff runs */
   ASSERT_EQ(o.r[0].reason, GRIT_REASON_NONE);
-  uint64_t t0 = now_ms();
+  uint64_t t0 = test_now_ms();
   grit_call_cancel(c);
   ASSERT(done_wait(&d, WAIT_MS));
   ASSERT_EQ(d.code, GRIT_STATUS_CANCELLED);
-  ASSERT_CMP(now_ms() - t0, <, 1500); /* did not wait out the backoff */
+  ASSERT_CMP(test_now_ms() - t0, <, 1500); /* did not wait out the backoff */
   grit_call_info info;
   ASSERT_OK(grit_call_get_info(c, &info));
   ASSERT_EQ(info.attempts, 1);
