@@ -6,8 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Gather at most this much nghttp2 output into one uv_write; the rest goes
- * out when that write completes. */
+/* Gather at most this much nghttp2 output into one write; the rest goes
+ * out when that write completes, or from the pump when the socket took it
+ * all at once. */
 #define CONN_WRITE_CHUNK (1024 * 1024)
 #define CONN_DEFAULT_MAX_HEADER_LIST (16 * 1024)
 #define CONN_DEFAULT_MAX_RECV (4 * 1024 * 1024)
@@ -194,7 +195,13 @@ static void conn_flush(grit_transport *t) {
   grit_buf *out = t->tls ? &t->staged : b;
   out->len = 0;
   bool h2_ok = !t->tls || grit_tls_conn_ready(t->tls);
-  while (h2_ok && out->len < CONN_WRITE_CHUNK) {
+  t->more_output = false;
+  while (h2_ok) {
+    if (out->len >= CONN_WRITE_CHUNK) {
+      /* nghttp2 may have more: the next flush takes it (conn_on_pump). */
+      t->more_output = true;
+      break;
+    }
     const uint8_t *data;
     ssize_t n = nghttp2_session_mem_send(t->h2, &data);
     if (n < 0) {
@@ -226,6 +233,16 @@ static void conn_flush(grit_transport *t) {
   }
   if (b->len > 0)
     conn_write(t, b);
+  /* The socket took the whole chunk at once: no write completion will
+   * come to start the next flush, so the pump must (FINDINGS: the stall
+   * of large requests against C-core servers, which send nothing back). */
+  if (t->more_output && !t->writing)
+    grit_transport_schedule(t);
+}
+
+/* A chunk went out whole while nghttp2 still had output. */
+static bool conn_more_output(const grit_transport *t) {
+  return t->more_output && !t->writing && !t->io_dead;
 }
 
 static bool conn_has_events(const grit_transport *t) {
@@ -304,7 +321,8 @@ static void conn_on_pump(uv_idle_t *idle) {
   conn_flush(t);
   if (!t->writing)
     conn_check_terminated(t);
-  if (!t->shut && !conn_has_events(t) && !conn_spinning(t))
+  if (!t->shut && !conn_has_events(t) && !conn_spinning(t) &&
+      !conn_more_output(t))
     uv_idle_stop(&t->pump);
 }
 

@@ -98,6 +98,7 @@ struct grit_transport {
   bool connected; /* socket connected and not failed */
   bool io_dead;   /* read/write failed or EOF: no more writes */
   bool writing;
+  bool more_output; /* the last flush stopped at CONN_WRITE_CHUNK */
   bool going_away; /* GOAWAY received or drain started: no new streams */
   bool goaway_received;
   uint32_t goaway_last_id;

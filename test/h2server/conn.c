@@ -176,6 +176,10 @@ static void conn_submit_settings(h2s_conn *c) {
     iv[n++] =
         (nghttp2_settings_entry){cfg->settings[i].id, cfg->settings[i].value};
   nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, n);
+  /* A wide connection window up front, as C-core grants it. */
+  if (cfg->connection_window_size > 65535)
+    nghttp2_session_set_local_window_size(c->ng, NGHTTP2_FLAG_NONE, 0,
+                                          (int32_t)cfg->connection_window_size);
 }
 
 static void conn_on_close(uv_handle_t *h) {

@@ -184,6 +184,7 @@ typedef struct h2s_config {
   const char *tls_key_file;
   uint32_t max_concurrent_streams; /* 0: not sent (unlimited) */
   uint32_t initial_window_size;    /* 0: not sent (65535) */
+  uint32_t connection_window_size; /* > 65535: granted at start */
   h2s_setting settings[8];         /* more SETTINGS, sent verbatim */
   bool no_ping_ack;                /* never ack PINGs */
   h2s_accept accept;               /* see h2s_server_set_accept */
