@@ -83,7 +83,7 @@ void grit_chan_opts_defaults(grit_chan_opts *o) {
   o->min_connect_timeout_ms = 20000;
   o->keepalive_timeout_ms = 20000; /* LB-04 */
   o->idle_timeout_ms = 30 * 60 * 1000;
-  o->read_spin_us = 50;
+  o->read_spin_us = 0; /* no busy polling unless asked (issue 12) */
 }
 
 static char **str_field(grit_chan_opts *o, const arg_spec *s) {

@@ -373,12 +373,14 @@ typedef struct grit_channel_args grit_channel_args;
 /** Int 0/1, default 0. Send keepalive pings with no calls in flight. */
 #define GRIT_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS                                \
   "grit.keepalive_permit_without_calls"
-/** Int µs 0..10000, default 50. After a read that brought DATA for a
- * stream that stays open (a response stream under way), the I/O thread
- * polls the connections without sleeping for this long, so the next
- * messages are read without a wake-up each: server streams run about 20 %
- * faster for about twice the client CPU per message (README Performance).
- * 0: always sleep in epoll between reads. */
+/** Int µs 0..10000, default 0 (off: the I/O thread always sleeps in epoll
+ * between reads). When set, after a read that brought DATA for a stream
+ * that stays open (a response stream under way) the I/O thread polls the
+ * connections without sleeping for this long, so the next messages are
+ * read without a wake-up each: server streams of small messages run about
+ * 10 % faster for about twice the client CPU per message (README
+ * Performance). A library should not burn its user's CPU unasked, so it is
+ * off unless the application opts in. */
 #define GRIT_ARG_READ_SPIN_US "grit.read_spin_us"
 /** Int ms, default 1800000. Idle time after which connections close. */
 #define GRIT_ARG_IDLE_TIMEOUT_MS "grit.client_idle_timeout_ms"
