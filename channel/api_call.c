@@ -99,6 +99,9 @@ grit_err grit_call_recv(grit_call *call, grit_bytes *out) {
     return GRIT_ERR_NOMEM;
   }
   out->len = m->slice->len;
+  pthread_mutex_lock(&call->mu);
+  grit_call_recv_taken_locked(call, m->slice->len);
+  pthread_mutex_unlock(&call->mu);
   grit_slice_unref(m->slice);
   grit_free(m);
   return GRIT_OK;
@@ -114,11 +117,25 @@ grit_err grit_call_finish(grit_call *call, grit_status *st) {
     return GRIT_ERR_CALL_STATE;
   }
   call->finish_taken = true;
+  /* Unread messages are discarded (grit.h); a paused stream resumes, or
+   * the server could never send its status. */
+  call->recv_discard = true;
+  grit_list unread;
+  grit_list_init(&unread);
+  while (!grit_list_empty(&call->recvq))
+    grit_list_insert_tail(&unread, grit_list_pop_head(&call->recvq));
+  grit_call_recv_taken_locked(call, call->recv_bytes);
   while (!call->done)
     pthread_cond_wait(&call->cv, &call->mu);
   *st = call->status; /* hand over ownership */
   memset(&call->status, 0, sizeof(call->status));
   pthread_mutex_unlock(&call->mu);
+  grit_list *e;
+  while ((e = grit_list_pop_head(&unread)) != NULL) {
+    recv_msg *m = GRIT_CONTAINER_OF(e, recv_msg, link);
+    grit_slice_unref(m->slice);
+    grit_free(m);
+  }
   return GRIT_OK;
 }
 

@@ -278,6 +278,11 @@ typedef struct call_op {
   grit_slice *slice;
 } call_op;
 
+/* FC-04: a blocking call's reader lags once this many message bytes wait
+ * in its queue; the stream's window is withheld until the queue drains to
+ * half of it, so the server stops within a window of the reader. */
+#define CALL_RECV_QUEUE_HIGH (256 * 1024)
+
 typedef struct recv_msg {
   grit_list link;
   grit_slice *slice;
@@ -348,6 +353,10 @@ struct grit_call {
   bool send_closed_user;
   bool finish_taken;
   grit_list recvq;
+  size_t recv_bytes;     /* message bytes waiting in recvq */
+  bool recv_paused;      /* FC-04: the reader lags; window withheld */
+  bool recv_state_dirty; /* recv_paused changed off the loop */
+  bool recv_discard;     /* grit_call_finish: drop what comes */
   bool headers_set;
   grit_metadata *headers;
   bool done;
@@ -408,6 +417,9 @@ grit_err grit_call_queue_cancel(grit_call *c);
 /* Launch a unary call: start, send |framed| and half-close, as one task
  * run that needs no allocation. */
 grit_err grit_call_launch_unary(grit_call *c, grit_slice *framed);
+/* With c->mu held, on a user thread: the reader took |len| bytes from
+ * recvq; resumes a paused stream once the queue has drained (FC-04). */
+void grit_call_recv_taken_locked(grit_call *c, size_t len);
 void grit_call_unref(grit_call *c);
 
 /* Loop halves. call.c: */

@@ -180,6 +180,11 @@ void grit_stream_cancel(grit_stream *s, grit_status_code code,
                         const char *message);
 /* Bytes queued on the stream and not yet handed to nghttp2. */
 size_t grit_stream_pending_bytes(const grit_stream *s);
+/* Pause or resume giving back |s|'s flow-control window (SPEC FC-04).
+ * While paused, DATA still arrives and is delivered, but its window is
+ * withheld, so the server stops once it has used what it has; resuming
+ * gives it all back. The owner pauses while its reader lags. */
+void grit_stream_set_read_paused(grit_stream *s, bool paused);
 
 /* ---- pure helpers (each in its own file, unit-tested) ---- */
 

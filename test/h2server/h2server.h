@@ -212,6 +212,7 @@ typedef struct h2s_stats {
   uint64_t goaways_received;
   uint64_t rst_received;
   uint64_t window_updates_received;
+  uint64_t data_bytes_sent; /* DATA frame payload written, all streams */
 } h2s_stats;
 
 /*
