@@ -31,18 +31,48 @@ grit_err grit_call_start(grit_channel *ch, const char *method,
   return GRIT_OK;
 }
 
-grit_err grit_call_send(grit_call *call, const void *data, size_t len) {
+/* AP-03: accept a message of |len| bytes once there is room; |wait|
+ * says whether to wait for it (off the I/O thread) or refuse. */
+static grit_err call_send(grit_call *call, const void *data, size_t len,
+                          bool wait) {
   if (!call || (!data && len) || len > UINT32_MAX)
     return GRIT_ERR_INVALID_ARG;
+  size_t framed = len + 5;
+  bool on_loop = grit_rt_on_loop(call->ch->rt);
+  grit_err rv = GRIT_OK;
   pthread_mutex_lock(&call->mu);
-  bool closed = call->send_closed_user || call->done;
+  while (!call->send_closed_user && !call->done &&
+         !grit_call_send_room_locked(call, framed)) {
+    if (!wait || on_loop) {
+      rv = wait ? GRIT_ERR_WOULD_DEADLOCK : GRIT_ERR_AGAIN;
+      call->send_ready_wanted = !wait;
+      break;
+    }
+    pthread_cond_wait(&call->cv, &call->mu);
+  }
+  if (rv == GRIT_OK && (call->send_closed_user || call->done))
+    rv = GRIT_ERR_CALL_STATE;
+  if (rv == GRIT_OK)
+    call->send_queued += framed;
   pthread_mutex_unlock(&call->mu);
-  if (closed)
-    return GRIT_ERR_CALL_STATE;
+  if (rv != GRIT_OK)
+    return rv;
   grit_slice *s = grit_frame_message(data, len); /* the one copy */
-  if (!s)
+  if (!s) {
+    pthread_mutex_lock(&call->mu);
+    call->send_queued -= framed;
+    pthread_mutex_unlock(&call->mu);
     return GRIT_ERR_NOMEM;
+  }
   return grit_call_queue_send(call, s);
+}
+
+grit_err grit_call_send(grit_call *call, const void *data, size_t len) {
+  return call_send(call, data, len, true);
+}
+
+grit_err grit_call_try_send(grit_call *call, const void *data, size_t len) {
+  return call_send(call, data, len, false);
 }
 
 grit_err grit_call_close_send(grit_call *call) {

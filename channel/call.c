@@ -572,6 +572,7 @@ grit_err grit_call_create_internal(grit_channel *ch, const char *method,
   grit_list_init(&c->link);
   grit_list_init(&c->live_link);
   grit_replay_init(&c->sends, 0, NULL, 0);
+  c->send_limit = (uint64_t)ch->o.per_call_send_buffer;
   c->task.fn = call_task;
   c->wait_for_ready_opt = -1;
   size_t mlen = strlen(method);
@@ -621,6 +622,27 @@ grit_err grit_call_queue_cancel(grit_call *c) {
   if (!grit_rt_post(c->ch->rt, &c->task))
     __atomic_sub_fetch(&c->refs, 1, __ATOMIC_RELAXED);
   return GRIT_OK;
+}
+
+bool grit_call_send_room_locked(const grit_call *c, size_t framed_len) {
+  uint64_t unsent = c->send_queued - c->send_out;
+  return unsent == 0 || unsent + framed_len <= c->send_limit;
+}
+
+void grit_call_on_send_progress(grit_call *c, uint64_t out) {
+  pthread_mutex_lock(&c->mu);
+  if (out <= c->send_out) {
+    pthread_mutex_unlock(&c->mu);
+    return;
+  }
+  c->send_out = out;
+  bool ready =
+      c->send_ready_wanted && c->send_queued - c->send_out <= c->send_limit / 2;
+  c->send_ready_wanted = c->send_ready_wanted && !ready;
+  pthread_cond_broadcast(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+  if (ready && !c->blocking && c->cbs.on_send_ready && c->state != CALL_DONE)
+    c->cbs.on_send_ready(c, c->user_data);
 }
 
 /* With c->mu held: the reader took |len| bytes (or discards the queue);

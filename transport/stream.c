@@ -175,6 +175,12 @@ void grit_stream_finish(grit_stream *s, grit_status_code code,
 void grit_stream_deliver(grit_stream *s) {
   /* The stream stays on t->ev_streams while its callbacks run, so a
    * re-entrant grit_stream_cancel cannot queue it twice. */
+  if (s->ev_send_progress) {
+    s->ev_send_progress = false;
+    if (!s->finished)
+      s->cbs.on_send_progress(s, s->user_data);
+    return;
+  }
   if (s->ev_headers_pending) {
     grit_metadata *md = s->ev_headers;
     s->ev_headers = NULL;
@@ -225,6 +231,10 @@ size_t grit_stream_take_send(grit_stream *s, uint8_t *buf, size_t len) {
     }
   }
   s->pending_bytes -= n;
+  if (n > 0 && s->cbs.on_send_progress && !s->ev_send_progress) {
+    s->ev_send_progress = true;
+    grit_stream_queue_event(s);
+  }
   return n;
 }
 

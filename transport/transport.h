@@ -144,6 +144,9 @@ typedef struct grit_stream_cbs {
    * connection loss, local limits or cancel. Exactly once, last; the
    * stream is freed right after it returns. */
   void (*on_done)(grit_stream *s, const grit_stream_result *r, void *user_data);
+  /* Queued request bytes went to HTTP/2 (optional; deferred, at most once
+   * per flush): grit_stream_pending_bytes has dropped. */
+  void (*on_send_progress)(grit_stream *s, void *user_data);
 } grit_stream_cbs;
 
 /* What goes in a request's HEADERS frame (SPEC HS-01, HS-04, RT-08). */

@@ -172,6 +172,7 @@ struct grit_stream {
   bool trailers_only;
 
   /* Undelivered events. */
+  bool ev_send_progress; /* grit_stream_take_send took bytes */
   bool ev_headers_pending;
   grit_metadata *ev_headers; /* NULL: an empty list */
   grit_slice_fifo recvq;
