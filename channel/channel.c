@@ -421,17 +421,21 @@ static void ch_destroy_on_loop(grit_task *t) {
 void grit_channel_destroy(grit_channel *ch) {
   if (!ch)
     return;
-  bool on_loop = grit_rt_on_loop(ch->rt);
+  grit_runtime *rt = ch->rt;
+  bool on_loop = grit_rt_on_loop(rt);
   if (!on_loop)
     grit_channel_ref(ch); /* keep it while we wait */
-  grit_rt_post(ch->rt, &ch->destroy_task);
-  if (on_loop)
-    return;
-  pthread_mutex_lock(&ch->mu);
-  while (!ch->destroy_done)
-    pthread_cond_wait(&ch->cv, &ch->mu);
-  pthread_mutex_unlock(&ch->mu);
-  grit_channel_unref(ch);
+  grit_rt_post(rt, &ch->destroy_task);
+  if (!on_loop) {
+    pthread_mutex_lock(&ch->mu);
+    while (!ch->destroy_done)
+      pthread_cond_wait(&ch->cv, &ch->mu);
+    pthread_mutex_unlock(&ch->mu);
+    grit_channel_unref(ch);
+  }
+  /* On the loop the destroy task is queued; a stopping runtime runs every
+   * queued task before its thread ends. */
+  grit_rt_channel_closed(rt);
 }
 
 /* ---- creation ---- */
@@ -533,12 +537,18 @@ grit_err grit_channel_create(grit_runtime *rt, const char *target,
   *out = NULL;
   if (!target)
     return GRIT_ERR_INVALID_TARGET;
-  grit_err rv = rt ? GRIT_OK : grit_rt_default(&rt);
+  grit_err rv = GRIT_OK;
+  if (rt)
+    grit_rt_channel_opened(rt);
+  else
+    rv = grit_rt_default(&rt); /* counts the channel on it */
   if (rv != GRIT_OK)
     return rv;
   grit_channel *ch = grit_calloc(1, sizeof(*ch));
-  if (!ch)
+  if (!ch) {
+    grit_rt_channel_closed(rt);
     return GRIT_ERR_NOMEM;
+  }
   ch->rt = rt;
   ch->refs = 1;
   pthread_mutex_init(&ch->mu, NULL);
@@ -553,6 +563,7 @@ grit_err grit_channel_create(grit_runtime *rt, const char *target,
   rv = ch_init(ch, target, args, detail);
   if (rv != GRIT_OK) {
     ch_free(ch);
+    grit_rt_channel_closed(rt);
     return rv;
   }
   *out = ch;

@@ -31,15 +31,21 @@ struct grit_runtime {
   uv_thread_t thread;
   pthread_t tid;
   pthread_mutex_t mu;
-  grit_list tasks; /* under mu */
-  bool stopping;   /* under mu */
+  grit_list tasks;   /* under mu */
+  bool stopping;     /* under mu */
+  uint32_t channels; /* created and not yet destroyed by the user (atomic) */
 };
 
 /* Queue |t| unless it is queued already; returns whether it queued it. */
 bool grit_rt_post(grit_runtime *rt, grit_task *t);
 bool grit_rt_on_loop(const grit_runtime *rt);
-/* The shared default runtime, started on first use. */
+/* The shared default runtime, started on first use (again after
+ * grit_default_runtime_shutdown), with one more channel counted on it. */
 grit_err grit_rt_default(grit_runtime **out);
+/* A channel was created on |rt| / was destroyed by its user. The default
+ * runtime stops only while its count is zero. */
+void grit_rt_channel_opened(grit_runtime *rt);
+void grit_rt_channel_closed(grit_runtime *rt);
 
 /* ---- args.c: channel arguments, resolved ---- */
 

@@ -47,17 +47,24 @@ static void rt_on_settle(uv_prepare_t *h) {
   rt_run_local(h->data);
 }
 
+static bool rt_has_tasks(grit_runtime *rt) {
+  pthread_mutex_lock(&rt->mu);
+  bool any = !grit_list_empty(&rt->tasks);
+  pthread_mutex_unlock(&rt->mu);
+  return any;
+}
+
 static void rt_drain(uv_async_t *a) {
   grit_runtime *rt = a->data;
   pthread_mutex_lock(&rt->mu);
   bool stopping = rt->stopping;
   pthread_mutex_unlock(&rt->mu);
   rt_run_tasks(rt);
-  if (!stopping)
-    return;
-  uv_close((uv_handle_t *)&rt->wake, NULL);
-  uv_close((uv_handle_t *)&rt->turn, NULL);
-  uv_close((uv_handle_t *)&rt->settle, NULL);
+  /* Stopping: the wake handle no longer keeps the loop alive, so uv_run
+   * returns once the last connection, timer and resolver has closed. It
+   * stays open until then: closing objects may still post to it. */
+  if (stopping)
+    uv_unref((uv_handle_t *)&rt->wake);
 }
 
 bool grit_rt_post(grit_runtime *rt, grit_task *t) {
@@ -89,6 +96,17 @@ static void rt_thread(void *arg) {
   sigemptyset(&set);
   sigaddset(&set, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &set, NULL);
+  uv_run(&rt->loop, UV_RUN_DEFAULT);
+  /* Stopping, with nothing active left. A close callback of the last turn
+   * may have posted tasks that the turn handles did not get to: run them
+   * (and whatever they start) before the runtime's own handles close. */
+  while (rt_has_tasks(rt)) {
+    rt_run_tasks(rt);
+    uv_run(&rt->loop, UV_RUN_DEFAULT);
+  }
+  uv_close((uv_handle_t *)&rt->wake, NULL);
+  uv_close((uv_handle_t *)&rt->turn, NULL);
+  uv_close((uv_handle_t *)&rt->settle, NULL);
   uv_run(&rt->loop, UV_RUN_DEFAULT);
 }
 
@@ -150,18 +168,47 @@ void grit_runtime_destroy(grit_runtime *rt) {
   grit_free(rt);
 }
 
-static pthread_once_t default_once = PTHREAD_ONCE_INIT;
-static grit_runtime *default_rt;
-static grit_err default_err;
-
-static void default_start(void) {
-  default_err = grit_runtime_create(&default_rt);
+void grit_rt_channel_opened(grit_runtime *rt) {
+  __atomic_add_fetch(&rt->channels, 1, __ATOMIC_ACQ_REL);
 }
 
+void grit_rt_channel_closed(grit_runtime *rt) {
+  __atomic_sub_fetch(&rt->channels, 1, __ATOMIC_ACQ_REL);
+}
+
+/* default_mu guards default_rt and orders channel creation against the
+ * zero test of grit_default_runtime_shutdown; shutdown_mu makes concurrent
+ * shutdowns wait for the one that stops the thread. */
+static pthread_mutex_t default_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t shutdown_mu = PTHREAD_MUTEX_INITIALIZER;
+static grit_runtime *default_rt;
+
 grit_err grit_rt_default(grit_runtime **out) {
-  /* The default runtime lives for the rest of the process, like
-   * grpc-core's; its thread holds no memory a leak checker would blame. */
-  pthread_once(&default_once, default_start);
+  pthread_mutex_lock(&default_mu);
+  grit_err rv = GRIT_OK;
+  if (!default_rt)
+    rv = grit_runtime_create(&default_rt);
+  if (rv == GRIT_OK)
+    grit_rt_channel_opened(default_rt);
   *out = default_rt;
-  return default_err;
+  pthread_mutex_unlock(&default_mu);
+  return rv;
+}
+
+grit_err grit_default_runtime_shutdown(void) {
+  pthread_mutex_lock(&shutdown_mu);
+  pthread_mutex_lock(&default_mu);
+  grit_runtime *rt = default_rt;
+  grit_err rv = GRIT_OK;
+  if (rt && grit_rt_on_loop(rt))
+    rv = GRIT_ERR_WOULD_DEADLOCK;
+  else if (rt && __atomic_load_n(&rt->channels, __ATOMIC_ACQUIRE) != 0)
+    rv = GRIT_ERR_BUSY;
+  else
+    default_rt = NULL; /* the next channel on NULL starts a new one */
+  pthread_mutex_unlock(&default_mu);
+  if (rv == GRIT_OK)
+    grit_runtime_destroy(rt);
+  pthread_mutex_unlock(&shutdown_mu);
+  return rv;
 }

@@ -36,7 +36,8 @@ uint64_t grit_lb_keepalive_after_too_many_pings_ms(uint64_t keepalive_ms) {
   return keepalive_ms >= cap / 2 ? cap : keepalive_ms * 2;
 }
 
-size_t lb_sclist_index(const lb_sclist *l, const grit_subchannel *sc) {
+size_t grit_lb_sclist_index(const grit_lb_sclist *l,
+                            const grit_subchannel *sc) {
   for (size_t i = 0; i < l->n; i++) {
     if (l->scs[i] == sc)
       return i;
@@ -44,7 +45,7 @@ size_t lb_sclist_index(const lb_sclist *l, const grit_subchannel *sc) {
   return l->n;
 }
 
-static grit_subchannel *take_matching(lb_sclist *old, const grit_addr *a) {
+static grit_subchannel *take_matching(grit_lb_sclist *old, const grit_addr *a) {
   for (size_t i = 0; old && i < old->n; i++) {
     grit_subchannel *sc = old->scs[i];
     if (sc && strcmp(grit_subchannel_addr(sc)->text, a->text) == 0) {
@@ -55,10 +56,10 @@ static grit_subchannel *take_matching(lb_sclist *old, const grit_addr *a) {
   return NULL;
 }
 
-grit_err lb_sclist_reconcile(lb_sclist *old, const grit_addr *addrs, size_t n,
-                             const grit_subchannel_args *a,
-                             grit_subchannel_state_cb cb, void *ud,
-                             lb_sclist *out) {
+grit_err grit_lb_sclist_reconcile(grit_lb_sclist *old, const grit_addr *addrs,
+                                  size_t n, const grit_subchannel_args *a,
+                                  grit_subchannel_state_cb cb, void *ud,
+                                  grit_lb_sclist *out) {
   out->n = 0;
   out->scs = grit_calloc(n ? n : 1, sizeof(*out->scs));
   if (!out->scs)
@@ -72,14 +73,14 @@ grit_err lb_sclist_reconcile(lb_sclist *old, const grit_addr *addrs, size_t n,
       out->scs[out->n++] = sc;
   }
   if (rv != GRIT_OK) {
-    lb_sclist_free(out);
+    grit_lb_sclist_free(out);
     return rv;
   }
-  lb_sclist_free(old);
+  grit_lb_sclist_free(old);
   return GRIT_OK;
 }
 
-void lb_sclist_free(lb_sclist *l) {
+void grit_lb_sclist_free(grit_lb_sclist *l) {
   if (!l)
     return;
   for (size_t i = 0; i < l->n; i++)

@@ -5,20 +5,20 @@
 #include "lb/lb.h"
 
 /* A list of subchannels indexed like the address list they came from. */
-typedef struct lb_sclist {
+typedef struct grit_lb_sclist {
   grit_subchannel **scs;
   size_t n;
-} lb_sclist;
+} grit_lb_sclist;
 
 /* Build |out| for |addrs|, moving subchannels of |old| whose address is
  * still present (so their connections survive) and creating the rest.
  * Subchannels left in |old| are destroyed. */
-grit_err lb_sclist_reconcile(lb_sclist *old, const grit_addr *addrs, size_t n,
-                             const grit_subchannel_args *a,
-                             grit_subchannel_state_cb cb, void *ud,
-                             lb_sclist *out);
-void lb_sclist_free(lb_sclist *l);
+grit_err grit_lb_sclist_reconcile(grit_lb_sclist *old, const grit_addr *addrs,
+                                  size_t n, const grit_subchannel_args *a,
+                                  grit_subchannel_state_cb cb, void *ud,
+                                  grit_lb_sclist *out);
+void grit_lb_sclist_free(grit_lb_sclist *l);
 /* Index of |sc| in |l|, or l->n. */
-size_t lb_sclist_index(const lb_sclist *l, const grit_subchannel *sc);
+size_t grit_lb_sclist_index(const grit_lb_sclist *l, const grit_subchannel *sc);
 
 #endif

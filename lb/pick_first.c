@@ -13,7 +13,7 @@ typedef struct pick_first {
   grit_lb_policy base;
   grit_subchannel_args a;
   grit_lb_helper h;
-  lb_sclist list;
+  grit_lb_sclist list;
   grit_subchannel *selected;
   size_t next; /* next address to try in this pass */
   grit_connectivity_state state;
@@ -177,14 +177,15 @@ static grit_err pf_update(grit_lb_policy *p, const grit_addr *addrs, size_t n,
     return GRIT_ERR_NOMEM;
   if (shuffle) /* SC-08: shuffleAddressList, per update */
     pf_shuffle(copy, n, pf->a.rng);
-  lb_sclist fresh;
-  grit_err rv = lb_sclist_reconcile(&pf->list, copy, n, &pf->a, pf_on_sc_state,
-                                    pf, &fresh);
+  grit_lb_sclist fresh;
+  grit_err rv = grit_lb_sclist_reconcile(&pf->list, copy, n, &pf->a,
+                                         pf_on_sc_state, pf, &fresh);
   grit_free(copy);
   if (rv != GRIT_OK)
     return rv;
   pf->list = fresh;
-  if (pf->selected && lb_sclist_index(&pf->list, pf->selected) == pf->list.n)
+  if (pf->selected &&
+      grit_lb_sclist_index(&pf->list, pf->selected) == pf->list.n)
     pf->selected = NULL; /* its address went away; it was destroyed */
   if (pf->selected)
     return GRIT_OK; /* its address is still listed: keep using it */
@@ -237,7 +238,7 @@ static void pf_destroy(grit_lb_policy *p) {
   pick_first *pf = (pick_first *)p;
   if (!pf)
     return;
-  lb_sclist_free(&pf->list);
+  grit_lb_sclist_free(&pf->list);
   uv_close((uv_handle_t *)pf->he_timer, pf_timer_closed);
   grit_free(pf);
 }

@@ -10,7 +10,7 @@ typedef struct round_robin {
   grit_lb_policy base;
   grit_subchannel_args a;
   grit_lb_helper h;
-  lb_sclist list;
+  grit_lb_sclist list;
   size_t cursor;
   bool started;
   grit_connectivity_state state;
@@ -89,9 +89,9 @@ static void rr_connect_all(round_robin *rr) {
 static grit_err rr_update(grit_lb_policy *p, const grit_addr *addrs, size_t n,
                           bool shuffle) {
   round_robin *rr = (round_robin *)p;
-  lb_sclist fresh;
-  grit_err rv = lb_sclist_reconcile(&rr->list, addrs, n, &rr->a, rr_on_sc_state,
-                                    rr, &fresh);
+  grit_lb_sclist fresh;
+  grit_err rv = grit_lb_sclist_reconcile(&rr->list, addrs, n, &rr->a,
+                                         rr_on_sc_state, rr, &fresh);
   if (rv != GRIT_OK)
     return rv;
   rr->list = fresh;
@@ -137,7 +137,7 @@ static void rr_destroy(grit_lb_policy *p) {
   round_robin *rr = (round_robin *)p;
   if (!rr)
     return;
-  lb_sclist_free(&rr->list);
+  grit_lb_sclist_free(&rr->list);
   grit_free(rr);
 }
 

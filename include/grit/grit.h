@@ -52,6 +52,7 @@ extern "C" {
   XX(ERR_PARSE, -11, "input could not be parsed")                              \
   XX(ERR_TIMEOUT, -12, "timed out")                                            \
   XX(ERR_NOT_FOUND, -13, "not found")                                          \
+  XX(ERR_BUSY, -14, "still in use")                                            \
   XX(ERR_AGAIN, -15, "not now: the call's send buffer is full")
 
 typedef enum grit_err {
@@ -242,6 +243,24 @@ GRIT_EXTERN grit_err grit_runtime_create(grit_runtime **out);
  * a caller bug (the runtime waits for them). Must not be called from the
  * runtime's own thread. Thread: any other. NULL is a no-op. */
 GRIT_EXTERN void grit_runtime_destroy(grit_runtime *rt);
+
+/** Stop the shared default runtime (the one channels created with a NULL
+ * runtime use): end its I/O thread and free it, so that a program can exit
+ * with nothing of grit's left (valgrind-clean). Call it after destroying
+ * every channel created on the default runtime and every call made on them.
+ * A later grit_channel_create with a NULL runtime starts a new one.
+ *
+ * It returns once the I/O thread has ended: connections still closing are
+ * closed first. Calling it when the default runtime never started, or again
+ * after it stopped, does nothing and returns GRIT_OK; concurrent calls wait
+ * for the one that stops it.
+ *
+ * Ownership: none. Thread: any but the default runtime's I/O thread.
+ * Returns GRIT_OK; GRIT_ERR_BUSY if a channel created on the default
+ * runtime has not been destroyed (nothing is stopped; destroy it and call
+ * again); GRIT_ERR_WOULD_DEADLOCK when called from a grit callback on the
+ * default runtime's thread. */
+GRIT_EXTERN grit_err grit_default_runtime_shutdown(void);
 
 /* ------------------------------------------------------------------------
  * Attempt records (SPEC MX-03): one per attempt, to an optional observer.

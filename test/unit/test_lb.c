@@ -295,7 +295,7 @@ static bool picks_distinct(void *ud) {
 }
 
 /* An address update keeps the connections of addresses still listed
- * (lb_sclist_reconcile) and closes the others. */
+ * (grit_lb_sclist_reconcile) and closes the others. */
 static void test_rr_update_keeps_connections(void) {
   fixture f;
   fx_init(&f);

@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# The install, as README's "Install" section tells a newcomer to do it
+# (issue 19 points 1, 7, 8):
+#
+#  1. a library-only build (-Dtests=false -Dinterop=false -Dtools=false
+#     -Dbench=false) of the source tree into a temporary prefix with
+#     --libdir=lib: it must not need protoc-c, and must install grit.h,
+#     grit_version.h, libgrit.so, libgrit.a and PREFIX/lib/pkgconfig/grit.pc
+#     and nothing else;
+#  2. smoke.c, built with pkg-config alone and an rpath from
+#     `pkg-config --variable=libdir grit`: it must load the prefix's
+#     libgrit.so with LD_LIBRARY_PATH unset, pass, and be valgrind-clean with
+#     every leak kind an error (grit_default_runtime_shutdown);
+#  3. every ```c block of README.md that holds `int main` (a complete
+#     program), built the same way with -Wall -Wextra -Werror, run with
+#     127.0.0.1:PORT of a grpcio interop server: exit 0, valgrind-clean with
+#     every leak kind an error; and run against the same port once the
+#     server is gone: a non-zero exit (no false success).
+#
+#   check_install.sh SOURCE_ROOT
+#
+# Touches nothing outside a mktemp directory, removed on exit. Exits 77
+# (meson: SKIP) when valgrind, or Debian's /usr/bin/python3 with grpcio and
+# a way to generate its stubs, is missing, after doing what it can.
+set -euo pipefail
+
+if [[ $# -ne 1 ]]; then
+  echo "usage: $0 SOURCE_ROOT" >&2
+  exit 2
+fi
+src=$(cd "$1" && pwd)
+here=$src/test/install
+python=${GRIT_PYTHON:-/usr/bin/python3}
+cc=${CC_FOR_INSTALL_TEST:-cc}
+
+say() { echo "check_install.sh: $*"; }
+die() {
+  echo "check_install.sh: FAIL: $*" >&2
+  exit 1
+}
+
+for tool in meson ninja pkg-config timeout "$cc"; do
+  command -v "$tool" >/dev/null || die "$tool not found (scripts/install-deps)"
+done
+skipped=()
+have_valgrind=1
+command -v valgrind >/dev/null || { have_valgrind=0; skipped+=(valgrind); }
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/grit-install.XXXXXX")
+server_pid=
+stop_server() {
+  if [[ -n $server_pid ]]; then
+    kill "$server_pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do
+      kill -0 "$server_pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=
+  fi
+}
+cleanup() {
+  stop_server
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# ---- 1. library-only build and install -----------------------------------
+prefix=$work/prefix
+say "meson setup (library only) --prefix=$prefix --libdir=lib"
+# -Doptimization=0 only to build faster here; README's command has none.
+timeout 300 meson setup "$work/build" "$src" --prefix="$prefix" --libdir=lib \
+  -Dtests=false -Dinterop=false -Dtools=false -Dbench=false \
+  -Doptimization=0 >"$work/setup.log" 2>&1 ||
+  { cat "$work/setup.log" >&2; die "meson setup failed"; }
+if grep -q 'protoc' "$work/build/build.ninja"; then
+  die "a library-only build runs protoc"
+fi
+timeout 600 ninja -C "$work/build" -j2 >"$work/ninja.log" 2>&1 ||
+  { tail -40 "$work/ninja.log" >&2; die "ninja failed"; }
+timeout 120 meson install -C "$work/build" >"$work/install.log" 2>&1 ||
+  { cat "$work/install.log" >&2; die "meson install failed"; }
+
+want=(include/grit/grit.h include/grit/grit_version.h lib/libgrit.a
+      lib/libgrit.so lib/pkgconfig/grit.pc)
+for f in "${want[@]}"; do
+  [[ -e $prefix/$f ]] || die "not installed: PREFIX/$f"
+done
+# Nothing but the library: no grit command, no test or interop programs.
+extra=$(cd "$prefix" && find . -type f ! -path './include/grit/*' \
+  ! -path './lib/libgrit.*' ! -path './lib/pkgconfig/grit.pc' | sort)
+[[ -z $extra ]] || die "installed besides the library: $extra"
+say "installed: $(cd "$prefix" && find . -type f -o -type l | sort | tr '\n' ' ')"
+
+# ---- 2. a program built with pkg-config alone -----------------------------
+export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+unset LD_LIBRARY_PATH PKG_CONFIG_LIBDIR
+libdir=$(pkg-config --variable=libdir grit)
+[[ $libdir == "$prefix/lib" ]] || die "pkg-config libdir is $libdir"
+# build NAME SOURCE: as README says, plus -Werror.
+build() {
+  # shellcheck disable=SC2046 # pkg-config output is meant to split
+  "$cc" -std=c11 -Wall -Wextra -Werror -o "$work/$1" "$2" \
+    $(pkg-config --cflags --libs grit) -Wl,-rpath,"$libdir" ||
+    die "$2 does not compile against the installed grit"
+  local loaded
+  loaded=$(ldd "$work/$1" | awk '$1 ~ /^libgrit\.so/ { print $3 }')
+  [[ $loaded == "$prefix"/lib/libgrit.so* ]] ||
+    die "$1 loads libgrit from '$loaded', not from $prefix/lib"
+}
+# vg NAME ARGS...: run under valgrind, every leak kind an error.
+vg() {
+  local name=$1
+  shift
+  local rc=0
+  timeout 300 valgrind -q --error-exitcode=99 --leak-check=full \
+    --show-leak-kinds=all --errors-for-leak-kinds=all "$@" \
+    >"$work/$name.vg.out" 2>&1 || rc=$?
+  if ((rc != 0)); then
+    cat "$work/$name.vg.out" >&2
+    die "$name under valgrind: exit $rc"
+  fi
+}
+
+build smoke "$here/smoke.c"
+timeout 60 "$work/smoke" || die "smoke: exit $?"
+if ((have_valgrind)); then
+  vg smoke "$work/smoke"
+  say "smoke: valgrind-clean"
+fi
+
+# ---- 3. README's complete C programs against grpcio ------------------------
+n=$(awk -v dir="$work" '
+  /^```c[[:space:]]*$/ { inblk = 1; body = ""; next }
+  inblk && /^```/ {
+    inblk = 0
+    if (body ~ /int main[[:space:]]*\(/) {
+      n++
+      f = dir "/readme_" n ".c"
+      printf "%s", body > f
+      close(f)
+    }
+    next
+  }
+  inblk { body = body $0 "\n" }
+  END { print n + 0 }' "$src/README.md")
+((n > 0)) || die "README.md has no \`\`\`c block with int main"
+say "README.md: $n complete C program(s)"
+for i in $(seq 1 "$n"); do
+  build "readme_$i" "$work/readme_$i.c"
+done
+
+if ! "$python" -c 'import grpc, google.protobuf' 2>/dev/null; then
+  skipped+=("README programs: $python lacks grpcio/protobuf")
+elif ! "$python" -c 'import grpc_tools' 2>/dev/null &&
+  { ! command -v protoc >/dev/null || [[ ! -x /usr/bin/grpc_python_plugin ]]; }; then
+  skipped+=("README programs: need grpc_tools, or protoc and grpc_python_plugin")
+else
+  "$python" "$src/test/peers/interop_server.py" --port 0 \
+    --stub-dir "$work/stubs" >"$work/server.out" 2>"$work/server.err" &
+  server_pid=$!
+  port=
+  for _ in $(seq 1 200); do
+    port=$(awk '$1 == "PORT" { print $2; exit }' "$work/server.out")
+    [[ -n $port ]] && break
+    kill -0 "$server_pid" 2>/dev/null ||
+      { cat "$work/server.err" >&2; die "interop server exited"; }
+    sleep 0.1
+  done
+  [[ -n $port ]] || die "interop server printed no PORT line within 20 s"
+  for i in $(seq 1 "$n"); do
+    out=$work/readme_$i.out
+    rc=0
+    timeout 60 "$work/readme_$i" "127.0.0.1:$port" >"$out" 2>&1 || rc=$?
+    if ((rc != 0)); then
+      cat "$out" "$work/server.err" >&2
+      die "README program $i: exit $rc against grpcio"
+    fi
+    say "README program $i: $(head -1 "$out")"
+    if ((have_valgrind)); then
+      vg "readme_$i" "$work/readme_$i" "127.0.0.1:$port"
+      say "README program $i: valgrind-clean"
+    fi
+  done
+  stop_server
+  # The port is closed now: every program must report failure.
+  for i in $(seq 1 "$n"); do
+    rc=0
+    timeout 60 "$work/readme_$i" "127.0.0.1:$port" >"$work/closed.out" 2>&1 ||
+      rc=$?
+    ((rc != 0 && rc != 124)) ||
+      die "README program $i: exit $rc with no server, want a failure"
+    say "README program $i, no server: exit $rc: $(head -1 "$work/closed.out")"
+  done
+fi
+
+if ((${#skipped[@]})); then
+  say "SKIP: ${skipped[*]}"
+  exit 77
+fi
+say PASS
