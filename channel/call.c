@@ -111,9 +111,8 @@ static void call_deliver_done(grit_call *c, grit_status_code code,
   };
   pthread_mutex_lock(&c->mu);
   if (c->blocking &&
-      grit_status_set(&c->status, code, msg, trailers) != GRIT_OK &&
-      !c->status.trailers)
-    c->status.code = GRIT_STATUS_RESOURCE_EXHAUSTED;
+      grit_status_set(&c->status, code, msg, trailers) != GRIT_OK)
+    c->status.code = GRIT_STATUS_RESOURCE_EXHAUSTED; /* not all of it */
   c->info.call_id = c->id;
   c->info.backoff_ms = c->backoff_total_ms;
   if (c->winner)
@@ -272,8 +271,8 @@ static void call_apply_config(grit_call *c, uint64_t start_ms) {
     timeout_ms = min_nonzero(timeout_ms, cfg_ms ? cfg_ms : 1);
   }
   c->deadline_at_ms = timeout_ms ? grit_add_sat_u64(start_ms, timeout_ms) : 0;
-  if (c->wait_for_ready_opt >= 0)
-    c->wait_for_ready = c->wait_for_ready_opt == 1;
+  if (c->wait_for_ready_opt != GRIT_WFR_DEFAULT)
+    c->wait_for_ready = c->wait_for_ready_opt == GRIT_WFR_ON;
   else
     c->wait_for_ready = m && m->wait_for_ready == GRIT_WFR_TRUE;
   c->max_send =
@@ -508,10 +507,7 @@ static uint64_t next_call_id;
 
 static grit_err call_copy_opts(grit_call *c, const grit_call_opts *opts) {
   c->timeout_ms = opts->timeout_ms;
-  if (opts->wait_for_ready_set)
-    c->wait_for_ready_opt = opts->wait_for_ready ? 1 : 0;
-  else if (opts->wait_for_ready == 1)
-    c->wait_for_ready_opt = 1;
+  c->wait_for_ready_opt = opts->wait_for_ready;
   if (opts->metadata &&
       grit_metadata_copy(opts->metadata, &c->metadata) != GRIT_OK)
     return GRIT_ERR_NOMEM;
@@ -523,14 +519,36 @@ static grit_err call_copy_opts(grit_call *c, const grit_call_opts *opts) {
   return GRIT_OK;
 }
 
+/* Whether a call may start with these arguments; |*why| says why not. */
+static grit_err call_check_args(grit_channel *ch, const char *method,
+                                const grit_call_opts *opts, const char **why) {
+  if (!ch)
+    *why = "the channel is NULL";
+  else if (!method)
+    *why = "the method is NULL";
+  else if (method[0] != '/')
+    *why = "the method must be \"/package.Service/Method\"";
+  else if (opts && opts->version != GRIT_CALL_OPTS_VERSION)
+    *why = "unknown grit_call_opts version (expected "
+           "GRIT_CALL_OPTS_VERSION, 2)";
+  else if (opts && (unsigned)opts->wait_for_ready > GRIT_WFR_ON)
+    *why = "wait_for_ready is not a grit_wait_for_ready value";
+  else if (grit_channel_get_state(ch, false) == GRIT_STATE_SHUTDOWN) {
+    *why = "the channel is shut down";
+    return GRIT_ERR_SHUTDOWN;
+  } else
+    return GRIT_OK;
+  return GRIT_ERR_INVALID_ARG;
+}
+
 grit_err grit_call_create_internal(grit_channel *ch, const char *method,
-                                   const grit_call_opts *opts,
-                                   grit_call **out) {
+                                   const grit_call_opts *opts, grit_call **out,
+                                   const char **why) {
   *out = NULL;
-  if (!ch || !method || method[0] != '/')
-    return GRIT_ERR_INVALID_ARG;
-  if (opts && opts->version != GRIT_CALL_OPTS_VERSION)
-    return GRIT_ERR_INVALID_ARG;
+  grit_err rv = call_check_args(ch, method, opts, why);
+  if (rv != GRIT_OK)
+    return rv;
+  *why = "out of memory creating the call";
   grit_call *c = grit_calloc(1, sizeof(*c));
   if (!c)
     return GRIT_ERR_NOMEM;
@@ -548,7 +566,6 @@ grit_err grit_call_create_internal(grit_channel *ch, const char *method,
   grit_list_init(&c->live_link);
   grit_replay_init(&c->sends, 0, NULL, 0);
   c->task.fn = call_task;
-  c->wait_for_ready_opt = -1;
   size_t mlen = strlen(method);
   if (mlen < sizeof(c->method_inline)) {
     memcpy(c->method_inline, method, mlen + 1);
@@ -556,7 +573,7 @@ grit_err grit_call_create_internal(grit_channel *ch, const char *method,
   } else {
     c->method = grit_strndup(method, mlen);
   }
-  grit_err rv = c->method ? GRIT_OK : GRIT_ERR_NOMEM;
+  rv = c->method ? GRIT_OK : GRIT_ERR_NOMEM;
   if (opts && rv == GRIT_OK)
     rv = call_copy_opts(c, opts);
   if (rv != GRIT_OK) {

@@ -69,12 +69,12 @@ recv_output(grit_call *call, const char *what) {
 }
 
 /* Check that the response stream has ended: grit_call_recv gives
- * GRIT_ERR_NOT_FOUND. */
+ * GRIT_END_OF_STREAM. */
 static bool recv_end(grit_call *call, const char *what) {
   grit_bytes msg = {0};
   grit_err err = grit_call_recv(call, &msg);
 
-  if (err == GRIT_ERR_NOT_FOUND) {
+  if (err == GRIT_END_OF_STREAM) {
     return true;
   }
   if (err == GRIT_OK) {
@@ -85,7 +85,7 @@ static bool recv_end(grit_call *call, const char *what) {
     grit_bytes_free(&msg);
   } else {
     interop_fail(__FILE__, __LINE__,
-                 "%s: grit_call_recv: expected ERR_NOT_FOUND (end of stream), "
+                 "%s: grit_call_recv: expected END_OF_STREAM, "
                  "got %s (%s)",
                  what, grit_err_name(err), grit_strerror(err));
   }

@@ -829,7 +829,7 @@ static void test_wait_for_ready(void) {
   rec_init(&r2);
   rec_init(&r3);
   grit_call_opts wfr = opts_ms(15000);
-  wfr.wait_for_ready = 1;
+  wfr.wait_for_ready = GRIT_WFR_ON;
   ASSERT_OK(
       grit_unary_call_async(ch, "/pkg.Svc/M", "a", 1, &wfr, rec_on_unary, &r1));
   grit_call_opts plain = opts_ms(15000);
@@ -837,8 +837,7 @@ static void test_wait_for_ready(void) {
                                   rec_on_unary, &r2));
   /* The call's options override the config: this one fails fast. */
   grit_call_opts no_wfr = opts_ms(15000);
-  no_wfr.wait_for_ready_set = true;
-  no_wfr.wait_for_ready = 0;
+  no_wfr.wait_for_ready = GRIT_WFR_OFF;
   ASSERT_OK(grit_unary_call_async(ch, "/pkg.Wfr/M", "c", 1, &no_wfr,
                                   rec_on_unary, &r3));
   ASSERT(rec_wait(&r3, 1, 3000));
@@ -871,7 +870,7 @@ static void test_wait_for_ready_deadline(void) {
   grit_channel *ch = channel_to_port(port, NULL);
   ASSERT_NOT_NULL(ch);
   grit_call_opts wfr = opts_ms(400);
-  wfr.wait_for_ready = 1;
+  wfr.wait_for_ready = GRIT_WFR_ON;
   grit_status st;
   uint64_t t0 = test_now_ms();
   grit_bytes resp;
@@ -1219,7 +1218,7 @@ static void test_client_streaming(void) {
   ASSERT_EQ(b.len, 4);
   ASSERT_MEM_EQ(b.data, "done", 4);
   grit_bytes_free(&b);
-  ASSERT_EQ(grit_call_recv(c, &b), GRIT_ERR_NOT_FOUND);
+  ASSERT_EQ(grit_call_recv(c, &b), GRIT_END_OF_STREAM);
   grit_status st;
   ASSERT_OK(grit_call_finish(c, &st));
   ASSERT_EQ(st.code, GRIT_STATUS_OK);
@@ -1258,8 +1257,8 @@ static void test_server_streaming(void) {
     grit_bytes_free(&b);
   }
   grit_bytes b;
-  ASSERT_EQ(grit_call_recv(c, &b), GRIT_ERR_NOT_FOUND);
-  ASSERT_EQ(grit_call_recv(c, &b), GRIT_ERR_NOT_FOUND);
+  ASSERT_EQ(grit_call_recv(c, &b), GRIT_END_OF_STREAM);
+  ASSERT_EQ(grit_call_recv(c, &b), GRIT_END_OF_STREAM);
   grit_status st;
   ASSERT_OK(grit_call_finish(c, &st));
   ASSERT_EQ(st.code, GRIT_STATUS_OK);
@@ -1301,7 +1300,7 @@ static void test_bidi_interleaved(void) {
   }
   ASSERT_OK(grit_call_close_send(c));
   grit_bytes b;
-  ASSERT_EQ(grit_call_recv(c, &b), GRIT_ERR_NOT_FOUND);
+  ASSERT_EQ(grit_call_recv(c, &b), GRIT_END_OF_STREAM);
   grit_status st;
   ASSERT_OK(grit_call_finish(c, &st));
   ASSERT_EQ(st.code, GRIT_STATUS_OK);
@@ -1324,7 +1323,7 @@ static void test_empty_stream(void) {
   ASSERT_OK(grit_call_start(ch, "/pkg.Svc/Bidi", &o, NULL, NULL, &c));
   ASSERT_OK(grit_call_close_send(c));
   grit_bytes b;
-  ASSERT_EQ(grit_call_recv(c, &b), GRIT_ERR_NOT_FOUND);
+  ASSERT_EQ(grit_call_recv(c, &b), GRIT_END_OF_STREAM);
   const grit_metadata *h = grit_call_headers(c);
   ASSERT_NOT_NULL(h);
   grit_status st;

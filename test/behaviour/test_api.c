@@ -1,0 +1,338 @@
+/*
+ * The call API without traps (issue 19) against test/h2server: no status
+ * that reads as a success for a call that never ran, the end of a response
+ * stream as its own result, wait_for_ready as one three-valued field and
+ * the opts version. Every wait is bounded (call deadlines or timed waits).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "bh.h"
+
+#define WAIT_MS 5000 /* generous bound for anything that should be quick */
+#define CALL_MS 5000 /* deadline of ordinary calls */
+
+/* The tests' own runtime, joined at the end, so that nothing the I/O
+ * thread still holds at exit looks like a leak to valgrind. */
+static grit_runtime *g_rt;
+
+static grit_channel *chan(h2s_server *srv, const char *service_config) {
+  char target[64];
+  grit_channel_args *a = NULL;
+  if (grit_channel_args_create(&a) != GRIT_OK)
+    return NULL;
+  if (service_config)
+    grit_channel_args_set_string(a, GRIT_ARG_SERVICE_CONFIG, service_config);
+  grit_channel *ch = NULL;
+  grit_error_detail d = {0};
+  if (grit_channel_create(g_rt, bh_target(target, sizeof(target), &srv, 1), a,
+                          &d, &ch) != GRIT_OK)
+    fprintf(stderr, "channel: %s: %s\n", d.path, d.reason);
+  grit_channel_args_destroy(a);
+  return ch;
+}
+
+static grit_call_opts opts_ms(uint64_t ms) {
+  return (grit_call_opts){.version = GRIT_CALL_OPTS_VERSION, .timeout_ms = ms};
+}
+
+/* |st| holds a failure: |code|, with a message containing |word|. Then
+ * release it. */
+#define ASSERT_FAILED_STATUS(st, want_code, word)                              \
+  do {                                                                         \
+    ASSERT_EQ((st).code, (want_code));                                         \
+    ASSERT_NOT_NULL((st).message);                                             \
+    ASSERT_NOT_NULL(strstr((st).message, (word)));                             \
+    ASSERT_NOT_NULL((st).trailers);                                            \
+    grit_status_free(&(st));                                                   \
+  } while (0)
+
+/* ---- no false success (issue 19 point 1) ---- */
+
+/* Every error return of grit_unary_call leaves a non-OK status with a
+ * message saying why, and the server never sees such a call. */
+static void test_unary_errors_fill_status(void) {
+  h2s_server *srv = bh_server(NULL);
+  ASSERT_NOT_NULL(srv);
+  grit_channel *ch = chan(srv, NULL);
+  ASSERT_NOT_NULL(ch);
+  grit_call_opts o = opts_ms(CALL_MS);
+  grit_bytes resp;
+  grit_status st;
+
+  ASSERT_EQ(grit_unary_call(ch, "pkg.Svc/M", "x", 1, &o, &resp, &st),
+            GRIT_ERR_INVALID_ARG);
+  ASSERT_FAILED_STATUS(st, GRIT_STATUS_INVALID_ARGUMENT, "/package.Service");
+  ASSERT_NULL(resp.data);
+
+  grit_call_opts v1 = {.version = 1, .timeout_ms = CALL_MS};
+  ASSERT_EQ(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &v1, &resp, &st),
+            GRIT_ERR_INVALID_ARG);
+  ASSERT_FAILED_STATUS(st, GRIT_STATUS_INVALID_ARGUMENT, "version");
+
+  grit_call_opts bad_wfr = opts_ms(CALL_MS);
+  bad_wfr.wait_for_ready = (grit_wait_for_ready)3;
+  ASSERT_EQ(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &bad_wfr, &resp, &st),
+            GRIT_ERR_INVALID_ARG);
+  ASSERT_FAILED_STATUS(st, GRIT_STATUS_INVALID_ARGUMENT, "wait_for_ready");
+
+  ASSERT_EQ(grit_unary_call(NULL, "/pkg.Svc/M", "x", 1, &o, &resp, &st),
+            GRIT_ERR_INVALID_ARG);
+  ASSERT_FAILED_STATUS(st, GRIT_STATUS_INVALID_ARGUMENT, "channel");
+
+  ASSERT_EQ(grit_unary_call(ch, NULL, "x", 1, &o, &resp, &st),
+            GRIT_ERR_INVALID_ARG);
+  ASSERT_FAILED_STATUS(st, GRIT_STATUS_INVALID_ARGUMENT, "method");
+
+  ASSERT_EQ(grit_unary_call(ch, "/pkg.Svc/M", NULL, 3, &o, &resp, &st),
+            GRIT_ERR_INVALID_ARG);
+  ASSERT_FAILED_STATUS(st, GRIT_STATUS_INVALID_ARGUMENT, "request");
+
+  /* None of these reached the server; a good call does, and its status is
+   * a real OK with a message (""), not a zeroed struct. */
+  ASSERT_EQ(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &o, &resp, &st), GRIT_OK);
+  ASSERT_EQ(st.code, GRIT_STATUS_OK);
+  ASSERT_NOT_NULL(st.message);
+  ASSERT_EQ(resp.len, 1);
+  grit_status_free(&st);
+  grit_bytes_free(&resp);
+  ASSERT(h2s_server_wait_closed(srv, 1, WAIT_MS));
+  ASSERT(!h2s_server_wait_requests(srv, 2, 100));
+  ASSERT_STR_EQ(h2s_server_request(srv, 0)->path, "/pkg.Svc/M");
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+/* A shut-down channel (destroyed while a call handle keeps its memory):
+ * GRIT_ERR_SHUTDOWN and UNAVAILABLE, from both entry points. */
+static void test_shutdown_channel_fills_status(void) {
+  h2s_server *srv = bh_server("hang");
+  ASSERT_NOT_NULL(srv);
+  grit_channel *ch = chan(srv, NULL);
+  ASSERT_NOT_NULL(ch);
+  grit_call_opts o = opts_ms(CALL_MS);
+  grit_call *held = NULL;
+  ASSERT_OK(grit_call_start(ch, "/pkg.Svc/Hang", &o, NULL, NULL, &held));
+  ASSERT_OK(grit_call_close_send(held));
+  ASSERT(h2s_server_wait_requests(srv, 1, WAIT_MS));
+  grit_channel_destroy(ch); /* |held| keeps the channel's memory */
+
+  grit_status st;
+  ASSERT_EQ(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &o, NULL, &st),
+            GRIT_ERR_SHUTDOWN);
+  ASSERT_FAILED_STATUS(st, GRIT_STATUS_UNAVAILABLE, "shut down");
+  grit_call *c = (grit_call *)1;
+  ASSERT_EQ(grit_call_start(ch, "/pkg.Svc/M", &o, NULL, NULL, &c),
+            GRIT_ERR_SHUTDOWN);
+  ASSERT_NULL(c);
+
+  /* The held call ended with the channel. */
+  ASSERT_OK(grit_call_finish(held, &st));
+  ASSERT_EQ(st.code, GRIT_STATUS_CANCELLED);
+  grit_status_free(&st);
+  grit_call_destroy(held);
+  ASSERT(!h2s_server_wait_requests(srv, 2, 100));
+  h2s_server_stop(srv);
+}
+
+/* grit_call_finish's errors fill the status too. */
+static void test_finish_errors_fill_status(void) {
+  h2s_server *srv = bh_server(NULL);
+  ASSERT_NOT_NULL(srv);
+  grit_channel *ch = chan(srv, NULL);
+  ASSERT_NOT_NULL(ch);
+  grit_status st;
+  ASSERT_EQ(grit_call_finish(NULL, &st), GRIT_ERR_INVALID_ARG);
+  ASSERT_FAILED_STATUS(st, GRIT_STATUS_INVALID_ARGUMENT, "call");
+
+  grit_call_opts o = opts_ms(CALL_MS);
+  grit_call *c = NULL;
+  ASSERT_OK(grit_call_start(ch, "/pkg.Svc/M", &o, NULL, NULL, &c));
+  ASSERT_OK(grit_call_send(c, "x", 1));
+  ASSERT_OK(grit_call_close_send(c));
+  ASSERT_OK(grit_call_finish(c, &st));
+  ASSERT_EQ(st.code, GRIT_STATUS_OK);
+  grit_status_free(&st);
+  ASSERT_EQ(grit_call_finish(c, &st), GRIT_ERR_CALL_STATE);
+  ASSERT_FAILED_STATUS(st, GRIT_STATUS_FAILED_PRECONDITION, "already");
+  grit_call_destroy(c);
+
+  /* An async call has no blocking finish. */
+  static const grit_call_cbs no_cbs = {.version = GRIT_CALL_CBS_VERSION};
+  ASSERT_OK(grit_call_start(ch, "/pkg.Svc/M", &o, &no_cbs, NULL, &c));
+  ASSERT_EQ(grit_call_finish(c, &st), GRIT_ERR_CALL_STATE);
+  ASSERT_FAILED_STATUS(st, GRIT_STATUS_FAILED_PRECONDITION, "async");
+  grit_call_destroy(c);
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+/* A blocking call made from a callback (the I/O thread) fails at once with
+ * a status saying so, instead of deadlocking or reading as OK. */
+typedef struct nested {
+  grit_channel *ch;
+  pthread_mutex_t mu;
+  bool done;
+  grit_err unary_rv;
+  grit_status unary_st;
+} nested;
+
+static void nested_on_done(const grit_status *st, const uint8_t *resp,
+                           size_t len, const grit_call_info *info, void *ud) {
+  nested *n = ud;
+  grit_call_opts o = opts_ms(CALL_MS);
+  n->unary_rv =
+      grit_unary_call(n->ch, "/pkg.Svc/M", "x", 1, &o, NULL, &n->unary_st);
+  pthread_mutex_lock(&n->mu);
+  n->done = true;
+  pthread_mutex_unlock(&n->mu);
+}
+
+static void test_io_thread_fills_status(void) {
+  h2s_server *srv = bh_server(NULL);
+  ASSERT_NOT_NULL(srv);
+  grit_channel *ch = chan(srv, NULL);
+  ASSERT_NOT_NULL(ch);
+  nested n = {.ch = ch};
+  pthread_mutex_init(&n.mu, NULL);
+  grit_call_opts o = opts_ms(CALL_MS);
+  ASSERT_OK(
+      grit_unary_call_async(ch, "/pkg.Svc/M", "x", 1, &o, nested_on_done, &n));
+  uint64_t until = test_now_ms() + WAIT_MS;
+  pthread_mutex_lock(&n.mu);
+  while (!n.done && test_now_ms() < until) {
+    pthread_mutex_unlock(&n.mu);
+    usleep(2000);
+    pthread_mutex_lock(&n.mu);
+  }
+  bool done = n.done;
+  pthread_mutex_unlock(&n.mu);
+  ASSERT(done);
+  ASSERT_EQ(n.unary_rv, GRIT_ERR_WOULD_DEADLOCK);
+  ASSERT_FAILED_STATUS(n.unary_st, GRIT_STATUS_FAILED_PRECONDITION,
+                       "I/O thread");
+  pthread_mutex_destroy(&n.mu);
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+/* ---- names (issue 19 point 5) ---- */
+
+/* grit_call_recv says GRIT_END_OF_STREAM (positive, not an error) at the
+ * end of a response stream, and again if asked again; NOT_FOUND is left to
+ * lookups. */
+static void test_end_of_stream(void) {
+  h2s_server *srv = bh_server("text=ab count=2");
+  ASSERT_NOT_NULL(srv);
+  grit_channel *ch = chan(srv, NULL);
+  ASSERT_NOT_NULL(ch);
+  grit_call_opts o = opts_ms(CALL_MS);
+  grit_call *c = NULL;
+  ASSERT_OK(grit_call_start(ch, "/pkg.Svc/Stream", &o, NULL, NULL, &c));
+  ASSERT_OK(grit_call_close_send(c));
+  grit_bytes b;
+  for (int i = 0; i < 2; i++) {
+    ASSERT_OK(grit_call_recv(c, &b));
+    ASSERT_EQ(b.len, 2);
+    grit_bytes_free(&b);
+  }
+  grit_err rv = grit_call_recv(c, &b);
+  ASSERT_EQ(rv, GRIT_END_OF_STREAM);
+  ASSERT(rv > 0);
+  ASSERT_NULL(b.data);
+  ASSERT_EQ(grit_call_recv(c, &b), GRIT_END_OF_STREAM);
+  grit_status st;
+  ASSERT_OK(grit_call_finish(c, &st));
+  ASSERT_EQ(st.code, GRIT_STATUS_OK);
+  grit_status_free(&st);
+  grit_call_destroy(c);
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+/* Version 1 opts are refused by grit_call_start (the layout changed). */
+static void test_opts_version(void) {
+  h2s_server *srv = bh_server(NULL);
+  ASSERT_NOT_NULL(srv);
+  grit_channel *ch = chan(srv, NULL);
+  ASSERT_NOT_NULL(ch);
+  ASSERT_EQ(GRIT_CALL_OPTS_VERSION, 2);
+  grit_call *c = (grit_call *)1;
+  grit_call_opts v1 = {.version = 1};
+  ASSERT_EQ(grit_call_start(ch, "/pkg.Svc/M", &v1, NULL, NULL, &c),
+            GRIT_ERR_INVALID_ARG);
+  ASSERT_NULL(c);
+  grit_call_opts v3 = {.version = 3};
+  ASSERT_EQ(grit_call_start(ch, "/pkg.Svc/M", &v3, NULL, NULL, &c),
+            GRIT_ERR_INVALID_ARG);
+  ASSERT(!h2s_server_wait_requests(srv, 1, 100));
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+/* The three values of wait_for_ready: DEFAULT follows the config, OFF and
+ * ON override it either way. No server listens on the second address, so
+ * a call that does not wait fails UNAVAILABLE at once and one that waits
+ * runs into its (short) deadline. */
+static void test_wait_for_ready_values(void) {
+  static const char cfg[] =
+      "{\"methodConfig\":[{\"name\":[{\"service\":\"pkg.Wfr\"}],"
+      "\"waitForReady\":true}]}";
+  h2s_server *srv = bh_server(NULL);
+  ASSERT_NOT_NULL(srv);
+  uint16_t port = h2s_server_port(srv);
+  h2s_server_stop(srv); /* nothing listens there now */
+  char target[64];
+  snprintf(target, sizeof(target), "ipv4:127.0.0.1:%u", port);
+  grit_channel_args *a = NULL;
+  ASSERT_OK(grit_channel_args_create(&a));
+  ASSERT_OK(grit_channel_args_set_string(a, GRIT_ARG_SERVICE_CONFIG, cfg));
+  grit_channel *ch = NULL;
+  ASSERT_OK(grit_channel_create(g_rt, target, a, NULL, &ch));
+  grit_channel_args_destroy(a);
+  struct {
+    const char *method;
+    grit_wait_for_ready wfr;
+    grit_status_code want;
+  } cases[] = {
+      {"/pkg.Svc/M", GRIT_WFR_DEFAULT, GRIT_STATUS_UNAVAILABLE},
+      {"/pkg.Wfr/M", GRIT_WFR_DEFAULT, GRIT_STATUS_DEADLINE_EXCEEDED},
+      {"/pkg.Wfr/M", GRIT_WFR_OFF, GRIT_STATUS_UNAVAILABLE},
+      {"/pkg.Svc/M", GRIT_WFR_ON, GRIT_STATUS_DEADLINE_EXCEEDED},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    /* Only the waiting calls run into their deadline. */
+    bool waits = cases[i].want == GRIT_STATUS_DEADLINE_EXCEEDED;
+    grit_call_opts o = opts_ms(waits ? 300 : CALL_MS);
+    o.wait_for_ready = cases[i].wfr;
+    grit_status st;
+    ASSERT_OK(grit_unary_call(ch, cases[i].method, "x", 1, &o, NULL, &st));
+    if (st.code != cases[i].want)
+      fprintf(stderr, "case %zu: %s\n", i, st.message);
+    ASSERT_EQ(st.code, cases[i].want);
+    grit_status_free(&st);
+  }
+  grit_channel_destroy(ch);
+}
+
+static const test_case tests[] = {
+    {"unary_errors_fill_status", test_unary_errors_fill_status},
+    {"shutdown_channel_fills_status", test_shutdown_channel_fills_status},
+    {"finish_errors_fill_status", test_finish_errors_fill_status},
+    {"io_thread_fills_status", test_io_thread_fills_status},
+    {"end_of_stream", test_end_of_stream},
+    {"opts_version", test_opts_version},
+    {"wait_for_ready_values", test_wait_for_ready_values},
+    {NULL, NULL},
+};
+
+int main(int argc, char **argv) {
+  if (grit_runtime_create(&g_rt) != GRIT_OK)
+    return 1;
+  int rv = test_main(tests, argc, argv);
+  /* A failed case may have left a channel open: the runtime would wait. */
+  if (test_failures == 0)
+    grit_runtime_destroy(g_rt);
+  return rv;
+}
