@@ -216,6 +216,7 @@ static grit_err unary_start(grit_channel *ch, const char *method,
     return rv;
   c->unary_cb = cb;
   c->user_data = user_data;
+  c->kind = GRIT_METHOD_UNARY; /* exactly one response */
   grit_slice *s = grit_frame_message(req, req_len);
   if (!s) {
     grit_call_unref(c);

@@ -70,7 +70,30 @@ void grit_call_deliver_headers(grit_call *c, const grit_metadata *md) {
   pthread_mutex_unlock(&c->mu);
 }
 
+static bool call_one_response(const grit_call *c) {
+  return c->kind == GRIT_METHOD_UNARY ||
+         c->kind == GRIT_METHOD_CLIENT_STREAMING;
+}
+
+/* Issue 19: a unary or client-streaming call ends at a second message,
+ * its stream cancelled (grit_call_end), as in grpc-go and grpc-java. */
+static bool call_extra_response(grit_call *c) {
+  if (++c->responses < 2 || !call_one_response(c))
+    return false;
+  char msg[128];
+  snprintf(msg, sizeof(msg),
+           "cardinality violation: %s method sent more than one response "
+           "message",
+           grit_method_kind_name(c->kind));
+  grit_call_end(c, GRIT_STATUS_INTERNAL, msg, NULL, GRIT_REASON_COMMITTED);
+  return true;
+}
+
 void grit_call_deliver_message(grit_call *c, grit_slice *msg) {
+  if (call_extra_response(c)) {
+    grit_slice_unref(msg);
+    return;
+  }
   if (c->unary_cb) {
     if (!c->unary_resp)
       c->unary_resp = msg;
@@ -156,6 +179,18 @@ void grit_call_end(grit_call *c, grit_status_code code, const char *msg,
                    const grit_metadata *trailers, grit_attempt_reason reason) {
   if (c->state == CALL_DONE)
     return;
+  /* Issue 19: OK without the one response is INTERNAL. Decided here, after
+   * any retry or hedging decision (which saw the server's OK), so it is
+   * final; the throttle still counts the server's success (TH-02). */
+  grit_status_code server_code = code;
+  char nomsg[128];
+  if (code == GRIT_STATUS_OK && call_one_response(c) && c->responses == 0) {
+    snprintf(nomsg, sizeof(nomsg),
+             "cardinality violation: %s method sent no response message",
+             grit_method_kind_name(c->kind));
+    code = GRIT_STATUS_INTERNAL;
+    msg = nomsg;
+  }
   bool was_started = c->started_on_loop;
   c->state = CALL_DONE;
   if (!grit_list_empty(&c->link))
@@ -177,7 +212,7 @@ void grit_call_end(grit_call *c, grit_status_code code, const char *msg,
     grit_attempt_cancel(a, code, msg); /* frees or detaches it */
   }
   grit_replay_free(&c->sends);
-  if (code == GRIT_STATUS_OK)
+  if (server_code == GRIT_STATUS_OK)
     grit_throttle_table_success(c->throttle); /* TH-02 */
   grit_svccfg_unref(c->config);
   c->config = NULL;
@@ -508,6 +543,7 @@ static uint64_t next_call_id;
 static grit_err call_copy_opts(grit_call *c, const grit_call_opts *opts) {
   c->timeout_ms = opts->timeout_ms;
   c->wait_for_ready_opt = opts->wait_for_ready;
+  c->kind = opts->kind;
   if (opts->metadata &&
       grit_metadata_copy(opts->metadata, &c->metadata) != GRIT_OK)
     return GRIT_ERR_NOMEM;
@@ -533,6 +569,8 @@ static grit_err call_check_args(grit_channel *ch, const char *method,
            "GRIT_CALL_OPTS_VERSION, 2)";
   else if (opts && (unsigned)opts->wait_for_ready > GRIT_WFR_ON)
     *why = "wait_for_ready is not a grit_wait_for_ready value";
+  else if (opts && !grit_method_kind_name(opts->kind))
+    *why = "kind is not a grit_method_kind value";
   else if (grit_channel_get_state(ch, false) == GRIT_STATE_SHUTDOWN) {
     *why = "the channel is shut down";
     return GRIT_ERR_SHUTDOWN;

@@ -330,6 +330,7 @@ struct grit_call {
   char *idempotency_key;
   uint64_t timeout_ms;
   grit_wait_for_ready wait_for_ready_opt;
+  grit_method_kind kind; /* UNARY, CLIENT_STREAMING: one response */
   grit_call_cbs cbs;
   void *user_data;
   bool blocking;
@@ -383,6 +384,7 @@ struct grit_call {
   bool committed;
   call_attempt *winner; /* the committed attempt */
   grit_list attempts;   /* live attempts */
+  uint32_t responses;   /* messages delivered, for the one-response check */
   uint32_t next_number;
   grit_retry_state rs;
   uint32_t transparent;

@@ -122,6 +122,17 @@ const char *grit_attempt_reason_name(grit_attempt_reason r) {
   return NULL;
 }
 
+const char *grit_method_kind_name(grit_method_kind k) {
+  switch (k) {
+#define GRIT_METHOD_KIND_NAME(name, val)                                       \
+  case GRIT_METHOD_##name:                                                     \
+    return #name;
+    GRIT_METHOD_KIND_MAP(GRIT_METHOD_KIND_NAME)
+#undef GRIT_METHOD_KIND_NAME
+  }
+  return NULL;
+}
+
 const char *grit_attempt_kind_name(grit_attempt_kind k) {
   switch (k) {
 #define GRIT_ATTEMPT_KIND_NAME(name, val)                                      \

@@ -562,6 +562,31 @@ typedef enum grit_wait_for_ready {
   GRIT_WFR_ON = 2,      /* on, whatever the config says */
 } grit_wait_for_ready;
 
+/** What a method streams (its proto "stream" keywords). Unary and
+ * client-streaming methods answer with exactly one message: a call of
+ * either kind that gets more, or none with an OK status, ends INTERNAL
+ * ("cardinality violation: ...", as grpc-go and grpc-java); after a
+ * second message grit cancels the stream (RST_STREAM CANCEL). A non-OK
+ * status without a message is passed on unchanged. The check decides the
+ * call's final status only: it never causes a retry or a hedge, and the
+ * attempt records (MX-03) still show what the server sent. */
+#define GRIT_METHOD_KIND_MAP(XX)                                               \
+  XX(UNKNOWN, 0) /* not said: no check */                                      \
+  XX(UNARY, 1)                                                                 \
+  XX(CLIENT_STREAMING, 2)                                                      \
+  XX(SERVER_STREAMING, 3)                                                      \
+  XX(BIDI_STREAMING, 4)
+
+typedef enum grit_method_kind {
+#define GRIT_METHOD_KIND_GEN(name, val) GRIT_METHOD_##name = (val),
+  GRIT_METHOD_KIND_MAP(GRIT_METHOD_KIND_GEN)
+#undef GRIT_METHOD_KIND_GEN
+} grit_method_kind;
+
+/** Name of a method kind ("CLIENT_STREAMING"); NULL for unknown values.
+ * Ownership: static. Thread: any. */
+GRIT_EXTERN const char *grit_method_kind_name(grit_method_kind k);
+
 /** Per-call options. Zero-initialise, then set version; zero is the
  * default for every other field. */
 typedef struct grit_call_opts {
@@ -572,6 +597,10 @@ typedef struct grit_call_opts {
   const grit_metadata *metadata; /* copied; may be NULL */
   const char *authority;         /* copied; NULL = channel default */
   const char *idempotency_key;   /* copied; NULL = generated if enabled */
+  /** The method's kind, for the one-response check (GRIT_METHOD_UNKNOWN:
+   * none). grit_unary_call and grit_unary_call_async use UNARY whatever
+   * this says. */
+  grit_method_kind kind;
 } grit_call_opts;
 
 /** Callbacks of an asynchronous call. Any member may be NULL. Each runs on

@@ -2,13 +2,16 @@
  * The call API without traps (issue 19) against test/h2server: no status
  * that reads as a success for a call that never ran, the end of a response
  * stream as its own result, wait_for_ready as one three-valued field and
- * the opts version. Every wait is bounded (call deadlines or timed waits).
+ * the opts version, the one-response check of unary and client-streaming
+ * calls (also against grpcio). Every wait is bounded (call deadlines or
+ * timed waits).
  */
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "bh.h"
+#include "pypeer.h"
 
 #define WAIT_MS 5000 /* generous bound for anything that should be quick */
 #define CALL_MS 5000 /* deadline of ordinary calls */
@@ -316,6 +319,280 @@ static void test_wait_for_ready_values(void) {
   grit_channel_destroy(ch);
 }
 
+/* ---- one response for unary and client streaming (issue 19 point 2) ---- */
+
+#define RST_CANCEL 8 /* HTTP/2 error code */
+
+/* A unary call that gets a second message ends INTERNAL at once and
+ * cancels its stream; the server hangs after its messages, so only the
+ * client can have ended it. */
+static void test_unary_second_message(void) {
+  h2s_server *srv = bh_server("text=ab count=3 end=hang\n"
+                              "text=ab count=3");
+  ASSERT_NOT_NULL(srv);
+  grit_channel *ch = chan(srv, NULL);
+  ASSERT_NOT_NULL(ch);
+  grit_call_opts o = opts_ms(CALL_MS);
+  grit_bytes resp;
+  grit_status st;
+  uint64_t t0 = test_now_ms();
+  ASSERT_OK(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &o, &resp, &st));
+  ASSERT_CMP(test_now_ms() - t0, <, CALL_MS); /* not the deadline */
+  ASSERT_NULL(resp.data);
+  ASSERT_FAILED_STATUS(st, GRIT_STATUS_INTERNAL,
+                       "cardinality violation: UNARY method sent more than "
+                       "one response message");
+  ASSERT(h2s_server_wait_closed(srv, 1, WAIT_MS));
+  const h2s_request *r = h2s_server_request(srv, 0);
+  ASSERT(r->client_rst);
+  ASSERT_EQ(r->client_rst_code, RST_CANCEL);
+
+  /* The same when every message and the OK trailers come at once. */
+  ASSERT_OK(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &o, &resp, &st));
+  ASSERT_NULL(resp.data);
+  ASSERT_FAILED_STATUS(st, GRIT_STATUS_INTERNAL, "more than one");
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+typedef struct unary_rec {
+  pthread_mutex_t mu;
+  bool done;
+  grit_status_code code;
+  bool had_resp;
+  char message[160];
+} unary_rec;
+
+static void unary_rec_cb(const grit_status *st, const uint8_t *resp, size_t len,
+                         const grit_call_info *info, void *ud) {
+  unary_rec *u = ud;
+  pthread_mutex_lock(&u->mu);
+  u->code = st->code;
+  u->had_resp = resp != NULL;
+  snprintf(u->message, sizeof(u->message), "%s", st->message);
+  u->done = true;
+  pthread_mutex_unlock(&u->mu);
+}
+
+static bool unary_rec_wait(unary_rec *u, uint64_t ms) {
+  uint64_t until = test_now_ms() + ms;
+  for (;;) {
+    pthread_mutex_lock(&u->mu);
+    bool done = u->done;
+    pthread_mutex_unlock(&u->mu);
+    if (done || test_now_ms() >= until)
+      return done;
+    usleep(2000);
+  }
+}
+
+/* OK without a message is INTERNAL "no response message", whether the
+ * server sent headers or Trailers-Only; a non-OK status without a message
+ * is that status, unchanged. The async unary call does the same. */
+static void test_unary_no_message(void) {
+  h2s_server *srv = bh_server("nomsg\n"
+                              "trailers_only\n"
+                              "nomsg status=NOT_FOUND message=gone\n"
+                              "nomsg");
+  ASSERT_NOT_NULL(srv);
+  grit_channel *ch = chan(srv, NULL);
+  ASSERT_NOT_NULL(ch);
+  grit_call_opts o = opts_ms(CALL_MS);
+  grit_bytes resp;
+  grit_status st;
+  for (int i = 0; i < 2; i++) {
+    ASSERT_OK(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &o, &resp, &st));
+    ASSERT_NULL(resp.data);
+    ASSERT_FAILED_STATUS(st, GRIT_STATUS_INTERNAL,
+                         "cardinality violation: UNARY method sent no "
+                         "response message");
+  }
+  ASSERT_OK(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &o, &resp, &st));
+  ASSERT_EQ(st.code, GRIT_STATUS_NOT_FOUND);
+  ASSERT_STR_EQ(st.message, "gone");
+  grit_status_free(&st);
+
+  unary_rec u = {.done = false};
+  pthread_mutex_init(&u.mu, NULL);
+  ASSERT_OK(
+      grit_unary_call_async(ch, "/pkg.Svc/M", "x", 1, &o, unary_rec_cb, &u));
+  ASSERT(unary_rec_wait(&u, WAIT_MS));
+  ASSERT_EQ(u.code, GRIT_STATUS_INTERNAL);
+  ASSERT(!u.had_resp);
+  ASSERT_NOT_NULL(strstr(u.message, "no response message"));
+  pthread_mutex_destroy(&u.mu);
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+/* The INTERNAL is the final outcome: a retry policy that retries INTERNAL
+ * (and a hedging policy for which it is non-fatal) starts no other
+ * attempt, and the observer's record shows the server's OK. */
+typedef struct obs_rec {
+  pthread_mutex_t mu;
+  int n;
+  grit_status_code code;
+  grit_attempt_reason reason;
+} obs_rec;
+
+static void obs_rec_cb(const grit_attempt_record *r, void *ud) {
+  obs_rec *o = ud;
+  pthread_mutex_lock(&o->mu);
+  o->n++;
+  o->code = r->code;
+  o->reason = r->reason;
+  pthread_mutex_unlock(&o->mu);
+}
+
+static void test_no_message_not_retried(void) {
+  static const char *cfgs[] = {
+      "{\"methodConfig\":[{\"name\":[{}],\"retryPolicy\":{"
+      "\"maxAttempts\":4,\"initialBackoff\":\"0.01s\",\"maxBackoff\":\"0.01s\","
+      "\"backoffMultiplier\":1,\"retryableStatusCodes\":[\"INTERNAL\"]}}]}",
+      "{\"methodConfig\":[{\"name\":[{}],\"hedgingPolicy\":{"
+      "\"maxAttempts\":4,\"hedgingDelay\":\"20s\","
+      "\"nonFatalStatusCodes\":[\"INTERNAL\"]}}]}",
+  };
+  for (size_t i = 0; i < 2; i++) {
+    h2s_server *srv = bh_server("repeat=* nomsg");
+    ASSERT_NOT_NULL(srv);
+    obs_rec obs = {.n = 0};
+    pthread_mutex_init(&obs.mu, NULL);
+    char target[64];
+    grit_channel_args *a = NULL;
+    ASSERT_OK(grit_channel_args_create(&a));
+    ASSERT_OK(
+        grit_channel_args_set_string(a, GRIT_ARG_SERVICE_CONFIG, cfgs[i]));
+    ASSERT_OK(grit_channel_args_set_observer(a, obs_rec_cb, &obs));
+    grit_channel *ch = NULL;
+    ASSERT_OK(grit_channel_create(
+        g_rt, bh_target(target, sizeof(target), &srv, 1), a, NULL, &ch));
+    grit_channel_args_destroy(a);
+    grit_call_opts o = opts_ms(CALL_MS);
+    grit_status st;
+    ASSERT_OK(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &o, NULL, &st));
+    ASSERT_FAILED_STATUS(st, GRIT_STATUS_INTERNAL, "no response message");
+    ASSERT(!h2s_server_wait_requests(srv, 2, 200));
+    grit_channel_destroy(ch); /* the observer has run for every attempt */
+    ASSERT_EQ(obs.n, 1);
+    ASSERT_EQ(obs.code, GRIT_STATUS_OK);
+    ASSERT_EQ(obs.reason, GRIT_REASON_OK);
+    pthread_mutex_destroy(&obs.mu);
+    h2s_server_stop(srv);
+  }
+}
+
+/* grit_call_start learns the kind from the opts: CLIENT_STREAMING checks,
+ * SERVER_STREAMING and UNKNOWN do not; a kind out of range is refused. */
+static void test_call_start_kinds(void) {
+  h2s_server *srv = bh_server("text=ab count=2 end=hang\n"
+                              "repeat=2 text=ab count=2");
+  ASSERT_NOT_NULL(srv);
+  grit_channel *ch = chan(srv, NULL);
+  ASSERT_NOT_NULL(ch);
+  grit_call_opts o = opts_ms(CALL_MS);
+  o.kind = GRIT_METHOD_CLIENT_STREAMING;
+  grit_call *c = NULL;
+  ASSERT_OK(grit_call_start(ch, "/pkg.Svc/Up", &o, NULL, NULL, &c));
+  ASSERT_OK(grit_call_send(c, "a", 1));
+  ASSERT_OK(grit_call_send(c, "b", 1));
+  ASSERT_OK(grit_call_close_send(c));
+  grit_bytes b;
+  ASSERT_OK(grit_call_recv(c, &b));
+  grit_bytes_free(&b);
+  ASSERT_EQ(grit_call_recv(c, &b), GRIT_END_OF_STREAM);
+  grit_status st;
+  ASSERT_OK(grit_call_finish(c, &st));
+  ASSERT_FAILED_STATUS(st, GRIT_STATUS_INTERNAL,
+                       "CLIENT_STREAMING method sent more than one");
+  grit_call_destroy(c);
+  ASSERT(h2s_server_wait_closed(srv, 1, WAIT_MS));
+  ASSERT_EQ(h2s_server_request(srv, 0)->client_rst_code, RST_CANCEL);
+
+  grit_method_kind free_kinds[] = {GRIT_METHOD_SERVER_STREAMING,
+                                   GRIT_METHOD_UNKNOWN};
+  for (int i = 0; i < 2; i++) {
+    o.kind = free_kinds[i];
+    ASSERT_OK(grit_call_start(ch, "/pkg.Svc/Down", &o, NULL, NULL, &c));
+    ASSERT_OK(grit_call_close_send(c));
+    int n = 0;
+    while (grit_call_recv(c, &b) == GRIT_OK) {
+      grit_bytes_free(&b);
+      n++;
+    }
+    ASSERT_EQ(n, 2);
+    ASSERT_OK(grit_call_finish(c, &st));
+    ASSERT_EQ(st.code, GRIT_STATUS_OK);
+    grit_status_free(&st);
+    grit_call_destroy(c);
+  }
+  o.kind = (grit_method_kind)5;
+  ASSERT_EQ(grit_call_start(ch, "/pkg.Svc/Up", &o, NULL, NULL, &c),
+            GRIT_ERR_INVALID_ARG);
+  ASSERT_STR_EQ(grit_method_kind_name(GRIT_METHOD_BIDI_STREAMING),
+                "BIDI_STREAMING");
+  ASSERT_NULL(grit_method_kind_name((grit_method_kind)5));
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+/* The same against grpcio, whose handlers are registered with the kind
+ * that breaks the caller's expectation (test/peers/cardinality_server.py). */
+static void test_grpcio_cardinality(void) {
+  if (!pypeer_has_grpc()) {
+    fprintf(stderr, "skip: %s has no grpc module\n", PYPEER_PYTHON);
+    return;
+  }
+  pypeer peer = {.pid = -1, .stdin_fd = -1};
+  ASSERT(pypeer_start(&peer, "cardinality_server.py"));
+  char target[64];
+  snprintf(target, sizeof(target), "ipv4:127.0.0.1:%u", peer.port);
+  grit_channel *ch = NULL;
+  ASSERT_OK(grit_channel_create(g_rt, target, NULL, NULL, &ch));
+  grit_call_opts o = opts_ms(10000);
+  grit_bytes resp;
+  grit_status st;
+  ASSERT_OK(grit_unary_call(ch, "/card.Svc/One", "x", 1, &o, &resp, &st));
+  ASSERT_EQ(st.code, GRIT_STATUS_OK);
+  ASSERT_EQ(resp.len, 1);
+  grit_bytes_free(&resp);
+  grit_status_free(&st);
+  ASSERT_OK(grit_unary_call(ch, "/card.Svc/Many", "x", 1, &o, &resp, &st));
+  ASSERT_NULL(resp.data);
+  ASSERT_FAILED_STATUS(st, GRIT_STATUS_INTERNAL, "more than one");
+  ASSERT_OK(grit_unary_call(ch, "/card.Svc/None", "x", 1, &o, &resp, &st));
+  ASSERT_NULL(resp.data);
+  ASSERT_FAILED_STATUS(st, GRIT_STATUS_INTERNAL, "no response message");
+
+  /* A client stream to the empty bidi handler, and the server stream
+   * read as what it is. */
+  o.kind = GRIT_METHOD_CLIENT_STREAMING;
+  grit_call *c = NULL;
+  ASSERT_OK(grit_call_start(ch, "/card.Svc/None", &o, NULL, NULL, &c));
+  ASSERT_OK(grit_call_send(c, "a", 1));
+  ASSERT_OK(grit_call_close_send(c));
+  ASSERT_OK(grit_call_finish(c, &st));
+  ASSERT_FAILED_STATUS(st, GRIT_STATUS_INTERNAL, "no response message");
+  grit_call_destroy(c);
+  o.kind = GRIT_METHOD_SERVER_STREAMING;
+  ASSERT_OK(grit_call_start(ch, "/card.Svc/Many", &o, NULL, NULL, &c));
+  ASSERT_OK(grit_call_send(c, "x", 1));
+  ASSERT_OK(grit_call_close_send(c));
+  int n = 0;
+  grit_bytes b;
+  while (grit_call_recv(c, &b) == GRIT_OK) {
+    grit_bytes_free(&b);
+    n++;
+  }
+  ASSERT_EQ(n, 3);
+  ASSERT_OK(grit_call_finish(c, &st));
+  ASSERT_EQ(st.code, GRIT_STATUS_OK);
+  grit_status_free(&st);
+  grit_call_destroy(c);
+  grit_channel_destroy(ch);
+  pypeer_stop(&peer);
+}
+
 static const test_case tests[] = {
     {"unary_errors_fill_status", test_unary_errors_fill_status},
     {"shutdown_channel_fills_status", test_shutdown_channel_fills_status},
@@ -324,6 +601,11 @@ static const test_case tests[] = {
     {"end_of_stream", test_end_of_stream},
     {"opts_version", test_opts_version},
     {"wait_for_ready_values", test_wait_for_ready_values},
+    {"unary_second_message", test_unary_second_message},
+    {"unary_no_message", test_unary_no_message},
+    {"no_message_not_retried", test_no_message_not_retried},
+    {"call_start_kinds", test_call_start_kinds},
+    {"grpcio_cardinality", test_grpcio_cardinality},
     {NULL, NULL},
 };
 
