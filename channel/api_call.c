@@ -245,6 +245,7 @@ typedef struct unary_waiter {
   bool done;
   grit_bytes *resp;
   grit_status *st;
+  grit_call_info *info;
 } unary_waiter;
 
 static void unary_wait_cb(const grit_status *st, const uint8_t *resp,
@@ -265,6 +266,8 @@ static void unary_wait_cb(const grit_status *st, const uint8_t *resp,
              GRIT_OK)
       w->st->code = GRIT_STATUS_RESOURCE_EXHAUSTED;
   }
+  if (w->info)
+    *w->info = *info;
   pthread_mutex_lock(&w->mu);
   w->done = true;
   pthread_cond_signal(&w->cv);
@@ -273,7 +276,10 @@ static void unary_wait_cb(const grit_status *st, const uint8_t *resp,
 
 grit_err grit_unary_call(grit_channel *ch, const char *method, const void *req,
                          size_t req_len, const grit_call_opts *opts,
-                         grit_bytes *resp, grit_status *st) {
+                         grit_bytes *resp, grit_status *st,
+                         grit_call_info *info) {
+  if (info)
+    memset(info, 0, sizeof(*info));
   if (resp) {
     resp->data = NULL;
     resp->len = 0;
@@ -284,7 +290,7 @@ grit_err grit_unary_call(grit_channel *ch, const char *method, const void *req,
     return api_fail(st, GRIT_ERR_INVALID_ARG, "the channel is NULL");
   if (grit_rt_on_loop(ch->rt))
     return api_fail(st, GRIT_ERR_WOULD_DEADLOCK, "called on the I/O thread");
-  unary_waiter w = {.done = false, .resp = resp, .st = st};
+  unary_waiter w = {.done = false, .resp = resp, .st = st, .info = info};
   pthread_mutex_init(&w.mu, NULL);
   pthread_cond_init(&w.cv, NULL);
   const char *why;

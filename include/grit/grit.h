@@ -723,8 +723,10 @@ GRIT_EXTERN grit_err grit_call_get_info(grit_call *call, grit_call_info *info);
  *
  * Ownership: req copied; |resp| receives new data (empty unless the call
  * ended OK with a message; release with grit_bytes_free); |st| filled with
- * new data on every return (release with grit_status_free). Either may be
- * NULL.
+ * new data on every return (release with grit_status_free); |info| filled
+ * as grit_call_get_info would once the call has ended (attempts, hedges,
+ * backoff, peer), all zero (call_id 0) when the call did not run. Each of
+ * the three may be NULL.
  * Thread: any but the I/O thread.
  * Returns GRIT_OK when the call ran (its outcome is in |st|, which may be
  * an error status); otherwise the call did not run and |st| holds the
@@ -736,7 +738,8 @@ GRIT_EXTERN grit_err grit_call_get_info(grit_call *call, grit_call_info *info);
 GRIT_EXTERN grit_err grit_unary_call(grit_channel *ch, const char *method,
                                      const void *req, size_t req_len,
                                      const grit_call_opts *opts,
-                                     grit_bytes *resp, grit_status *st);
+                                     grit_bytes *resp, grit_status *st,
+                                     grit_call_info *info);
 
 /** Completion of grit_unary_call_async. |resp| is the response message
  * (NULL and 0 when none), |st| the status; both borrowed for the callback.

@@ -64,37 +64,39 @@ static void test_unary_errors_fill_status(void) {
   grit_bytes resp;
   grit_status st;
 
-  ASSERT_EQ(grit_unary_call(ch, "pkg.Svc/M", "x", 1, &o, &resp, &st),
+  ASSERT_EQ(grit_unary_call(ch, "pkg.Svc/M", "x", 1, &o, &resp, &st, NULL),
             GRIT_ERR_INVALID_ARG);
   ASSERT_FAILED_STATUS(st, GRIT_STATUS_INVALID_ARGUMENT, "/package.Service");
   ASSERT_NULL(resp.data);
 
   grit_call_opts v1 = {.version = 1, .timeout_ms = CALL_MS};
-  ASSERT_EQ(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &v1, &resp, &st),
+  ASSERT_EQ(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &v1, &resp, &st, NULL),
             GRIT_ERR_INVALID_ARG);
   ASSERT_FAILED_STATUS(st, GRIT_STATUS_INVALID_ARGUMENT, "version");
 
   grit_call_opts bad_wfr = opts_ms(CALL_MS);
   bad_wfr.wait_for_ready = (grit_wait_for_ready)3;
-  ASSERT_EQ(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &bad_wfr, &resp, &st),
-            GRIT_ERR_INVALID_ARG);
+  ASSERT_EQ(
+      grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &bad_wfr, &resp, &st, NULL),
+      GRIT_ERR_INVALID_ARG);
   ASSERT_FAILED_STATUS(st, GRIT_STATUS_INVALID_ARGUMENT, "wait_for_ready");
 
-  ASSERT_EQ(grit_unary_call(NULL, "/pkg.Svc/M", "x", 1, &o, &resp, &st),
+  ASSERT_EQ(grit_unary_call(NULL, "/pkg.Svc/M", "x", 1, &o, &resp, &st, NULL),
             GRIT_ERR_INVALID_ARG);
   ASSERT_FAILED_STATUS(st, GRIT_STATUS_INVALID_ARGUMENT, "channel");
 
-  ASSERT_EQ(grit_unary_call(ch, NULL, "x", 1, &o, &resp, &st),
+  ASSERT_EQ(grit_unary_call(ch, NULL, "x", 1, &o, &resp, &st, NULL),
             GRIT_ERR_INVALID_ARG);
   ASSERT_FAILED_STATUS(st, GRIT_STATUS_INVALID_ARGUMENT, "method");
 
-  ASSERT_EQ(grit_unary_call(ch, "/pkg.Svc/M", NULL, 3, &o, &resp, &st),
+  ASSERT_EQ(grit_unary_call(ch, "/pkg.Svc/M", NULL, 3, &o, &resp, &st, NULL),
             GRIT_ERR_INVALID_ARG);
   ASSERT_FAILED_STATUS(st, GRIT_STATUS_INVALID_ARGUMENT, "request");
 
   /* None of these reached the server; a good call does, and its status is
    * a real OK with a message (""), not a zeroed struct. */
-  ASSERT_EQ(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &o, &resp, &st), GRIT_OK);
+  ASSERT_EQ(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &o, &resp, &st, NULL),
+            GRIT_OK);
   ASSERT_EQ(st.code, GRIT_STATUS_OK);
   ASSERT_NOT_NULL(st.message);
   ASSERT_EQ(resp.len, 1);
@@ -122,7 +124,7 @@ static void test_shutdown_channel_fills_status(void) {
   grit_channel_destroy(ch); /* |held| keeps the channel's memory */
 
   grit_status st;
-  ASSERT_EQ(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &o, NULL, &st),
+  ASSERT_EQ(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &o, NULL, &st, NULL),
             GRIT_ERR_SHUTDOWN);
   ASSERT_FAILED_STATUS(st, GRIT_STATUS_UNAVAILABLE, "shut down");
   grit_call *c = (grit_call *)1;
@@ -185,8 +187,8 @@ static void nested_on_done(const grit_status *st, const uint8_t *resp,
                            size_t len, const grit_call_info *info, void *ud) {
   nested *n = ud;
   grit_call_opts o = opts_ms(CALL_MS);
-  n->unary_rv =
-      grit_unary_call(n->ch, "/pkg.Svc/M", "x", 1, &o, NULL, &n->unary_st);
+  n->unary_rv = grit_unary_call(n->ch, "/pkg.Svc/M", "x", 1, &o, NULL,
+                                &n->unary_st, NULL);
   pthread_mutex_lock(&n->mu);
   n->done = true;
   pthread_mutex_unlock(&n->mu);
@@ -310,7 +312,8 @@ static void test_wait_for_ready_values(void) {
     grit_call_opts o = opts_ms(waits ? 300 : CALL_MS);
     o.wait_for_ready = cases[i].wfr;
     grit_status st;
-    ASSERT_OK(grit_unary_call(ch, cases[i].method, "x", 1, &o, NULL, &st));
+    ASSERT_OK(
+        grit_unary_call(ch, cases[i].method, "x", 1, &o, NULL, &st, NULL));
     if (st.code != cases[i].want)
       fprintf(stderr, "case %zu: %s\n", i, st.message);
     ASSERT_EQ(st.code, cases[i].want);
@@ -336,7 +339,7 @@ static void test_unary_second_message(void) {
   grit_bytes resp;
   grit_status st;
   uint64_t t0 = test_now_ms();
-  ASSERT_OK(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &o, &resp, &st));
+  ASSERT_OK(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &o, &resp, &st, NULL));
   ASSERT_CMP(test_now_ms() - t0, <, CALL_MS); /* not the deadline */
   ASSERT_NULL(resp.data);
   ASSERT_FAILED_STATUS(st, GRIT_STATUS_INTERNAL,
@@ -348,7 +351,7 @@ static void test_unary_second_message(void) {
   ASSERT_EQ(r->client_rst_code, RST_CANCEL);
 
   /* The same when every message and the OK trailers come at once. */
-  ASSERT_OK(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &o, &resp, &st));
+  ASSERT_OK(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &o, &resp, &st, NULL));
   ASSERT_NULL(resp.data);
   ASSERT_FAILED_STATUS(st, GRIT_STATUS_INTERNAL, "more than one");
   grit_channel_destroy(ch);
@@ -401,13 +404,13 @@ static void test_unary_no_message(void) {
   grit_bytes resp;
   grit_status st;
   for (int i = 0; i < 2; i++) {
-    ASSERT_OK(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &o, &resp, &st));
+    ASSERT_OK(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &o, &resp, &st, NULL));
     ASSERT_NULL(resp.data);
     ASSERT_FAILED_STATUS(st, GRIT_STATUS_INTERNAL,
                          "cardinality violation: UNARY method sent no "
                          "response message");
   }
-  ASSERT_OK(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &o, &resp, &st));
+  ASSERT_OK(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &o, &resp, &st, NULL));
   ASSERT_EQ(st.code, GRIT_STATUS_NOT_FOUND);
   ASSERT_STR_EQ(st.message, "gone");
   grit_status_free(&st);
@@ -470,7 +473,7 @@ static void test_no_message_not_retried(void) {
     grit_channel_args_destroy(a);
     grit_call_opts o = opts_ms(CALL_MS);
     grit_status st;
-    ASSERT_OK(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &o, NULL, &st));
+    ASSERT_OK(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, &o, NULL, &st, NULL));
     ASSERT_FAILED_STATUS(st, GRIT_STATUS_INTERNAL, "no response message");
     ASSERT(!h2s_server_wait_requests(srv, 2, 200));
     grit_channel_destroy(ch); /* the observer has run for every attempt */
@@ -552,15 +555,17 @@ static void test_grpcio_cardinality(void) {
   grit_call_opts o = opts_ms(10000);
   grit_bytes resp;
   grit_status st;
-  ASSERT_OK(grit_unary_call(ch, "/card.Svc/One", "x", 1, &o, &resp, &st));
+  ASSERT_OK(grit_unary_call(ch, "/card.Svc/One", "x", 1, &o, &resp, &st, NULL));
   ASSERT_EQ(st.code, GRIT_STATUS_OK);
   ASSERT_EQ(resp.len, 1);
   grit_bytes_free(&resp);
   grit_status_free(&st);
-  ASSERT_OK(grit_unary_call(ch, "/card.Svc/Many", "x", 1, &o, &resp, &st));
+  ASSERT_OK(
+      grit_unary_call(ch, "/card.Svc/Many", "x", 1, &o, &resp, &st, NULL));
   ASSERT_NULL(resp.data);
   ASSERT_FAILED_STATUS(st, GRIT_STATUS_INTERNAL, "more than one");
-  ASSERT_OK(grit_unary_call(ch, "/card.Svc/None", "x", 1, &o, &resp, &st));
+  ASSERT_OK(
+      grit_unary_call(ch, "/card.Svc/None", "x", 1, &o, &resp, &st, NULL));
   ASSERT_NULL(resp.data);
   ASSERT_FAILED_STATUS(st, GRIT_STATUS_INTERNAL, "no response message");
 
@@ -593,6 +598,59 @@ static void test_grpcio_cardinality(void) {
   pypeer_stop(&peer);
 }
 
+/* ---- per-call info for the blocking unary call (issue 19 point 4) ---- */
+
+/* grit_unary_call fills |info| as grit_call_get_info does: attempts (a
+ * retry after UNAVAILABLE), hedges, the peer, an increasing call id; all
+ * zero when the call did not run. */
+static void test_unary_info(void) {
+  static const char retry_cfg[] =
+      "{\"methodConfig\":[{\"name\":[{\"service\":\"pkg.Retry\"}],"
+      "\"retryPolicy\":{\"maxAttempts\":3,\"initialBackoff\":\"0.01s\","
+      "\"maxBackoff\":\"0.01s\",\"backoffMultiplier\":1,"
+      "\"retryableStatusCodes\":[\"UNAVAILABLE\"]}},"
+      "{\"name\":[{\"service\":\"pkg.Hedge\"}],"
+      "\"hedgingPolicy\":{\"maxAttempts\":2,\"hedgingDelay\":\"0s\"}}]}";
+  h2s_server *srv = bh_server("path=/pkg.Retry/M trailers_only "
+                              "status=UNAVAILABLE");
+  ASSERT_NOT_NULL(srv);
+  grit_channel *ch = chan(srv, retry_cfg);
+  ASSERT_NOT_NULL(ch);
+  grit_call_opts o = opts_ms(CALL_MS);
+  grit_status st;
+  grit_call_info info;
+  memset(&info, 0xab, sizeof(info));
+  ASSERT_OK(grit_unary_call(ch, "/pkg.Retry/M", "x", 1, &o, NULL, &st, &info));
+  ASSERT_EQ(st.code, GRIT_STATUS_OK);
+  grit_status_free(&st);
+  ASSERT_NE(info.call_id, 0);
+  ASSERT_EQ(info.attempts, 2);
+  ASSERT_EQ(info.hedges, 0);
+  ASSERT_EQ(info.transparent_retries, 0);
+  char peer[64];
+  snprintf(peer, sizeof(peer), "127.0.0.1:%u", h2s_server_port(srv));
+  ASSERT_STR_EQ(info.peer, peer);
+  uint64_t first_id = info.call_id;
+
+  ASSERT_OK(grit_unary_call(ch, "/pkg.Hedge/M", "x", 1, &o, NULL, &st, &info));
+  ASSERT_EQ(st.code, GRIT_STATUS_OK);
+  grit_status_free(&st);
+  ASSERT_CMP(info.call_id, >, first_id);
+  ASSERT_EQ(info.attempts, 2);
+  ASSERT_EQ(info.hedges, 1);
+  ASSERT_STR_EQ(info.peer, peer);
+
+  memset(&info, 0xab, sizeof(info));
+  ASSERT_EQ(grit_unary_call(ch, "nope", "x", 1, &o, NULL, &st, &info),
+            GRIT_ERR_INVALID_ARG);
+  grit_status_free(&st);
+  ASSERT_EQ(info.call_id, 0);
+  ASSERT_EQ(info.attempts, 0);
+  ASSERT_STR_EQ(info.peer, "");
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
 static const test_case tests[] = {
     {"unary_errors_fill_status", test_unary_errors_fill_status},
     {"shutdown_channel_fills_status", test_shutdown_channel_fills_status},
@@ -606,6 +664,7 @@ static const test_case tests[] = {
     {"no_message_not_retried", test_no_message_not_retried},
     {"call_start_kinds", test_call_start_kinds},
     {"grpcio_cardinality", test_grpcio_cardinality},
+    {"unary_info", test_unary_info},
     {NULL, NULL},
 };
 

@@ -92,7 +92,7 @@ static grit_status_code unary_full(grit_channel *ch, const char *method,
                                    const void *req, size_t len,
                                    const grit_call_opts *o, grit_bytes *resp,
                                    grit_status *st) {
-  grit_err rv = grit_unary_call(ch, method, req, len, o, resp, st);
+  grit_err rv = grit_unary_call(ch, method, req, len, o, resp, st, NULL);
   if (rv != GRIT_OK)
     return (grit_status_code)-1;
   return st->code;
@@ -1667,12 +1667,12 @@ static void test_call_api_errors(void) {
   grit_call_cbs badcbs = {.version = 99};
   ASSERT_EQ(grit_call_start(ch, "/a/b", NULL, &badcbs, NULL, &c),
             GRIT_ERR_INVALID_ARG);
-  ASSERT_EQ(grit_unary_call(NULL, "/a/b", "x", 1, NULL, NULL, NULL),
+  ASSERT_EQ(grit_unary_call(NULL, "/a/b", "x", 1, NULL, NULL, NULL, NULL),
             GRIT_ERR_INVALID_ARG);
   grit_call_destroy(NULL);
   grit_call_cancel(NULL);
   /* A call with NULL opts and NULL outputs still runs. */
-  ASSERT_OK(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, NULL, NULL, NULL));
+  ASSERT_OK(grit_unary_call(ch, "/pkg.Svc/M", "x", 1, NULL, NULL, NULL, NULL));
   ASSERT(h2s_server_wait_requests(srv, 1, WAIT_MS));
   ASSERT(channel_still_works(ch));
   grit_channel_destroy(ch);
