@@ -632,7 +632,7 @@ typedef struct grit_call_cbs {
  * Thread: any.
  * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (NULL channel, method or |out|,
  * method not starting with '/', opts version other than
- * GRIT_CALL_OPTS_VERSION, wait_for_ready out of range, unknown cbs
+ * GRIT_CALL_OPTS_VERSION, wait_for_ready or kind out of range, unknown cbs
  * version); GRIT_ERR_SHUTDOWN (the channel is being or has been
  * destroyed); GRIT_ERR_NOMEM. |*out| is NULL on error. */
 GRIT_EXTERN grit_err grit_call_start(grit_channel *ch, const char *method,
@@ -731,8 +731,8 @@ GRIT_EXTERN grit_err grit_call_get_info(grit_call *call, grit_call_info *info);
  * Returns GRIT_OK when the call ran (its outcome is in |st|, which may be
  * an error status); otherwise the call did not run and |st| holds the
  * mapped code (see grit_status) and the cause: GRIT_ERR_INVALID_ARG (NULL
- * channel or method, method not starting with '/', bad opts version or
- * wait_for_ready, NULL |req| with a length, |req_len| over 4 GiB);
+ * channel or method, method not starting with '/', bad opts version,
+ * wait_for_ready or kind, NULL |req| with a length, |req_len| over 4 GiB);
  * GRIT_ERR_SHUTDOWN (channel being or already destroyed); GRIT_ERR_NOMEM;
  * GRIT_ERR_WOULD_DEADLOCK on the I/O thread. */
 GRIT_EXTERN grit_err grit_unary_call(grit_channel *ch, const char *method,
