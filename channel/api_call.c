@@ -2,7 +2,37 @@
  * (call.c) or waits on the call's condition variable (blocking mode). */
 #include "channel/channel_int.h"
 
+#include <stdio.h>
 #include <string.h>
+
+/* The status a function that fills one reports for its own error |rv|
+ * (issue 19: never a zeroed, OK-looking status). */
+static grit_status_code api_err_code(grit_err rv) {
+  switch (rv) {
+  case GRIT_ERR_INVALID_ARG:
+    return GRIT_STATUS_INVALID_ARGUMENT;
+  case GRIT_ERR_SHUTDOWN:
+    return GRIT_STATUS_UNAVAILABLE; /* as a call the loop refuses */
+  case GRIT_ERR_NOMEM:
+    return GRIT_STATUS_RESOURCE_EXHAUSTED;
+  case GRIT_ERR_CALL_STATE:
+  case GRIT_ERR_WOULD_DEADLOCK:
+    return GRIT_STATUS_FAILED_PRECONDITION;
+  default:
+    return GRIT_STATUS_INTERNAL;
+  }
+}
+
+/* Fill |st| (if any) for error |rv|, as "<strerror>: |why|"; return |rv|. */
+static grit_err api_fail(grit_status *st, grit_err rv, const char *why) {
+  if (!st)
+    return rv;
+  char msg[256];
+  snprintf(msg, sizeof(msg), "%s: %s", grit_strerror(rv),
+           why ? why : grit_err_name(rv));
+  grit_status_set(st, api_err_code(rv), msg, NULL);
+  return rv;
+}
 
 grit_err grit_call_start(grit_channel *ch, const char *method,
                          const grit_call_opts *opts, const grit_call_cbs *cbs,
@@ -12,10 +42,9 @@ grit_err grit_call_start(grit_channel *ch, const char *method,
   *out = NULL;
   if (cbs && cbs->version != GRIT_CALL_CBS_VERSION)
     return GRIT_ERR_INVALID_ARG;
-  if (ch && grit_channel_get_state(ch, false) == GRIT_STATE_SHUTDOWN)
-    return GRIT_ERR_SHUTDOWN;
   grit_call *c;
-  grit_err rv = grit_call_create_internal(ch, method, opts, &c);
+  const char *why;
+  grit_err rv = grit_call_create_internal(ch, method, opts, &c, &why);
   if (rv != GRIT_OK)
     return rv;
   c->blocking = cbs == NULL;
@@ -97,18 +126,26 @@ void grit_call_cancel(grit_call *call) {
     grit_call_queue_cancel(call);
 }
 
-static grit_err blocking_check(grit_call *call) {
-  if (!call)
+static grit_err blocking_check(grit_call *call, const char **why) {
+  *why = NULL;
+  if (!call) {
+    *why = "the call is NULL";
     return GRIT_ERR_INVALID_ARG;
-  if (!call->blocking)
+  }
+  if (!call->blocking) {
+    *why = "the call has callbacks (async mode)";
     return GRIT_ERR_CALL_STATE;
-  if (grit_rt_on_loop(call->ch->rt))
+  }
+  if (grit_rt_on_loop(call->ch->rt)) {
+    *why = "called on the I/O thread";
     return GRIT_ERR_WOULD_DEADLOCK;
+  }
   return GRIT_OK;
 }
 
 grit_err grit_call_recv(grit_call *call, grit_bytes *out) {
-  grit_err rv = blocking_check(call);
+  const char *why;
+  grit_err rv = blocking_check(call, &why);
   if (rv != GRIT_OK || !out)
     return rv != GRIT_OK ? rv : GRIT_ERR_INVALID_ARG;
   out->data = NULL;
@@ -119,7 +156,7 @@ grit_err grit_call_recv(grit_call *call, grit_bytes *out) {
   grit_list *e = grit_list_pop_head(&call->recvq);
   pthread_mutex_unlock(&call->mu);
   if (!e)
-    return GRIT_ERR_NOT_FOUND;
+    return GRIT_END_OF_STREAM;
   recv_msg *m = GRIT_CONTAINER_OF(e, recv_msg, link);
   out->data = grit_memdup(m->slice->data, m->slice->len);
   if (!out->data) { /* the message stays first in line for the next try */
@@ -138,13 +175,18 @@ grit_err grit_call_recv(grit_call *call, grit_bytes *out) {
 }
 
 grit_err grit_call_finish(grit_call *call, grit_status *st) {
-  grit_err rv = blocking_check(call);
-  if (rv != GRIT_OK || !st)
-    return rv != GRIT_OK ? rv : GRIT_ERR_INVALID_ARG;
+  if (!st)
+    return GRIT_ERR_INVALID_ARG;
+  memset(st, 0, sizeof(*st));
+  const char *why;
+  grit_err rv = blocking_check(call, &why);
+  if (rv != GRIT_OK)
+    return api_fail(st, rv, why);
   pthread_mutex_lock(&call->mu);
   if (call->finish_taken) {
     pthread_mutex_unlock(&call->mu);
-    return GRIT_ERR_CALL_STATE;
+    return api_fail(st, GRIT_ERR_CALL_STATE,
+                    "grit_call_finish already returned the status");
   }
   call->finish_taken = true;
   /* Unread messages are discarded (grit.h); a paused stream resumes, or
@@ -170,7 +212,8 @@ grit_err grit_call_finish(grit_call *call, grit_status *st) {
 }
 
 const grit_metadata *grit_call_headers(grit_call *call) {
-  if (blocking_check(call) != GRIT_OK)
+  const char *why;
+  if (blocking_check(call, &why) != GRIT_OK)
     return NULL;
   pthread_mutex_lock(&call->mu);
   while (!call->headers_set && !call->done)
@@ -200,33 +243,47 @@ grit_err grit_call_get_info(grit_call *call, grit_call_info *info) {
 
 /* ---- unary ---- */
 
-grit_err grit_unary_call_async(grit_channel *ch, const char *method,
-                               const void *req, size_t req_len,
-                               const grit_call_opts *opts, grit_unary_cb cb,
-                               void *user_data) {
-  if (!cb || (!req && req_len) || req_len > UINT32_MAX)
+static grit_err unary_start(grit_channel *ch, const char *method,
+                            const void *req, size_t req_len,
+                            const grit_call_opts *opts, grit_unary_cb cb,
+                            void *user_data, const char **why) {
+  *why = NULL;
+  if (!cb) {
+    *why = "the callback is NULL";
     return GRIT_ERR_INVALID_ARG;
-  if (ch && grit_channel_get_state(ch, false) == GRIT_STATE_SHUTDOWN)
-    return GRIT_ERR_SHUTDOWN;
+  }
+  if ((!req && req_len) || req_len > UINT32_MAX) {
+    *why = req_len > UINT32_MAX ? "the request is over 4 GiB"
+                                : "the request is NULL with a length";
+    return GRIT_ERR_INVALID_ARG;
+  }
   grit_call *c;
-  grit_err rv = grit_call_create_internal(ch, method, opts, &c);
+  grit_err rv = grit_call_create_internal(ch, method, opts, &c, why);
   if (rv != GRIT_OK)
     return rv;
   c->unary_cb = cb;
   c->user_data = user_data;
+  c->kind = GRIT_METHOD_UNARY; /* exactly one response */
   grit_slice *s = grit_frame_message(req, req_len);
   if (!s) {
     grit_call_unref(c);
+    *why = "out of memory framing the request";
     return GRIT_ERR_NOMEM;
   }
   /* Start, send and half-close go to the loop as one batch, allocated
    * before launch: out of memory is GRIT_ERR_NOMEM, not a cancelled call. */
   rv = grit_call_launch_unary(c, s);
-  if (rv != GRIT_OK) {
+  if (rv != GRIT_OK)
     grit_call_unref(c);
-    return rv;
-  }
-  return GRIT_OK;
+  return rv;
+}
+
+grit_err grit_unary_call_async(grit_channel *ch, const char *method,
+                               const void *req, size_t req_len,
+                               const grit_call_opts *opts, grit_unary_cb cb,
+                               void *user_data) {
+  const char *why;
+  return unary_start(ch, method, req, req_len, opts, cb, user_data, &why);
 }
 
 typedef struct unary_waiter {
@@ -235,17 +292,29 @@ typedef struct unary_waiter {
   bool done;
   grit_bytes *resp;
   grit_status *st;
+  grit_call_info *info;
 } unary_waiter;
 
 static void unary_wait_cb(const grit_status *st, const uint8_t *resp,
                           size_t len, const grit_call_info *info, void *ud) {
   unary_waiter *w = ud;
+  bool copied = true;
   if (w->resp && resp) {
     w->resp->data = grit_memdup(resp, len);
     w->resp->len = w->resp->data ? len : 0;
+    copied = w->resp->data != NULL;
   }
-  if (w->st)
-    grit_status_set(w->st, st->code, st->message, st->trailers);
+  if (w->st) {
+    /* Never an OK status without the response it promised (issue 19). */
+    if (!copied)
+      grit_status_set(w->st, GRIT_STATUS_RESOURCE_EXHAUSTED,
+                      "out of memory copying the response", NULL);
+    else if (grit_status_set(w->st, st->code, st->message, st->trailers) !=
+             GRIT_OK)
+      w->st->code = GRIT_STATUS_RESOURCE_EXHAUSTED;
+  }
+  if (w->info)
+    *w->info = *info;
   pthread_mutex_lock(&w->mu);
   w->done = true;
   pthread_cond_signal(&w->cv);
@@ -254,22 +323,26 @@ static void unary_wait_cb(const grit_status *st, const uint8_t *resp,
 
 grit_err grit_unary_call(grit_channel *ch, const char *method, const void *req,
                          size_t req_len, const grit_call_opts *opts,
-                         grit_bytes *resp, grit_status *st) {
-  if (!ch)
-    return GRIT_ERR_INVALID_ARG;
-  if (grit_rt_on_loop(ch->rt))
-    return GRIT_ERR_WOULD_DEADLOCK;
+                         grit_bytes *resp, grit_status *st,
+                         grit_call_info *info) {
+  if (info)
+    memset(info, 0, sizeof(*info));
   if (resp) {
     resp->data = NULL;
     resp->len = 0;
   }
   if (st)
     memset(st, 0, sizeof(*st));
-  unary_waiter w = {.done = false, .resp = resp, .st = st};
+  if (!ch)
+    return api_fail(st, GRIT_ERR_INVALID_ARG, "the channel is NULL");
+  if (grit_rt_on_loop(ch->rt))
+    return api_fail(st, GRIT_ERR_WOULD_DEADLOCK, "called on the I/O thread");
+  unary_waiter w = {.done = false, .resp = resp, .st = st, .info = info};
   pthread_mutex_init(&w.mu, NULL);
   pthread_cond_init(&w.cv, NULL);
+  const char *why;
   grit_err rv =
-      grit_unary_call_async(ch, method, req, req_len, opts, unary_wait_cb, &w);
+      unary_start(ch, method, req, req_len, opts, unary_wait_cb, &w, &why);
   if (rv == GRIT_OK) {
     pthread_mutex_lock(&w.mu);
     while (!w.done)
@@ -278,5 +351,5 @@ grit_err grit_unary_call(grit_channel *ch, const char *method, const void *req,
   }
   pthread_mutex_destroy(&w.mu);
   pthread_cond_destroy(&w.cv);
-  return rv;
+  return rv == GRIT_OK ? GRIT_OK : api_fail(st, rv, why);
 }

@@ -81,7 +81,30 @@ static void call_apply_recv_pause(grit_call *c) {
     grit_stream_set_read_paused(c->winner->stream, paused);
 }
 
+static bool call_one_response(const grit_call *c) {
+  return c->kind == GRIT_METHOD_UNARY ||
+         c->kind == GRIT_METHOD_CLIENT_STREAMING;
+}
+
+/* Issue 19: a unary or client-streaming call ends at a second message,
+ * its stream cancelled (grit_call_end), as in grpc-go and grpc-java. */
+static bool call_extra_response(grit_call *c) {
+  if (++c->responses < 2 || !call_one_response(c))
+    return false;
+  char msg[128];
+  snprintf(msg, sizeof(msg),
+           "cardinality violation: %s method sent more than one response "
+           "message",
+           grit_method_kind_name(c->kind));
+  grit_call_end(c, GRIT_STATUS_INTERNAL, msg, NULL, GRIT_REASON_COMMITTED);
+  return true;
+}
+
 void grit_call_deliver_message(grit_call *c, grit_slice *msg) {
+  if (call_extra_response(c)) {
+    grit_slice_unref(msg);
+    return;
+  }
   if (c->unary_cb) {
     if (!c->unary_resp)
       c->unary_resp = msg;
@@ -133,9 +156,8 @@ static void call_deliver_done(grit_call *c, grit_status_code code,
   };
   pthread_mutex_lock(&c->mu);
   if (c->blocking &&
-      grit_status_set(&c->status, code, msg, trailers) != GRIT_OK &&
-      !c->status.trailers)
-    c->status.code = GRIT_STATUS_RESOURCE_EXHAUSTED;
+      grit_status_set(&c->status, code, msg, trailers) != GRIT_OK)
+    c->status.code = GRIT_STATUS_RESOURCE_EXHAUSTED; /* not all of it */
   c->info.call_id = c->id;
   c->info.backoff_ms = c->backoff_total_ms;
   if (c->winner)
@@ -179,6 +201,18 @@ void grit_call_end(grit_call *c, grit_status_code code, const char *msg,
                    const grit_metadata *trailers, grit_attempt_reason reason) {
   if (c->state == CALL_DONE)
     return;
+  /* Issue 19: OK without the one response is INTERNAL. Decided here, after
+   * any retry or hedging decision (which saw the server's OK), so it is
+   * final; the throttle still counts the server's success (TH-02). */
+  grit_status_code server_code = code;
+  char nomsg[128];
+  if (code == GRIT_STATUS_OK && call_one_response(c) && c->responses == 0) {
+    snprintf(nomsg, sizeof(nomsg),
+             "cardinality violation: %s method sent no response message",
+             grit_method_kind_name(c->kind));
+    code = GRIT_STATUS_INTERNAL;
+    msg = nomsg;
+  }
   bool was_started = c->started_on_loop;
   c->state = CALL_DONE;
   if (!grit_list_empty(&c->link))
@@ -200,7 +234,7 @@ void grit_call_end(grit_call *c, grit_status_code code, const char *msg,
     grit_attempt_cancel(a, code, msg); /* frees or detaches it */
   }
   grit_replay_free(&c->sends);
-  if (code == GRIT_STATUS_OK)
+  if (server_code == GRIT_STATUS_OK)
     grit_throttle_table_success(c->throttle); /* TH-02 */
   grit_svccfg_unref(c->config);
   c->config = NULL;
@@ -294,8 +328,8 @@ static void call_apply_config(grit_call *c, uint64_t start_ms) {
     timeout_ms = min_nonzero(timeout_ms, cfg_ms ? cfg_ms : 1);
   }
   c->deadline_at_ms = timeout_ms ? grit_add_sat_u64(start_ms, timeout_ms) : 0;
-  if (c->wait_for_ready_opt >= 0)
-    c->wait_for_ready = c->wait_for_ready_opt == 1;
+  if (c->wait_for_ready_opt != GRIT_WFR_DEFAULT)
+    c->wait_for_ready = c->wait_for_ready_opt == GRIT_WFR_ON;
   else
     c->wait_for_ready = m && m->wait_for_ready == GRIT_WFR_TRUE;
   c->max_send =
@@ -533,10 +567,8 @@ static uint64_t next_call_id;
 
 static grit_err call_copy_opts(grit_call *c, const grit_call_opts *opts) {
   c->timeout_ms = opts->timeout_ms;
-  if (opts->wait_for_ready_set)
-    c->wait_for_ready_opt = opts->wait_for_ready ? 1 : 0;
-  else if (opts->wait_for_ready == 1)
-    c->wait_for_ready_opt = 1;
+  c->wait_for_ready_opt = opts->wait_for_ready;
+  c->kind = opts->kind;
   if (opts->metadata &&
       grit_metadata_copy(opts->metadata, &c->metadata) != GRIT_OK)
     return GRIT_ERR_NOMEM;
@@ -548,14 +580,38 @@ static grit_err call_copy_opts(grit_call *c, const grit_call_opts *opts) {
   return GRIT_OK;
 }
 
+/* Whether a call may start with these arguments; |*why| says why not. */
+static grit_err call_check_args(grit_channel *ch, const char *method,
+                                const grit_call_opts *opts, const char **why) {
+  if (!ch)
+    *why = "the channel is NULL";
+  else if (!method)
+    *why = "the method is NULL";
+  else if (method[0] != '/')
+    *why = "the method must be \"/package.Service/Method\"";
+  else if (opts && opts->version != GRIT_CALL_OPTS_VERSION)
+    *why = "unknown grit_call_opts version (expected "
+           "GRIT_CALL_OPTS_VERSION, 2)";
+  else if (opts && (unsigned)opts->wait_for_ready > GRIT_WFR_ON)
+    *why = "wait_for_ready is not a grit_wait_for_ready value";
+  else if (opts && !grit_method_kind_name(opts->kind))
+    *why = "kind is not a grit_method_kind value";
+  else if (grit_channel_get_state(ch, false) == GRIT_STATE_SHUTDOWN) {
+    *why = "the channel is shut down";
+    return GRIT_ERR_SHUTDOWN;
+  } else
+    return GRIT_OK;
+  return GRIT_ERR_INVALID_ARG;
+}
+
 grit_err grit_call_create_internal(grit_channel *ch, const char *method,
-                                   const grit_call_opts *opts,
-                                   grit_call **out) {
+                                   const grit_call_opts *opts, grit_call **out,
+                                   const char **why) {
   *out = NULL;
-  if (!ch || !method || method[0] != '/')
-    return GRIT_ERR_INVALID_ARG;
-  if (opts && opts->version != GRIT_CALL_OPTS_VERSION)
-    return GRIT_ERR_INVALID_ARG;
+  grit_err rv = call_check_args(ch, method, opts, why);
+  if (rv != GRIT_OK)
+    return rv;
+  *why = "out of memory creating the call";
   grit_call *c = grit_calloc(1, sizeof(*c));
   if (!c)
     return GRIT_ERR_NOMEM;
@@ -574,7 +630,6 @@ grit_err grit_call_create_internal(grit_channel *ch, const char *method,
   grit_replay_init(&c->sends, 0, NULL, 0);
   c->send_limit = (uint64_t)ch->o.per_call_send_buffer;
   c->task.fn = call_task;
-  c->wait_for_ready_opt = -1;
   size_t mlen = strlen(method);
   if (mlen < sizeof(c->method_inline)) {
     memcpy(c->method_inline, method, mlen + 1);
@@ -582,7 +637,7 @@ grit_err grit_call_create_internal(grit_channel *ch, const char *method,
   } else {
     c->method = grit_strndup(method, mlen);
   }
-  grit_err rv = c->method ? GRIT_OK : GRIT_ERR_NOMEM;
+  rv = c->method ? GRIT_OK : GRIT_ERR_NOMEM;
   if (opts && rv == GRIT_OK)
     rv = call_copy_opts(c, opts);
   if (rv != GRIT_OK) {

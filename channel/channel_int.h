@@ -342,7 +342,8 @@ struct grit_call {
   char *authority;
   char *idempotency_key;
   uint64_t timeout_ms;
-  int wait_for_ready_opt; /* -1 unset, else 0/1 */
+  grit_wait_for_ready wait_for_ready_opt;
+  grit_method_kind kind; /* UNARY, CLIENT_STREAMING: one response */
   grit_call_cbs cbs;
   void *user_data;
   bool blocking;
@@ -404,6 +405,7 @@ struct grit_call {
   bool committed;
   call_attempt *winner; /* the committed attempt */
   grit_list attempts;   /* live attempts */
+  uint32_t responses;   /* messages delivered, for the one-response check */
   uint32_t next_number;
   grit_retry_state rs;
   uint32_t transparent;
@@ -419,9 +421,11 @@ struct grit_call {
 };
 
 /* User-thread halves (call.c): create, then launch to the loop; queue
- * sends, half-close and cancel as ops the loop drains in order. */
+ * sends, half-close and cancel as ops the loop drains in order. On error
+ * create sets |*why| to a static description (for the status, issue 19). */
 grit_err grit_call_create_internal(grit_channel *ch, const char *method,
-                                   const grit_call_opts *opts, grit_call **out);
+                                   const grit_call_opts *opts, grit_call **out,
+                                   const char **why);
 grit_err grit_call_launch(grit_call *c);
 grit_err grit_call_queue_send(grit_call *c, grit_slice *framed);
 grit_err grit_call_queue_close(grit_call *c);

@@ -69,12 +69,12 @@ recv_output(grit_call *call, const char *what) {
 }
 
 /* Check that the response stream has ended: grit_call_recv gives
- * GRIT_ERR_NOT_FOUND. */
+ * GRIT_END_OF_STREAM. */
 static bool recv_end(grit_call *call, const char *what) {
   grit_bytes msg = {0};
   grit_err err = grit_call_recv(call, &msg);
 
-  if (err == GRIT_ERR_NOT_FOUND) {
+  if (err == GRIT_END_OF_STREAM) {
     return true;
   }
   if (err == GRIT_OK) {
@@ -85,7 +85,7 @@ static bool recv_end(grit_call *call, const char *what) {
     grit_bytes_free(&msg);
   } else {
     interop_fail(__FILE__, __LINE__,
-                 "%s: grit_call_recv: expected ERR_NOT_FOUND (end of stream), "
+                 "%s: grit_call_recv: expected END_OF_STREAM, "
                  "got %s (%s)",
                  what, grit_err_name(err), grit_strerror(err));
   }
@@ -158,8 +158,8 @@ static bool large_unary(const interop_ctx *ctx) {
   buf = interop_pack(&req.base, &len);
   CHECK(buf, "out of memory");
 
-  CHECK_OK(
-      grit_unary_call(ctx->ch, INTEROP_UNARY_CALL, buf, len, &opts, &out, &st));
+  CHECK_OK(grit_unary_call(ctx->ch, INTEROP_UNARY_CALL, buf, len, &opts, &out,
+                           &st, NULL));
   REQUIRE(interop_status_is(&st, GRIT_STATUS_OK, NULL, "UnaryCall"));
   resp = grpc__testing__simple_response__unpack(NULL, out.len, out.data);
   CHECK(resp,
@@ -500,8 +500,8 @@ static bool unary_echo_status(const interop_ctx *ctx, const char *message) {
   req.response_status = &echo;
   buf = interop_pack(&req.base, &len);
   CHECK(buf, "out of memory");
-  CHECK_OK(
-      grit_unary_call(ctx->ch, INTEROP_UNARY_CALL, buf, len, &opts, NULL, &st));
+  CHECK_OK(grit_unary_call(ctx->ch, INTEROP_UNARY_CALL, buf, len, &opts, NULL,
+                           &st, NULL));
   REQUIRE(interop_status_is(&st, GRIT_STATUS_UNKNOWN, message,
                             "UnaryCall with response_status"));
   ok = true;
@@ -551,7 +551,8 @@ static bool expect_unimplemented(const interop_ctx *ctx, const char *method) {
   grit_call_opts opts = interop_opts(ctx, NULL);
   static const uint8_t empty_req[1];
 
-  CHECK_OK(grit_unary_call(ctx->ch, method, empty_req, 0, &opts, NULL, &st));
+  CHECK_OK(
+      grit_unary_call(ctx->ch, method, empty_req, 0, &opts, NULL, &st, NULL));
   REQUIRE(interop_status_is(&st, GRIT_STATUS_UNIMPLEMENTED, NULL, method));
   ok = true;
 done:

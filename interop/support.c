@@ -188,7 +188,6 @@ grit_call_opts interop_opts(const interop_ctx *ctx, const grit_metadata *md) {
   grit_call_opts opts = {
       .version = GRIT_CALL_OPTS_VERSION,
       .timeout_ms = ctx->rpc_timeout_ms,
-      .wait_for_ready = -1,
       .metadata = md ? md : ctx->extra_md,
   };
 

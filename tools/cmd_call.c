@@ -702,10 +702,8 @@ int cmd_call(int argc, char **argv) {
   r.opts = (grit_call_opts){.version = GRIT_CALL_OPTS_VERSION,
                             .timeout_ms = fl.deadline_ms,
                             .metadata = fl.md};
-  if (fl.wfr) {
-    r.opts.wait_for_ready = 1;
-    r.opts.wait_for_ready_set = true;
-  }
+  if (fl.wfr)
+    r.opts.wait_for_ready = GRIT_WFR_ON;
   rc = run_calls(&r, fl.concurrency, r.count > 1);
   grit_channel_destroy(r.ch);
 done:

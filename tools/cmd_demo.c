@@ -47,7 +47,7 @@ static void run_unary(grit_channel *ch, size_t n, uint64_t deadline_ms,
     grit_status st;
     grit_bytes resp;
     uint64_t t0 = tool_now_us();
-    grit_unary_call(ch, METHOD, "hello", 5, &o, &resp, &st);
+    grit_unary_call(ch, METHOD, "hello", 5, &o, &resp, &st, NULL);
     t->lat_us[t->n++] = tool_now_us() - t0;
     t->codes[st.code]++;
     grit_status_free(&st);

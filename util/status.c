@@ -68,6 +68,11 @@ const char *grit_connectivity_state_name(grit_connectivity_state s) {
   return NULL;
 }
 
+/* Stand-ins for a status message or trailer list that could not be
+ * allocated, so that neither is ever NULL once set (grit.h); the message
+ * is writable only because grit_status.message is a char *. */
+static char status_nomem_message[] = "out of memory copying the status";
+
 grit_err grit_status_set(grit_status *st, grit_status_code code,
                          const char *message, const grit_metadata *trailers) {
   st->code = code;
@@ -77,16 +82,22 @@ grit_err grit_status_set(grit_status *st, grit_status_code code,
     rv = grit_metadata_copy(trailers, &st->trailers);
   else
     rv = grit_metadata_create(&st->trailers);
-  if (!st->message)
+  if (!st->trailers)
+    st->trailers = grit_metadata_empty();
+  if (!st->message) {
+    st->message = status_nomem_message;
     rv = GRIT_ERR_NOMEM;
+  }
   return rv;
 }
 
 void grit_status_free(grit_status *st) {
   if (!st)
     return;
-  grit_free(st->message);
-  grit_metadata_destroy(st->trailers);
+  if (st->message != status_nomem_message)
+    grit_free(st->message);
+  if (st->trailers != grit_metadata_empty())
+    grit_metadata_destroy(st->trailers);
   st->message = NULL;
   st->trailers = NULL;
   st->code = GRIT_STATUS_OK;
@@ -107,6 +118,28 @@ const char *grit_attempt_reason_name(grit_attempt_reason r) {
     return #name;
     GRIT_REASON_MAP(GRIT_REASON_NAME)
 #undef GRIT_REASON_NAME
+  }
+  return NULL;
+}
+
+const char *grit_method_kind_name(grit_method_kind k) {
+  switch (k) {
+#define GRIT_METHOD_KIND_NAME(name, val)                                       \
+  case GRIT_METHOD_##name:                                                     \
+    return #name;
+    GRIT_METHOD_KIND_MAP(GRIT_METHOD_KIND_NAME)
+#undef GRIT_METHOD_KIND_NAME
+  }
+  return NULL;
+}
+
+const char *grit_attempt_kind_name(grit_attempt_kind k) {
+  switch (k) {
+#define GRIT_ATTEMPT_KIND_NAME(name, val)                                      \
+  case GRIT_ATTEMPT_##name:                                                    \
+    return #name;
+    GRIT_ATTEMPT_KIND_MAP(GRIT_ATTEMPT_KIND_NAME)
+#undef GRIT_ATTEMPT_KIND_NAME
   }
   return NULL;
 }

@@ -147,8 +147,10 @@ bool grit_metadata_key_ok(const char *key, size_t len, bool allow_reserved);
 size_t grit_metadata_wire_size(const grit_metadata *md);
 
 /* Fill a status (caller storage) with a copy of |message| and an empty or
- * copied trailer list. Returns GRIT_ERR_NOMEM (status left valid: code set,
- * message "" and trailers empty or NULL-safe). */
+ * copied trailer list. Returns GRIT_OK, or GRIT_ERR_NOMEM with the status
+ * still valid: code set, a static message saying so if the copy failed,
+ * the shared empty list if the trailers could not be copied (both known
+ * to grit_status_free). */
 grit_err grit_status_set(grit_status *st, grit_status_code code,
                          const char *message, const grit_metadata *trailers);
 

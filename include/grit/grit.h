@@ -35,10 +35,13 @@ extern "C" {
 
 /* ------------------------------------------------------------------------
  * Library errors. A grit_err says whether a library call worked; it is never
- * a gRPC status. Values are stable: never renumbered or removed.
+ * a gRPC status. Values are stable: never renumbered or removed. Errors are
+ * negative; GRIT_OK and the positive results (GRIT_END_OF_STREAM) are not
+ * errors.
  */
 #define GRIT_ERR_MAP(XX)                                                       \
   XX(OK, 0, "success")                                                         \
+  XX(END_OF_STREAM, 1, "end of the response stream")                           \
   XX(ERR_NOMEM, -1, "out of memory")                                           \
   XX(ERR_INVALID_ARG, -2, "invalid argument")                                  \
   XX(ERR_INVALID_TARGET, -3, "invalid target")                                 \
@@ -214,6 +217,16 @@ GRIT_EXTERN const uint8_t *grit_metadata_find(const grit_metadata *md,
 
 /* ------------------------------------------------------------------------
  * Status: the outcome of a call.
+ *
+ * A function that fills a caller's grit_status (grit_unary_call,
+ * grit_call_finish) fills it on every return, including its own errors:
+ * then the code is never OK and the message says what was wrong, e.g.
+ * "invalid argument: the method must be ...". Its grit_err maps to the
+ * code as follows: GRIT_ERR_INVALID_ARG -> INVALID_ARGUMENT;
+ * GRIT_ERR_SHUTDOWN -> UNAVAILABLE; GRIT_ERR_NOMEM -> RESOURCE_EXHAUSTED;
+ * GRIT_ERR_CALL_STATE and GRIT_ERR_WOULD_DEADLOCK -> FAILED_PRECONDITION;
+ * anything else -> INTERNAL. So checking st.code alone never mistakes a
+ * call that did not run for a success.
  */
 typedef struct grit_status {
   grit_status_code code;
@@ -266,13 +279,23 @@ GRIT_EXTERN grit_err grit_default_runtime_shutdown(void);
  * Attempt records (SPEC MX-03): one per attempt, to an optional observer.
  */
 
-/** Kind of attempt. */
+/** Kind of attempt: the first one, a retry after a failure (RT-*), a
+ * hedge (HG-*), or the first or a retry replayed transparently (TR-*). */
+#define GRIT_ATTEMPT_KIND_MAP(XX)                                              \
+  XX(FIRST, 0)                                                                 \
+  XX(RETRY, 1)                                                                 \
+  XX(HEDGE, 2)                                                                 \
+  XX(TRANSPARENT, 3)
+
 typedef enum grit_attempt_kind {
-  GRIT_ATTEMPT_FIRST = 0,
-  GRIT_ATTEMPT_RETRY = 1,
-  GRIT_ATTEMPT_HEDGE = 2,
-  GRIT_ATTEMPT_TRANSPARENT = 3,
+#define GRIT_ATTEMPT_KIND_GEN(name, val) GRIT_ATTEMPT_##name = (val),
+  GRIT_ATTEMPT_KIND_MAP(GRIT_ATTEMPT_KIND_GEN)
+#undef GRIT_ATTEMPT_KIND_GEN
 } grit_attempt_kind;
+
+/** Short name of an attempt kind ("HEDGE"); NULL for unknown values.
+ * Ownership: static. Thread: any. */
+GRIT_EXTERN const char *grit_attempt_kind_name(grit_attempt_kind k);
 
 /** Why no further attempt followed an attempt (SPEC MX-03), or
  * GRIT_REASON_NONE when one did. */
@@ -553,18 +576,59 @@ GRIT_EXTERN grit_err grit_channel_get_stats(grit_channel *ch,
  */
 typedef struct grit_call grit_call;
 
-#define GRIT_CALL_OPTS_VERSION 1
+/** Layout version of grit_call_opts. Version 1 (wait_for_ready as an int
+ * and a flag) is gone: grit rejects any other version with
+ * GRIT_ERR_INVALID_ARG. */
+#define GRIT_CALL_OPTS_VERSION 2
 
-/** Per-call options. Zero-initialise, then set version. */
+/** Wait-for-ready (the service config's "waitForReady", SPEC SC-07):
+ * whether a call whose pick fails waits for a ready connection (until its
+ * deadline) instead of failing UNAVAILABLE. */
+typedef enum grit_wait_for_ready {
+  GRIT_WFR_DEFAULT = 0, /* the method's service config decides (else off) */
+  GRIT_WFR_OFF = 1,     /* off, whatever the config says */
+  GRIT_WFR_ON = 2,      /* on, whatever the config says */
+} grit_wait_for_ready;
+
+/** What a method streams (its proto "stream" keywords). Unary and
+ * client-streaming methods answer with exactly one message: a call of
+ * either kind that gets more, or none with an OK status, ends INTERNAL
+ * ("cardinality violation: ...", as grpc-go and grpc-java); after a
+ * second message grit cancels the stream (RST_STREAM CANCEL). A non-OK
+ * status without a message is passed on unchanged. The check decides the
+ * call's final status only: it never causes a retry or a hedge, and the
+ * attempt records (MX-03) still show what the server sent. */
+#define GRIT_METHOD_KIND_MAP(XX)                                               \
+  XX(UNKNOWN, 0) /* not said: no check */                                      \
+  XX(UNARY, 1)                                                                 \
+  XX(CLIENT_STREAMING, 2)                                                      \
+  XX(SERVER_STREAMING, 3)                                                      \
+  XX(BIDI_STREAMING, 4)
+
+typedef enum grit_method_kind {
+#define GRIT_METHOD_KIND_GEN(name, val) GRIT_METHOD_##name = (val),
+  GRIT_METHOD_KIND_MAP(GRIT_METHOD_KIND_GEN)
+#undef GRIT_METHOD_KIND_GEN
+} grit_method_kind;
+
+/** Name of a method kind ("CLIENT_STREAMING"); NULL for unknown values.
+ * Ownership: static. Thread: any. */
+GRIT_EXTERN const char *grit_method_kind_name(grit_method_kind k);
+
+/** Per-call options. Zero-initialise, then set version; zero is the
+ * default for every other field. */
 typedef struct grit_call_opts {
-  unsigned version;        /* GRIT_CALL_OPTS_VERSION */
-  uint64_t timeout_ms;     /* deadline = start + timeout_ms; 0 = none */
-  int wait_for_ready;      /* -1 or 0: config decides (default false); 1 on;
-                              set wait_for_ready_set to force 0 */
-  bool wait_for_ready_set; /* true: wait_for_ready (0/1) overrides config */
+  unsigned version;    /* GRIT_CALL_OPTS_VERSION */
+  uint64_t timeout_ms; /* deadline = start + timeout_ms; 0 = none */
+  /** GRIT_WFR_DEFAULT (0): the config decides. */
+  grit_wait_for_ready wait_for_ready;
   const grit_metadata *metadata; /* copied; may be NULL */
   const char *authority;         /* copied; NULL = channel default */
   const char *idempotency_key;   /* copied; NULL = generated if enabled */
+  /** The method's kind, for the one-response check (GRIT_METHOD_UNKNOWN:
+   * none). grit_unary_call and grit_unary_call_async use UNARY whatever
+   * this says. */
+  grit_method_kind kind;
 } grit_call_opts;
 
 /** Callbacks of an asynchronous call. Any member may be NULL. Each runs on
@@ -599,9 +663,11 @@ typedef struct grit_call_cbs {
  * release with grit_call_destroy (which cancels an unfinished call).
  * |user_data| is never dereferenced.
  * Thread: any.
- * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (NULL channel or method, method
- * not starting with '/', unknown opts version); GRIT_ERR_SHUTDOWN;
- * GRIT_ERR_NOMEM. |*out| is NULL on error. */
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (NULL channel, method or |out|,
+ * method not starting with '/', opts version other than
+ * GRIT_CALL_OPTS_VERSION, wait_for_ready or kind out of range, unknown cbs
+ * version); GRIT_ERR_SHUTDOWN (the channel is being or has been
+ * destroyed); GRIT_ERR_NOMEM. |*out| is NULL on error. */
 GRIT_EXTERN grit_err grit_call_start(grit_channel *ch, const char *method,
                                      const grit_call_opts *opts,
                                      const grit_call_cbs *cbs, void *user_data,
@@ -650,8 +716,9 @@ GRIT_EXTERN grit_err grit_call_close_send(grit_call *call);
  *
  * Ownership: |out| receives new data; release with grit_bytes_free.
  * Thread: any but the I/O thread.
- * Returns GRIT_OK with a message; GRIT_ERR_NOT_FOUND at the end of the
- * response stream (then call grit_call_finish for the status);
+ * Returns GRIT_OK with a message; GRIT_END_OF_STREAM (positive, not an
+ * error) at the end of the response stream, and again on every later call
+ * (then call grit_call_finish for the status);
  * GRIT_ERR_NOMEM when the copy could not be made (the message stays
  * queued: call again);
  * GRIT_ERR_CALL_STATE for an async call; GRIT_ERR_WOULD_DEADLOCK on the
@@ -661,10 +728,13 @@ GRIT_EXTERN grit_err grit_call_recv(grit_call *call, grit_bytes *out);
 /** Blocking mode: wait for the call's final status. Response messages not
  * yet read are discarded.
  *
- * Ownership: |st| is filled with new data; release with grit_status_free.
+ * Ownership: |st| is filled with new data, on error too (see grit_status);
+ * release it with grit_status_free.
  * Thread: any but the I/O thread.
- * Returns GRIT_OK; GRIT_ERR_CALL_STATE for an async call or a second
- * finish; GRIT_ERR_WOULD_DEADLOCK on the I/O thread. */
+ * Returns GRIT_OK with the call's status; GRIT_ERR_INVALID_ARG (|st| NULL,
+ * nothing filled; or |call| NULL: INVALID_ARGUMENT); GRIT_ERR_CALL_STATE
+ * for an async call or a second finish (FAILED_PRECONDITION);
+ * GRIT_ERR_WOULD_DEADLOCK on the I/O thread (FAILED_PRECONDITION). */
 GRIT_EXTERN grit_err grit_call_finish(grit_call *call, grit_status *st);
 
 /** Blocking mode: the response headers, waiting for them (or for the end
@@ -687,7 +757,10 @@ GRIT_EXTERN void grit_call_destroy(grit_call *call);
 
 /** Per-call result information (SPEC MX-02). */
 typedef struct grit_call_info {
-  uint64_t call_id;             /* as in grit_attempt_record */
+  /** The call's id: process-wide (shared by every channel and runtime),
+   * unique, increasing in the order calls are created, never 0. The same
+   * value as grit_attempt_record.call_id and in grit's trace lines. */
+  uint64_t call_id;
   uint32_t attempts;            /* attempts started, transparent included */
   uint32_t transparent_retries; /* of which transparent */
   uint32_t hedges;              /* hedges beyond the first attempt */
@@ -707,15 +780,23 @@ GRIT_EXTERN grit_err grit_call_get_info(grit_call *call, grit_call_info *info);
  *
  * Ownership: req copied; |resp| receives new data (empty unless the call
  * ended OK with a message; release with grit_bytes_free); |st| filled with
- * new data (release with grit_status_free). Either may be NULL.
+ * new data on every return (release with grit_status_free); |info| filled
+ * as grit_call_get_info would once the call has ended (attempts, hedges,
+ * backoff, peer), all zero (call_id 0) when the call did not run. Each of
+ * the three may be NULL.
  * Thread: any but the I/O thread.
  * Returns GRIT_OK when the call ran (its outcome is in |st|, which may be
- * an error status); GRIT_ERR_INVALID_ARG; GRIT_ERR_SHUTDOWN; GRIT_ERR_NOMEM;
+ * an error status); otherwise the call did not run and |st| holds the
+ * mapped code (see grit_status) and the cause: GRIT_ERR_INVALID_ARG (NULL
+ * channel or method, method not starting with '/', bad opts version,
+ * wait_for_ready or kind, NULL |req| with a length, |req_len| over 4 GiB);
+ * GRIT_ERR_SHUTDOWN (channel being or already destroyed); GRIT_ERR_NOMEM;
  * GRIT_ERR_WOULD_DEADLOCK on the I/O thread. */
 GRIT_EXTERN grit_err grit_unary_call(grit_channel *ch, const char *method,
                                      const void *req, size_t req_len,
                                      const grit_call_opts *opts,
-                                     grit_bytes *resp, grit_status *st);
+                                     grit_bytes *resp, grit_status *st,
+                                     grit_call_info *info);
 
 /** Completion of grit_unary_call_async. |resp| is the response message
  * (NULL and 0 when none), |st| the status; both borrowed for the callback.
@@ -728,7 +809,8 @@ typedef void (*grit_unary_cb)(const grit_status *st, const uint8_t *resp,
  * error.
  *
  * Ownership: req, method and opts copied. Thread: any.
- * Returns GRIT_OK; GRIT_ERR_INVALID_ARG; GRIT_ERR_SHUTDOWN; GRIT_ERR_NOMEM.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (as grit_unary_call, or |cb|
+ * NULL); GRIT_ERR_SHUTDOWN; GRIT_ERR_NOMEM. On error |cb| never runs.
  */
 GRIT_EXTERN grit_err grit_unary_call_async(grit_channel *ch, const char *method,
                                            const void *req, size_t req_len,

@@ -64,8 +64,8 @@ static inline grit_status_code bh_unary(grit_channel *ch, const char *method,
                       .timeout_ms = timeout_ms};
   grit_status st;
   grit_bytes resp;
-  grit_err rv =
-      grit_unary_call(ch, method, req, req ? strlen(req) : 0, &o, &resp, &st);
+  grit_err rv = grit_unary_call(ch, method, req, req ? strlen(req) : 0, &o,
+                                &resp, &st, NULL);
   grit_bytes_free(&resp);
   if (rv != GRIT_OK)
     return (grit_status_code)-1;

@@ -20,7 +20,7 @@ static grit_status_code flow_unary(grit_channel *ch, const char *method,
   grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION,
                       .timeout_ms = timeout_ms};
   grit_bytes resp = {0};
-  grit_err rv = grit_unary_call(ch, method, req, len, &o, &resp, st);
+  grit_err rv = grit_unary_call(ch, method, req, len, &o, &resp, st, NULL);
   free(req);
   grit_bytes_free(&resp);
   return rv == GRIT_OK ? st->code : (grit_status_code)-1;

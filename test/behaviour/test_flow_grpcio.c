@@ -69,7 +69,7 @@ static void flow_requests(grit_channel *ch) {
       grit_bytes resp = {0};
       grit_status st = {0};
       ASSERT_OK(grit_unary_call(ch, "/flow.Flow/Size", req, sizes[i], &o, &resp,
-                                &st));
+                                &st, NULL));
       ASSERT_EQ(st.code, GRIT_STATUS_OK);
       char want[32];
       snprintf(want, sizeof(want), "%zu", sizes[i]);
@@ -95,7 +95,8 @@ static void flow_responses(grit_channel *ch) {
   for (int r = 0; r < ROUNDS; r++) {
     grit_bytes resp = {0};
     grit_status st = {0};
-    ASSERT_OK(grit_unary_call(ch, "/flow.Flow/Size", "x", 1, &o, &resp, &st));
+    ASSERT_OK(
+        grit_unary_call(ch, "/flow.Flow/Size", "x", 1, &o, &resp, &st, NULL));
     ASSERT_EQ(st.code, GRIT_STATUS_OK);
     ASSERT_EQ(resp.len, (size_t)3 * MiB);
     ASSERT_MEM_EQ(resp.data, want, resp.len);
@@ -139,7 +140,8 @@ static void test_over_limit_request(void) {
   grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION, .timeout_ms = 20000};
   grit_status st = {0};
   uint64_t t0 = test_now_ms();
-  ASSERT_OK(grit_unary_call(ch, "/flow.Flow/Size", req, len, &o, NULL, &st));
+  ASSERT_OK(
+      grit_unary_call(ch, "/flow.Flow/Size", req, len, &o, NULL, &st, NULL));
   uint64_t took = test_now_ms() - t0;
   ASSERT_EQ(st.code, GRIT_STATUS_RESOURCE_EXHAUSTED);
   ASSERT_CMP(took, <, 5000); /* the deadline is 20 s */

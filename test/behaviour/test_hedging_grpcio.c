@@ -71,7 +71,8 @@ static size_t log_get(grit_channel *ch, const char *method, entry *e,
   grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION, .timeout_ms = CALL_MS};
   grit_bytes resp = {0};
   grit_status st;
-  if (grit_unary_call(ch, "/hedge.Log/Get", "", 0, &o, &resp, &st) != GRIT_OK)
+  if (grit_unary_call(ch, "/hedge.Log/Get", "", 0, &o, &resp, &st, NULL) !=
+      GRIT_OK)
     return 0;
   grit_status_free(&st);
   size_t n = 0;

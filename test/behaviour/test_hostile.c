@@ -61,7 +61,7 @@ static grit_status_code call(grit_channel *ch, size_t len, uint64_t ms,
   if (len > sizeof(big))
     len = sizeof(big);
   memset(big, 'q', len);
-  if (grit_unary_call(ch, "/pkg.Svc/Hostile", big, len, &o, &resp, &st) !=
+  if (grit_unary_call(ch, "/pkg.Svc/Hostile", big, len, &o, &resp, &st, NULL) !=
       GRIT_OK)
     return (grit_status_code)-1;
   grit_bytes_free(&resp);

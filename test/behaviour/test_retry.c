@@ -495,7 +495,7 @@ static void test_stream_committed_by_message(void) {
   ASSERT_EQ(b.len, 5);
   ASSERT_MEM_EQ(b.data, "hello", 5);
   grit_bytes_free(&b);
-  ASSERT_EQ(grit_call_recv(c, &b), GRIT_ERR_NOT_FOUND);
+  ASSERT_EQ(grit_call_recv(c, &b), GRIT_END_OF_STREAM);
   grit_status st;
   ASSERT_OK(grit_call_finish(c, &st));
   ASSERT_EQ(st.code, GRIT_STATUS_UNAVAILABLE);

@@ -152,8 +152,8 @@ static size_t server_log(grit_channel *ch, const char *key, char *out,
   pthread_mutex_lock(&g_obs.mu);
   size_t n0 = g_obs.n; /* the Log call's own record is not the test's */
   pthread_mutex_unlock(&g_obs.mu);
-  grit_err rv =
-      grit_unary_call(ch, "/retry.Svc/Log", key, strlen(key), &o, &resp, &st);
+  grit_err rv = grit_unary_call(ch, "/retry.Svc/Log", key, strlen(key), &o,
+                                &resp, &st, NULL);
   pthread_mutex_lock(&g_obs.mu);
   g_obs.n = n0;
   pthread_mutex_unlock(&g_obs.mu);

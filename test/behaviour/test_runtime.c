@@ -41,7 +41,7 @@ static int call_code(grit_channel *ch) {
   grit_call_opts opts = {.version = GRIT_CALL_OPTS_VERSION,
                          .timeout_ms = 10000};
   grit_status st = {0};
-  grit_err rv = grit_unary_call(ch, "/x.Svc/M", "", 0, &opts, NULL, &st);
+  grit_err rv = grit_unary_call(ch, "/x.Svc/M", "", 0, &opts, NULL, &st, NULL);
   int code = rv == GRIT_OK ? (int)st.code : -1;
   grit_status_free(&st);
   return code;

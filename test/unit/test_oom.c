@@ -338,8 +338,7 @@ static grit_err unary(grit_channel *ch, bool wfr, uint64_t timeout_ms,
   pthread_cond_init(&w->cv, NULL);
   grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION,
                       .timeout_ms = timeout_ms,
-                      .wait_for_ready = wfr ? 1 : 0,
-                      .wait_for_ready_set = true};
+                      .wait_for_ready = wfr ? GRIT_WFR_ON : GRIT_WFR_OFF};
   grit_err rv =
       grit_unary_call_async(ch, "/pkg.Svc/Echo", "hello", 5, &o, on_unary, w);
   if (rv != GRIT_OK) {
@@ -384,7 +383,7 @@ static grit_err stream_once(grit_channel *ch, waiter *w) {
   }
   grit_bytes b;
   int nomem = 0; /* a failed copy keeps the message queued: try again */
-  while ((rv = grit_call_recv(call, &b)) != GRIT_ERR_NOT_FOUND && nomem < 3) {
+  while ((rv = grit_call_recv(call, &b)) != GRIT_END_OF_STREAM && nomem < 3) {
     if (rv == GRIT_ERR_NOMEM) {
       nomem++;
       continue;

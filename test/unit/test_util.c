@@ -107,6 +107,18 @@ static void test_status_names(void) {
   ASSERT_STR_EQ(grit_err_name(GRIT_ERR_NOMEM), "ERR_NOMEM");
   ASSERT_STR_EQ(grit_strerror(GRIT_OK), "success");
   ASSERT_STR_EQ(grit_connectivity_state_name(GRIT_STATE_READY), "READY");
+  /* Issue 19: the end of a response stream is a result of its own, not an
+   * error and not NOT_FOUND. */
+  ASSERT(GRIT_END_OF_STREAM > 0);
+  ASSERT_STR_EQ(grit_err_name(GRIT_END_OF_STREAM), "END_OF_STREAM");
+  ASSERT_STR_EQ(grit_strerror(GRIT_END_OF_STREAM),
+                "end of the response stream");
+  ASSERT_STR_EQ(grit_attempt_kind_name(GRIT_ATTEMPT_FIRST), "FIRST");
+  ASSERT_STR_EQ(grit_attempt_kind_name(GRIT_ATTEMPT_RETRY), "RETRY");
+  ASSERT_STR_EQ(grit_attempt_kind_name(GRIT_ATTEMPT_HEDGE), "HEDGE");
+  ASSERT_STR_EQ(grit_attempt_kind_name(GRIT_ATTEMPT_TRANSPARENT),
+                "TRANSPARENT");
+  ASSERT_NULL(grit_attempt_kind_name((grit_attempt_kind)4));
 }
 
 /* Huge timeouts and durations near SPEC SC-06's maximum saturate. */
