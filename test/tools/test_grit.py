@@ -61,14 +61,20 @@ class Result:
             fmt(self.out), fmt(self.err))
 
 
-def grit(*argv, timeout=CALL_TIMEOUT_S):
-    """Run grit with |argv| (str or bytes); a run past |timeout| fails."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GRIT_")}
+def grit_env():
+    return {k: v for k, v in os.environ.items() if not k.startswith("GRIT_")}
+
+
+def grit(*argv, timeout=CALL_TIMEOUT_S, stdin=None):
+    """Run grit with |argv| (str or bytes) and |stdin| (bytes; None: an
+    empty stdin); a run past |timeout| fails."""
     t0 = time.monotonic()
     try:
-        p = subprocess.run([ARGS.grit] + list(argv), stdin=subprocess.DEVNULL,
-                           capture_output=True, timeout=timeout, env=env,
-                           preexec_fn=die_with_parent)
+        p = subprocess.run([ARGS.grit] + list(argv),
+                           stdin=None if stdin is not None else
+                           subprocess.DEVNULL, input=stdin,
+                           capture_output=True, timeout=timeout,
+                           env=grit_env(), preexec_fn=die_with_parent)
     except subprocess.TimeoutExpired as e:
         raise AssertionError("grit %s: still running after %ss (killed)\n"
                              "  stdout: %r" % (" ".join(fmt(a) for a in argv),
@@ -121,6 +127,13 @@ def json_lines(res):
         check(isinstance(objs[-1], dict), "line %d is not an object" % (i + 1),
               res)
     return objs
+
+
+def end_line(res):
+    """The JSON line that ends the (only) call: the one with "code"."""
+    ends = [o for o in json_lines(res) if "code" in o]
+    check_eq(len(ends), 1, "lines with a status", res)
+    return ends[0]
 
 
 # ---- servers ----
@@ -240,11 +253,12 @@ def call_unary_ok():
         r = grit("call", "--data", "68656c6c6f", s.target, "/pkg.Svc/Echo")
         check_rc(r, 0)
         lines = out(r).splitlines()
-        check_eq(lines[0], "status: OK (0)", "status line", r)
-        check_eq(lines[1], "peer: " + s.peer, "peer line", r)
-        check(lines[2].startswith("latency: ") and lines[2].endswith(" us"),
+        check_eq(len(lines), 4, "lines", r)
+        check_eq(lines[0], "response (5 bytes): 68656c6c6f", "response", r)
+        check_eq(lines[1], "status: OK (0)", "status line", r)
+        check_eq(lines[2], "peer: " + s.peer, "peer line", r)
+        check(lines[3].startswith("latency: ") and lines[3].endswith(" us"),
               "latency line", r)
-        check_eq(lines[3], "response (5 bytes): 68656c6c6f", "response", r)
         path = write_tmp("hello", suffix=".bin")
         r = grit("call", "--data", "@" + path, s.target, "/pkg.Svc/Echo")
         check_rc(r, 0)
@@ -267,6 +281,8 @@ def call_deadline():
         lines = out(r).splitlines()
         check(lines[0].startswith("status: DEADLINE_EXCEEDED (4)"),
               "DEADLINE_EXCEEDED expected", r)
+        # Issue 19: the server got the call, so its peer shows.
+        check_eq(lines[1], "peer: " + s.peer, "peer line", r)
         us = int(lines[2].split()[1])
         check(150000 <= us < CALL_TIMEOUT_S * 1000000,
               "latency %d us for a 200 ms deadline" % us, r)
@@ -287,8 +303,9 @@ def call_metadata():
     # the raw bytes go out base64 on the wire and come back the same.
     value = b"\x01\xff\x80abc"
     with H2Server() as s:
-        r = grit("call", b"--metadata",
-                 b"x-grpc-test-echo-trailing-bin:" + value, "--metadata",
+        r = grit("call", "--metadata",
+                 "x-grpc-test-echo-trailing-bin:" +
+                 base64.b64encode(value).decode(), "--metadata",
                  "x-grpc-test-echo-initial:hello", s.target,
                  "/grpc.testing.TestService/EmptyCall")
         check_rc(r, 0)
@@ -297,10 +314,11 @@ def call_metadata():
             base64.b64encode(value).decode(), out(r), "echoed metadata", r)
         r = grit("call", "--metadata", "Bad Key:v", s.target, "/pkg.Svc/Echo")
         check_rc(r, 2)
-        check_in("bad metadata 'Bad Key:v'", err(r), "message", r)
+        check_in("--metadata 'bad key': not a valid key", err(r), "message",
+                 r)
         r = grit("call", "--metadata", "novalue", s.target, "/pkg.Svc/Echo")
         check_rc(r, 2)
-        check_in("--metadata wants k:v", err(r), "message", r)
+        check_in("--metadata wants 'key: value'", err(r), "message", r)
 
 
 def call_service_config_forms():
@@ -389,16 +407,17 @@ def call_attempts_timeline():
 
 def json_single_call():
     with H2Server() as s:
-        r = grit("call", "--json", "--data", "0102ff", s.target,
+        r = grit("call", "--json", "--data", "0102 ff", s.target,
                  "/pkg.Svc/Echo")
         check_rc(r, 0)
         objs = json_lines(r)
-        check_eq(len(objs), 1, "lines", r)
-        o = objs[0]
+        check_eq(len(objs), 2, "lines: the response, the end", r)
+        check_eq(objs[0], {"response": "0102ff"}, "response line", r)
+        o = objs[1]
         for k, v in {"code": 0, "code_name": "OK", "message": "",
                      "peer": s.peer, "call_id": 1, "attempts": 1,
                      "transparent_retries": 0, "hedges": 0,
-                     "backoff_ms": 0, "reason": "OK", "response": "0102ff",
+                     "backoff_ms": 0, "reason": "OK", "responses": 1,
                      "trailers": {}}.items():
             check_eq(o.get(k), v, k, r)
         check(isinstance(o["latency_us"], int), "latency_us", r)
@@ -419,16 +438,17 @@ def json_bin_metadata_base64():
     with H2Server(BIN_TRAILERS) as s:
         r = grit("call", "--json", s.target, "/pkg.Svc/Bin")
         check_rc(r, 0)
-        t = json_lines(r)[0]["trailers"]
+        t = end_line(r)["trailers"]
         check_eq(t, {"x-blob-bin": "AP/+", "x-one-bin": "AQ==",
                      "x-txt": "hi"}, "trailers", r)
         check_eq(base64.b64decode(t["x-blob-bin"], validate=True),
                  b"\x00\xff\xfe", "decoded", r)
-        r = grit("call", "--json", b"--metadata",
-                 b"x-grpc-test-echo-trailing-bin:" + value, s.target,
+        r = grit("call", "--json", "--metadata",
+                 "x-grpc-test-echo-trailing-bin:" +
+                 base64.b64encode(value).decode(), s.target,
                  "/grpc.testing.TestService/EmptyCall")
         check_rc(r, 0)
-        got = json_lines(r)[0]["trailers"]["x-grpc-test-echo-trailing-bin"]
+        got = end_line(r)["trailers"]["x-grpc-test-echo-trailing-bin"]
         check_eq(got, base64.b64encode(value).decode(), "base64 with padding",
                  r)
         check_eq(base64.b64decode(got, validate=True), value,
@@ -441,10 +461,16 @@ def json_count_summary():
                  s.target, "/pkg.Svc/Echo")
         check_rc(r, 0)
         objs = json_lines(r)
-        check_eq(len(objs), 4, "lines: 3 calls and the summary", r)
-        check_eq(sorted(o["call_id"] for o in objs[:3]), [1, 2, 3],
-                 "call ids", r)
-        summ = objs[3].get("summary")
+        check_eq(len(objs), 7, "lines: 3 calls (response, end) and the "
+                 "summary", r)
+        check_eq(sorted(o["call_id"] for o in objs[:6] if "code" in o),
+                 [1, 2, 3], "call ids", r)
+        # A call's response line comes right before its end line.
+        for i in range(0, 6, 2):
+            check_eq((objs[i], objs[i + 1]["responses"]),
+                     ({"call_id": objs[i + 1]["call_id"], "response": ""}, 1),
+                     "response then end", r)
+        summ = objs[6].get("summary")
         check(isinstance(summ, dict), "last line is the summary", r)
         check_eq((summ["calls"], summ["ok"], summ["failed"], summ["peers"]),
                  (3, 3, {}, {s.peer: 3}), "summary", r)
@@ -463,13 +489,14 @@ def json_deadline_and_timeline():
         r = grit("call", "--json", "--deadline", "100", s.target,
                  "/pkg.Svc/Hang")
         check_rc(r, 1)
-        o = json_lines(r)[0]
-        check_eq((o["code"], o["code_name"], o["reason"]),
-                 (4, "DEADLINE_EXCEEDED", "DEADLINE"), "deadline", r)
+        o = end_line(r)
+        check_eq((o["code"], o["code_name"], o["reason"], o["peer"]),
+                 (4, "DEADLINE_EXCEEDED", "DEADLINE", s.peer), "deadline",
+                 r)
         r = grit("call", "--json", "--attempts", "--service-config",
                  RETRY_CONFIG % "pkg.Svc", s.target, "/pkg.Svc/Flaky")
         check_rc(r, 0)
-        o = json_lines(r)[0]
+        o = end_line(r)
         check_eq(o["attempts"], 2, "attempts", r)
         check_eq([(a["attempt"], a["kind"], a["code_name"])
                   for a in o["timeline"]],
@@ -503,11 +530,11 @@ def grpcio_calls():
                  "x-call-key:%s-retry" % key, "--metadata", "x-fail:2",
                  p.target, "/retry.Svc/Call")
         check_rc(r, 0)
-        check_eq(json_lines(r)[0]["attempts"], 3, "attempts", r)
+        check_eq(end_line(r)["attempts"], 3, "attempts", r)
         r = grit("call", "--data", ("%s-retry" % key).encode().hex(),
                  p.target, "/retry.Svc/Log")
         check_rc(r, 0)
-        hexed = out(r).splitlines()[3].split(": ")[1]
+        hexed = out(r).splitlines()[0].split(": ")[1]
         check_eq(bytes.fromhex(hexed).decode().splitlines(),
                  ["prev=- idem=- 14", "prev=1 idem=- 14", "prev=2 idem=- ok"],
                  "server's log", r)
@@ -674,7 +701,7 @@ def config_durations():
 def config_bad_usage():
     missing = os.path.join(ARGS.tmp, "missing.json")
     r = grit("config", "check", missing)
-    check_rc(r, 1)
+    check_rc(r, 2)
     check_eq(err(r), "grit: cannot open %s: No such file or directory\n" %
              missing, "stderr", r)
     for argv in (["config"], ["config", "check"], ["config", "lint", "{}"],
@@ -715,8 +742,8 @@ def usage_call():
     check_rc(r, 2)
     check_in("grit call: unrecognized option '--bogus'", err(r), "message",
              r)
-    check_in("usage: grit call [options] TARGET /pkg.Service/Method",
-             err(r), "usage", r)
+    check_in("usage: grit call [options] TARGET METHOD\n", err(r), "usage",
+             r)
     check_eq(out(r), "", "stdout", r)
     for argv in (["call"], ["call", t], ["call", t, "/a/b", "extra"],
                  ["call", "--deadline"]):
@@ -741,8 +768,8 @@ def usage_call():
     r = grit("call", "--help")
     check_rc(r, 0)
     check(out(r).startswith("usage: grit call"), "usage", r)
-    check_in("exit status: 0 every call OK, 1 a call failed, 2 usage",
-             out(r), "exit codes", r)
+    check_in("Exit status: as every command, see 'grit help'", out(r),
+             "exit codes", r)
 
 
 # ---- group 'demo' ----
