@@ -154,17 +154,21 @@ static bool add_metadata(grit_metadata *md, const char *arg) {
 }
 
 /* METHOD in grpcurl's forms: "/pkg.Svc/Method", "pkg.Svc/Method" or
- * "pkg.Svc.Method" (the last dot splits). Returns the malloc'd path
+ * "pkg.Svc.Method" (the last dot splits; protobuf names only, so that a
+ * target given as METHOD is not taken for one). Returns the malloc'd path
  * "/pkg.Svc/Method", or NULL if it is none of them. */
 static char *method_path(const char *m) {
   const char *s = m[0] == '/' ? m + 1 : m;
   const char *sep = strchr(s, '/');
-  if (!sep)
+  bool dotted = !sep;
+  if (dotted)
     sep = strrchr(s, '.');
   if (!sep || sep == s || sep[1] == '\0' || strchr(sep + 1, '/'))
     return NULL;
   for (const char *p = s; *p; p++) {
-    if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
+    unsigned char c = (unsigned char)*p;
+    if (c <= 0x20 || c >= 0x7f ||
+        (dotted && !isalnum(c) && c != '_' && c != '.'))
       return NULL;
   }
   size_t n = strlen(s) + 2;

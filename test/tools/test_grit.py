@@ -419,7 +419,8 @@ def call_method_forms():
             check_eq(out(r).splitlines()[0], "response (5 bytes): 6e616d6564",
                      "response of " + form, r)
         for bad in ("pkg", "/pkg.Svc/", "pkg.Svc/", "/a/b/c", ".Named",
-                    "pkg.Svc.", "", "/", "pkg.Svc/Na med", "pkg/Svc/M"):
+                    "pkg.Svc.", "", "/", "pkg.Svc/Na med", "pkg/Svc/M",
+                    s.target):
             r = grit("call", s.target, bad)
             check_rc(r, 2)
             check_eq(err(r), METHOD_FORMS_ERR % bad, "stderr", r)
