@@ -117,7 +117,10 @@ void req_source_cancel(req_source *s) {
 static int read_line(req_source *s, size_t *len) {
   size_t scanned = 0;
   for (;;) {
-    char *nl = memchr(s->line + scanned, '\n', s->line_len - scanned);
+    /* s->line is NULL until the first read. */
+    char *nl = s->line_len > scanned
+                   ? memchr(s->line + scanned, '\n', s->line_len - scanned)
+                   : NULL;
     if (nl || (s->stdin_eof && s->line_len > 0)) {
       size_t n = nl ? (size_t)(nl - s->line) : s->line_len;
       s->line_end = nl ? n + 1 : n;

@@ -550,6 +550,30 @@ def call_stdin_live():
             if p.poll() is None:
                 p.kill()
                 p.wait()
+    # A call that ends while stdin is open and silent does not wait for it
+    # (the server answers at the request's headers).
+    with H2Server("path=/pkg.Svc/Fail repeat=* at_headers trailers_only "
+                  "status=NOT_FOUND") as s:
+        p = subprocess.Popen(
+            [ARGS.grit, "call", "--data", "-", s.target, "/pkg.Svc/Fail"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, env=grit_env(),
+            preexec_fn=die_with_parent)
+        try:
+            try:
+                p.wait(CALL_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                raise AssertionError("grit waited for stdin after the call "
+                                     "ended")
+            check_eq(p.returncode, 1, "exit status")
+            check(p.stdout.read().startswith(b"status: NOT_FOUND (5)"),
+                  "status")
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            p.stdin.close()
+            p.stdout.close()
 
 
 def call_show_headers():
