@@ -440,9 +440,23 @@ static int scene_hedging(void) {
              : 1;
 }
 
+void demo_usage(FILE *f) {
+  fprintf(f, "usage: grit demo\n"
+             "starts two gRPC backends inside this process and runs scenes "
+             "against\nthem: load spread, a bidi stream, a backend restart, "
+             "failing calls,\nretries, retry throttling and hedging (about 4 "
+             "s); each scene checks\nits outcome\n");
+}
+
 int cmd_demo(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
+  if (argc == 2 && tool_is_help(argv[1])) {
+    demo_usage(stdout);
+    return TOOL_EXIT_OK;
+  }
+  if (argc != 1) {
+    demo_usage(stderr);
+    return TOOL_EXIT_USAGE;
+  }
   h2s_server *a = NULL, *b = NULL;
   if (start_backends(&a, &b) != 0)
     return 1;

@@ -4,12 +4,30 @@
 #include <stdio.h>
 #include <string.h>
 
+static void version_usage(FILE *f) {
+  fprintf(f, "usage: grit version\nprints the version of grit\n");
+}
+
+static int cmd_version(int argc, char **argv) {
+  if (argc == 2 && tool_is_help(argv[1])) {
+    version_usage(stdout);
+    return TOOL_EXIT_OK;
+  }
+  if (argc != 1) {
+    version_usage(stderr);
+    return TOOL_EXIT_USAGE;
+  }
+  printf("grit %s\n", GRIT_VERSION);
+  return TOOL_EXIT_OK;
+}
+
 static void usage(FILE *f) {
   fprintf(f,
           "usage: grit <command> [options]\n"
           "\n"
           "commands:\n"
-          "  call [options] TARGET /pkg.Service/Method   make calls\n"
+          "  call [options] TARGET METHOD                make calls (unary "
+          "or streaming)\n"
           "  config check FILE_OR_JSON                   validate a service "
           "config\n"
           "  config check --dns HOST [--dns-server A:P]  validate the DNS TXT "
@@ -17,31 +35,75 @@ static void usage(FILE *f) {
           "  demo                                        calls against "
           "embedded backends\n"
           "  version                                     print the version\n"
+          "  help [COMMAND]                              this text, or "
+          "COMMAND's usage\n"
           "\n"
-          "'grit call --help' lists the call options.\n");
+          "'grit COMMAND --help' (or -h) prints that command's usage.\n"
+          "\n"
+          "exit status, for every command:\n"
+          "  0  success: every call ended OK, the config is valid, the demo "
+          "passed\n"
+          "  1  failure: a call ended with a non-OK status, the config is "
+          "invalid or\n"
+          "     its DNS record could not be fetched, a demo scene went "
+          "wrong\n"
+          "  2  usage error: unknown command or option, bad or missing "
+          "value, a file\n"
+          "     named on the command line that cannot be read, a target or "
+          "service\n"
+          "     config the channel refuses\n");
+}
+
+typedef struct command {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  void (*usage)(FILE *f);
+} command;
+
+static const command COMMANDS[] = {
+    {"call", cmd_call, call_usage},
+    {"config", cmd_config, config_usage},
+    {"demo", cmd_demo, demo_usage},
+    {"version", cmd_version, version_usage},
+};
+
+static const command *find(const char *name) {
+  for (size_t i = 0; i < sizeof(COMMANDS) / sizeof(COMMANDS[0]); i++) {
+    if (strcmp(COMMANDS[i].name, name) == 0)
+      return &COMMANDS[i];
+  }
+  return NULL;
+}
+
+static int unknown(const char *name) {
+  fprintf(stderr, "grit: unknown command '%s'\n", name);
+  usage(stderr);
+  return TOOL_EXIT_USAGE;
+}
+
+/* grit help [COMMAND] */
+static int help(int argc, char **argv) {
+  if (argc == 1 || (argc == 2 && tool_is_help(argv[1]))) {
+    usage(stdout);
+    return TOOL_EXIT_OK;
+  }
+  const command *c = argc == 2 ? find(argv[1]) : NULL;
+  if (!c)
+    return argc == 2 ? unknown(argv[1]) : (usage(stderr), TOOL_EXIT_USAGE);
+  c->usage(stdout);
+  return TOOL_EXIT_OK;
 }
 
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
-    return 2;
+    return TOOL_EXIT_USAGE;
   }
-  const char *cmd = argv[1];
-  if (strcmp(cmd, "call") == 0)
-    return cmd_call(argc - 1, argv + 1);
-  if (strcmp(cmd, "demo") == 0)
-    return cmd_demo(argc - 1, argv + 1);
-  if (strcmp(cmd, "config") == 0)
-    return cmd_config(argc - 1, argv + 1);
-  if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
-    printf("grit %s\n", GRIT_VERSION);
-    return 0;
-  }
-  if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0) {
-    usage(stdout);
-    return 0;
-  }
-  fprintf(stderr, "grit: unknown command '%s'\n", cmd);
-  usage(stderr);
-  return 2;
+  const char *name = argv[1];
+  if (strcmp(name, "help") == 0 || tool_is_help(name))
+    return help(argc - 1, argv + 1);
+  if (strcmp(name, "--version") == 0)
+    return cmd_version(1, argv + 1);
+  const command *c = find(name);
+  return c ? c->run(argc - 1, argv + 1) : unknown(name);
 }

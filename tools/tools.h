@@ -10,9 +10,22 @@
 
 #include <grit/grit.h>
 
+/* Each command: run with argv[0] the command's name; its usage on |f|
+ * (stdout for -h/--help and 'grit help CMD', stderr on a usage error).
+ * Exit status, the same for every command (listed in 'grit help'). */
+enum {
+  TOOL_EXIT_OK = 0,     /* every call OK, config valid, demo passed */
+  TOOL_EXIT_FAILED = 1, /* a call ended non-OK, a config is invalid, ... */
+  TOOL_EXIT_USAGE = 2,  /* bad command line, unreadable file argument, ... */
+};
 int cmd_call(int argc, char **argv);
+void call_usage(FILE *f);
 int cmd_demo(int argc, char **argv);
+void demo_usage(FILE *f);
 int cmd_config(int argc, char **argv);
+void config_usage(FILE *f);
+/* -h or --help. */
+bool tool_is_help(const char *arg);
 
 /* Read the whole file at |path|. Returns a malloc'd NUL-terminated buffer
  * (|len| bytes before the NUL) or NULL (message printed). */
@@ -27,6 +40,12 @@ bool tool_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 /* |n| bytes in standard base64 with padding (RFC 4648 §4), as gRPC shows
  * -bin metadata values. */
 void tool_print_base64(FILE *f, const uint8_t *p, size_t n);
+/* A metadata key ending in "-bin": its value is bytes (SPEC HS-06). */
+bool tool_is_bin_key(const char *key);
+/* Decode |n| bytes of base64 (RFC 4648 §4 or the URL-safe §5 alphabet,
+ * padding optional, as grpcurl takes -bin values) into a malloc'd buffer.
+ * Returns false if |s| is not base64. */
+bool tool_parse_base64(const char *s, size_t n, uint8_t **out, size_t *len);
 /* Decode hex (whitespace allowed) into a malloc'd buffer. */
 bool tool_parse_hex(const char *s, uint8_t **out, size_t *len);
 uint64_t tool_now_us(void);

@@ -96,6 +96,69 @@ void tool_print_base64(FILE *f, const uint8_t *p, size_t n) {
   }
 }
 
+bool tool_is_help(const char *arg) {
+  return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
+}
+
+bool tool_is_bin_key(const char *k) {
+  size_t n = strlen(k);
+  return n >= 4 && strcmp(k + n - 4, "-bin") == 0;
+}
+
+static int b64val(int c) {
+  if (c >= 'A' && c <= 'Z')
+    return c - 'A';
+  if (c >= 'a' && c <= 'z')
+    return c - 'a' + 26;
+  if (c >= '0' && c <= '9')
+    return c - '0' + 52;
+  if (c == '+' || c == '-')
+    return 62;
+  if (c == '/' || c == '_')
+    return 63;
+  return -1;
+}
+
+bool tool_parse_base64(const char *s, size_t n, uint8_t **out, size_t *len) {
+  /* Padding, if any, completes the last group of 4. */
+  size_t pad = 0;
+  while (pad < 2 && n > pad && s[n - 1 - pad] == '=')
+    pad++;
+  if (pad && n % 4 != 0)
+    return false;
+  size_t m = n - pad; /* symbols */
+  if (m % 4 == 1)
+    return false;
+  uint8_t *b = malloc(m / 4 * 3 + 3);
+  if (!b)
+    return false;
+  size_t k = 0;
+  uint32_t acc = 0;
+  for (size_t i = 0; i < m; i++) {
+    int v = b64val((unsigned char)s[i]);
+    if (v < 0) {
+      free(b);
+      return false;
+    }
+    acc = acc << 6 | (uint32_t)v;
+    if (i % 4 == 3) {
+      b[k++] = (uint8_t)(acc >> 16);
+      b[k++] = (uint8_t)(acc >> 8);
+      b[k++] = (uint8_t)acc;
+      acc = 0;
+    }
+  }
+  if (m % 4 == 2) {
+    b[k++] = (uint8_t)(acc >> 4);
+  } else if (m % 4 == 3) {
+    b[k++] = (uint8_t)(acc >> 10);
+    b[k++] = (uint8_t)(acc >> 2);
+  }
+  *out = b;
+  *len = k;
+  return true;
+}
+
 static int hexval(int c) {
   if (c >= '0' && c <= '9')
     return c - '0';

@@ -768,7 +768,8 @@ typedef struct grit_call_info {
   char peer[128];               /* committed attempt's peer, "" if none */
 } grit_call_info;
 
-/** Fill |info| for |call|. Meaningful once the call has ended.
+/** Fill |info| for |call|. call_id is set from the start; the rest is
+ * meaningful once the call has ended.
  * Thread: any. Returns GRIT_OK or GRIT_ERR_INVALID_ARG. */
 GRIT_EXTERN grit_err grit_call_get_info(grit_call *call, grit_call_info *info);
 

@@ -61,14 +61,20 @@ class Result:
             fmt(self.out), fmt(self.err))
 
 
-def grit(*argv, timeout=CALL_TIMEOUT_S):
-    """Run grit with |argv| (str or bytes); a run past |timeout| fails."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GRIT_")}
+def grit_env():
+    return {k: v for k, v in os.environ.items() if not k.startswith("GRIT_")}
+
+
+def grit(*argv, timeout=CALL_TIMEOUT_S, stdin=None):
+    """Run grit with |argv| (str or bytes) and |stdin| (bytes; None: an
+    empty stdin); a run past |timeout| fails."""
     t0 = time.monotonic()
     try:
-        p = subprocess.run([ARGS.grit] + list(argv), stdin=subprocess.DEVNULL,
-                           capture_output=True, timeout=timeout, env=env,
-                           preexec_fn=die_with_parent)
+        p = subprocess.run([ARGS.grit] + list(argv),
+                           stdin=None if stdin is not None else
+                           subprocess.DEVNULL, input=stdin,
+                           capture_output=True, timeout=timeout,
+                           env=grit_env(), preexec_fn=die_with_parent)
     except subprocess.TimeoutExpired as e:
         raise AssertionError("grit %s: still running after %ss (killed)\n"
                              "  stdout: %r" % (" ".join(fmt(a) for a in argv),
@@ -121,6 +127,13 @@ def json_lines(res):
         check(isinstance(objs[-1], dict), "line %d is not an object" % (i + 1),
               res)
     return objs
+
+
+def end_line(res):
+    """The JSON line that ends the (only) call: the one with "code"."""
+    ends = [o for o in json_lines(res) if "code" in o]
+    check_eq(len(ends), 1, "lines with a status", res)
+    return ends[0]
 
 
 # ---- servers ----
@@ -240,11 +253,12 @@ def call_unary_ok():
         r = grit("call", "--data", "68656c6c6f", s.target, "/pkg.Svc/Echo")
         check_rc(r, 0)
         lines = out(r).splitlines()
-        check_eq(lines[0], "status: OK (0)", "status line", r)
-        check_eq(lines[1], "peer: " + s.peer, "peer line", r)
-        check(lines[2].startswith("latency: ") and lines[2].endswith(" us"),
+        check_eq(len(lines), 4, "lines", r)
+        check_eq(lines[0], "response (5 bytes): 68656c6c6f", "response", r)
+        check_eq(lines[1], "status: OK (0)", "status line", r)
+        check_eq(lines[2], "peer: " + s.peer, "peer line", r)
+        check(lines[3].startswith("latency: ") and lines[3].endswith(" us"),
               "latency line", r)
-        check_eq(lines[3], "response (5 bytes): 68656c6c6f", "response", r)
         path = write_tmp("hello", suffix=".bin")
         r = grit("call", "--data", "@" + path, s.target, "/pkg.Svc/Echo")
         check_rc(r, 0)
@@ -267,6 +281,8 @@ def call_deadline():
         lines = out(r).splitlines()
         check(lines[0].startswith("status: DEADLINE_EXCEEDED (4)"),
               "DEADLINE_EXCEEDED expected", r)
+        # Issue 19: the server got the call, so its peer shows.
+        check_eq(lines[1], "peer: " + s.peer, "peer line", r)
         us = int(lines[2].split()[1])
         check(150000 <= us < CALL_TIMEOUT_S * 1000000,
               "latency %d us for a 200 ms deadline" % us, r)
@@ -287,8 +303,9 @@ def call_metadata():
     # the raw bytes go out base64 on the wire and come back the same.
     value = b"\x01\xff\x80abc"
     with H2Server() as s:
-        r = grit("call", b"--metadata",
-                 b"x-grpc-test-echo-trailing-bin:" + value, "--metadata",
+        r = grit("call", "--metadata",
+                 "x-grpc-test-echo-trailing-bin:" +
+                 base64.b64encode(value).decode(), "--metadata",
                  "x-grpc-test-echo-initial:hello", s.target,
                  "/grpc.testing.TestService/EmptyCall")
         check_rc(r, 0)
@@ -297,10 +314,11 @@ def call_metadata():
             base64.b64encode(value).decode(), out(r), "echoed metadata", r)
         r = grit("call", "--metadata", "Bad Key:v", s.target, "/pkg.Svc/Echo")
         check_rc(r, 2)
-        check_in("bad metadata 'Bad Key:v'", err(r), "message", r)
+        check_in("--metadata 'bad key': not a valid key", err(r), "message",
+                 r)
         r = grit("call", "--metadata", "novalue", s.target, "/pkg.Svc/Echo")
         check_rc(r, 2)
-        check_in("--metadata wants k:v", err(r), "message", r)
+        check_in("--metadata wants 'key: value'", err(r), "message", r)
 
 
 def call_service_config_forms():
@@ -384,21 +402,222 @@ def call_attempts_timeline():
         check_in("UNAVAILABLE", " ".join(lines[0]), "first attempt", r)
 
 
+
+# Issue 19 point 6: the command as a newcomer meets it.
+
+METHOD_FORMS_ERR = ("grit: malformed method '%s': use /pkg.Service/Method, "
+                    "pkg.Service/Method or pkg.Service.Method\n")
+
+
+def call_method_forms():
+    # grpcurl's three forms reach the same method: only /pkg.Svc/Named is
+    # scripted to answer "named".
+    with H2Server("path=/pkg.Svc/Named repeat=* text=named") as s:
+        for form in ("/pkg.Svc/Named", "pkg.Svc/Named", "pkg.Svc.Named"):
+            r = grit("call", s.target, form)
+            check_rc(r, 0)
+            check_eq(out(r).splitlines()[0], "response (5 bytes): 6e616d6564",
+                     "response of " + form, r)
+        for bad in ("pkg", "/pkg.Svc/", "pkg.Svc/", "/a/b/c", ".Named",
+                    "pkg.Svc.", "", "/", "pkg.Svc/Na med", "pkg/Svc/M",
+                    s.target):
+            r = grit("call", s.target, bad)
+            check_rc(r, 2)
+            check_eq(err(r), METHOD_FORMS_ERR % bad, "stderr", r)
+            check_eq(out(r), "", "stdout", r)
+
+
+ECHO_EMPTY = "/grpc.testing.TestService/EmptyCall"
+
+
+def call_metadata_values():
+    with H2Server() as s:
+        # Blanks around the value are not part of it (HTTP/2 forbids them
+        # at either end); the key is lower-cased; a -bin value is base64
+        # (the echoed bytes 00 ff fe print back as AP/+).
+        r = grit("call", "--show-headers", "--metadata",
+                 "X-Grpc-Test-Echo-Initial: \t hi  there \t", "--metadata",
+                 "x-grpc-test-echo-trailing-bin:  AP/+ ", s.target,
+                 ECHO_EMPTY)
+        check_rc(r, 0)
+        check_in("header x-grpc-test-echo-initial: hi  there\n", out(r),
+                 "trimmed value", r)
+        check_in("trailer x-grpc-test-echo-trailing-bin: AP/+\n", out(r),
+                 "base64 value", r)
+        # URL-safe and unpadded base64 too, as grpcurl takes them.
+        for value, shown in (("AP_-", "AP/+"), ("AQ", "AQ=="), ("", "")):
+            r = grit("call", "--metadata",
+                     "x-grpc-test-echo-trailing-bin:" + value, s.target,
+                     ECHO_EMPTY)
+            check_rc(r, 0)
+            check_in("trailer x-grpc-test-echo-trailing-bin: %s\n" % shown,
+                     out(r), "base64 form %r" % value, r)
+        # Values HTTP/2 forbids are usage errors naming the key.
+        for arg, msg in (
+                ("x-a-bin: not base64!",
+                 "grit: --metadata 'x-a-bin': a -bin value must be base64\n"),
+                ("x-a-bin: AQ=A", "grit: --metadata 'x-a-bin': a -bin value "
+                 "must be base64\n"),
+                ("x-a: a\x01b", "grit: --metadata 'x-a': byte 0x01 at 1 is "
+                 "not allowed in a value (printable ASCII only; use a -bin "
+                 "key for bytes)\n"),
+                ("x-a:  caf\u00e9", "grit: --metadata 'x-a': byte 0xc3 at 3 "
+                 "is not allowed in a value (printable ASCII only; use a "
+                 "-bin key for bytes)\n")):
+            r = grit("call", "--metadata", arg, s.target, ECHO_EMPTY)
+            check_rc(r, 2)
+            check_eq(err(r), msg, "stderr", r)
+
+
+def call_server_stream():
+    # Every response of a server stream prints, in order (a line each
+    # with --json), then the status.
+    with H2Server("path=/pkg.Svc/Stream repeat=* text=abc count=3") as s:
+        r = grit("call", s.target, "pkg.Svc.Stream")
+        check_rc(r, 0)
+        check_eq(out(r).splitlines()[:4],
+                 ["response (3 bytes): 616263"] * 3 + ["status: OK (0)"],
+                 "responses", r)
+        r = grit("call", "--json", s.target, "pkg.Svc.Stream")
+        check_rc(r, 0)
+        objs = json_lines(r)
+        check_eq(len(objs), 4, "lines", r)
+        check_eq(objs[:3], [{"response": "616263"}] * 3, "response lines", r)
+        check_eq((objs[3]["code_name"], objs[3]["responses"]), ("OK", 3),
+                 "end line", r)
+
+
+def call_several_messages():
+    # The test server echoes each request message: the responses show
+    # which messages went out, in order.
+    path = write_tmp("file", suffix=".bin")
+    with H2Server() as s:
+        r = grit("call", "--data", "01", "--data", "", "--data", "0a 0B",
+                 s.target, "/pkg.Svc/Echo")
+        check_rc(r, 0)
+        check_eq(out(r).splitlines()[:4], [
+            "response (1 bytes): 01", "response (0 bytes): ",
+            "response (2 bytes): 0a0b", "status: OK (0)"], "responses", r)
+        # --data -: one message per stdin line, in --data's forms; an
+        # empty line is an empty message; CRLF and a last line without a
+        # newline count.
+        r = grit("call", "--data", "ff", "--data", "-", s.target,
+                 "/pkg.Svc/Echo",
+                 stdin=b"01 02\n\n@" + path.encode() + b"\r\n0a")
+        check_rc(r, 0)
+        check_eq(out(r).splitlines()[:6], [
+            "response (1 bytes): ff", "response (2 bytes): 0102",
+            "response (0 bytes): ", "response (4 bytes): 66696c65",
+            "response (1 bytes): 0a", "status: OK (0)"], "responses", r)
+        r = grit("call", "--data", "-", s.target, "/pkg.Svc/Echo", stdin=b"")
+        check_rc(r, 0)
+        check_eq(out(r).splitlines()[0], "status: OK (0)", "no message", r)
+        # A line that does not decode: a usage error naming the line; the
+        # call is cancelled.
+        r = grit("call", "--data", "-", s.target, "/pkg.Svc/Echo",
+                 stdin=b"01\nzz\n")
+        check_rc(r, 2)
+        check_in("grit: stdin line 2 is not hex", err(r), "stderr", r)
+        # --count runs unary calls: one message each, no headers.
+        for extra in (["--data", "01", "--data", "02"], ["--data", "-"],
+                      ["--show-headers"]):
+            r = grit("call", "--count", "2", *extra, s.target,
+                     "/pkg.Svc/Echo")
+            check_rc(r, 2)
+            check_in("--count N makes unary calls", err(r), "stderr", r)
+
+
+def call_stdin_live():
+    # A bidi stream driven from stdin: each response prints while stdin
+    # is still open (the server answers each message as it comes).
+    with H2Server("path=/pkg.Svc/Chat repeat=* at_headers") as s:
+        p = subprocess.Popen(
+            [ARGS.grit, "call", "--data", "-", s.target, "/pkg.Svc/Chat"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, env=grit_env(),
+            preexec_fn=die_with_parent)
+        try:
+            for msg, want in ((b"01\n", "response (1 bytes): 01\n"),
+                              (b"0203\n", "response (2 bytes): 0203\n")):
+                p.stdin.write(msg)
+                p.stdin.flush()
+                check_eq(read_line(p, CALL_TIMEOUT_S), want,
+                         "response before end of stdin")
+            rest, _ = p.communicate(timeout=CALL_TIMEOUT_S)  # closes stdin
+            check_eq(p.returncode, 0, "exit status")
+            check(rest.startswith(b"status: OK (0)\n"), "status: %r" % rest)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    # A call that ends while stdin is open and silent does not wait for it
+    # (the server answers at the request's headers).
+    with H2Server("path=/pkg.Svc/Fail repeat=* at_headers trailers_only "
+                  "status=NOT_FOUND") as s:
+        p = subprocess.Popen(
+            [ARGS.grit, "call", "--data", "-", s.target, "/pkg.Svc/Fail"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, env=grit_env(),
+            preexec_fn=die_with_parent)
+        try:
+            try:
+                p.wait(CALL_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                raise AssertionError("grit waited for stdin after the call "
+                                     "ended")
+            check_eq(p.returncode, 1, "exit status")
+            check(p.stdout.read().startswith(b"status: NOT_FOUND (5)"),
+                  "status")
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            p.stdin.close()
+            p.stdout.close()
+
+
+def call_show_headers():
+    hdrs = ("path=/pkg.Svc/Hdr repeat=* header=x-h:one header=x-h-bin:AP/+ "
+            "trailer=x-t:two")
+    with H2Server(hdrs, FAIL) as s:
+        r = grit("call", s.target, "/pkg.Svc/Hdr")
+        check_rc(r, 0)
+        check("header " not in out(r), "no headers without the flag", r)
+        r = grit("call", "--show-headers", s.target, "/pkg.Svc/Hdr")
+        check_rc(r, 0)
+        lines = out(r).splitlines()
+        check_eq(lines[:3], ["header x-h: one", "header x-h-bin: AP/+",
+                             "response (0 bytes): "], "headers first", r)
+        check_eq(lines[-1], "trailer x-t: two", "trailer", r)
+        r = grit("call", "--json", "--show-headers", s.target, "/pkg.Svc/Hdr")
+        check_rc(r, 0)
+        objs = json_lines(r)
+        check_eq(objs[0], {"headers": {"x-h": "one", "x-h-bin": "AP/+"}},
+                 "headers line", r)
+        check_eq(objs[-1]["trailers"], {"x-t": "two"}, "trailers", r)
+        # Trailers-Only: no headers, the trailers still show.
+        r = grit("call", "--json", "--show-headers", s.target,
+                 "/pkg.Svc/Fail")
+        check_rc(r, 1)
+        check_eq(json_lines(r)[0], {"headers": {}}, "no headers", r)
+
+
 # ---- group 'json': --json output is JSON lines only ----
 
 
 def json_single_call():
     with H2Server() as s:
-        r = grit("call", "--json", "--data", "0102ff", s.target,
+        r = grit("call", "--json", "--data", "0102 ff", s.target,
                  "/pkg.Svc/Echo")
         check_rc(r, 0)
         objs = json_lines(r)
-        check_eq(len(objs), 1, "lines", r)
-        o = objs[0]
+        check_eq(len(objs), 2, "lines: the response, the end", r)
+        check_eq(objs[0], {"response": "0102ff"}, "response line", r)
+        o = objs[1]
         for k, v in {"code": 0, "code_name": "OK", "message": "",
                      "peer": s.peer, "call_id": 1, "attempts": 1,
                      "transparent_retries": 0, "hedges": 0,
-                     "backoff_ms": 0, "reason": "OK", "response": "0102ff",
+                     "backoff_ms": 0, "reason": "OK", "responses": 1,
                      "trailers": {}}.items():
             check_eq(o.get(k), v, k, r)
         check(isinstance(o["latency_us"], int), "latency_us", r)
@@ -419,16 +638,17 @@ def json_bin_metadata_base64():
     with H2Server(BIN_TRAILERS) as s:
         r = grit("call", "--json", s.target, "/pkg.Svc/Bin")
         check_rc(r, 0)
-        t = json_lines(r)[0]["trailers"]
+        t = end_line(r)["trailers"]
         check_eq(t, {"x-blob-bin": "AP/+", "x-one-bin": "AQ==",
                      "x-txt": "hi"}, "trailers", r)
         check_eq(base64.b64decode(t["x-blob-bin"], validate=True),
                  b"\x00\xff\xfe", "decoded", r)
-        r = grit("call", "--json", b"--metadata",
-                 b"x-grpc-test-echo-trailing-bin:" + value, s.target,
+        r = grit("call", "--json", "--metadata",
+                 "x-grpc-test-echo-trailing-bin:" +
+                 base64.b64encode(value).decode(), s.target,
                  "/grpc.testing.TestService/EmptyCall")
         check_rc(r, 0)
-        got = json_lines(r)[0]["trailers"]["x-grpc-test-echo-trailing-bin"]
+        got = end_line(r)["trailers"]["x-grpc-test-echo-trailing-bin"]
         check_eq(got, base64.b64encode(value).decode(), "base64 with padding",
                  r)
         check_eq(base64.b64decode(got, validate=True), value,
@@ -441,10 +661,16 @@ def json_count_summary():
                  s.target, "/pkg.Svc/Echo")
         check_rc(r, 0)
         objs = json_lines(r)
-        check_eq(len(objs), 4, "lines: 3 calls and the summary", r)
-        check_eq(sorted(o["call_id"] for o in objs[:3]), [1, 2, 3],
-                 "call ids", r)
-        summ = objs[3].get("summary")
+        check_eq(len(objs), 7, "lines: 3 calls (response, end) and the "
+                 "summary", r)
+        check_eq(sorted(o["call_id"] for o in objs[:6] if "code" in o),
+                 [1, 2, 3], "call ids", r)
+        # A call's response line comes right before its end line.
+        for i in range(0, 6, 2):
+            check_eq((objs[i], objs[i + 1]["responses"]),
+                     ({"call_id": objs[i + 1]["call_id"], "response": ""}, 1),
+                     "response then end", r)
+        summ = objs[6].get("summary")
         check(isinstance(summ, dict), "last line is the summary", r)
         check_eq((summ["calls"], summ["ok"], summ["failed"], summ["peers"]),
                  (3, 3, {}, {s.peer: 3}), "summary", r)
@@ -463,13 +689,14 @@ def json_deadline_and_timeline():
         r = grit("call", "--json", "--deadline", "100", s.target,
                  "/pkg.Svc/Hang")
         check_rc(r, 1)
-        o = json_lines(r)[0]
-        check_eq((o["code"], o["code_name"], o["reason"]),
-                 (4, "DEADLINE_EXCEEDED", "DEADLINE"), "deadline", r)
+        o = end_line(r)
+        check_eq((o["code"], o["code_name"], o["reason"], o["peer"]),
+                 (4, "DEADLINE_EXCEEDED", "DEADLINE", s.peer), "deadline",
+                 r)
         r = grit("call", "--json", "--attempts", "--service-config",
                  RETRY_CONFIG % "pkg.Svc", s.target, "/pkg.Svc/Flaky")
         check_rc(r, 0)
-        o = json_lines(r)[0]
+        o = end_line(r)
         check_eq(o["attempts"], 2, "attempts", r)
         check_eq([(a["attempt"], a["kind"], a["code_name"])
                   for a in o["timeline"]],
@@ -495,6 +722,13 @@ def grpcio_calls():
         check_rc(r, 1)
         check_eq(out(r).splitlines()[0],
                  "status: PERMISSION_DENIED (7) denied by test", "status", r)
+        # The optional blanks around a value are not sent (issue 19).
+        md[-1] = "x-message:  \t denied by test \t "
+        md[1] = "x-call-key:%s-fail2" % key
+        r = grit("call", *md, p.target, "/retry.Svc/Call")
+        check_rc(r, 1)
+        check_eq(out(r).splitlines()[0],
+                 "status: PERMISSION_DENIED (7) denied by test", "status", r)
 
         # A retry policy from a config file (plain path): two UNAVAILABLE
         # attempts, then OK, as the server's own log confirms.
@@ -503,14 +737,80 @@ def grpcio_calls():
                  "x-call-key:%s-retry" % key, "--metadata", "x-fail:2",
                  p.target, "/retry.Svc/Call")
         check_rc(r, 0)
-        check_eq(json_lines(r)[0]["attempts"], 3, "attempts", r)
+        check_eq(end_line(r)["attempts"], 3, "attempts", r)
         r = grit("call", "--data", ("%s-retry" % key).encode().hex(),
                  p.target, "/retry.Svc/Log")
         check_rc(r, 0)
-        hexed = out(r).splitlines()[3].split(": ")[1]
+        hexed = out(r).splitlines()[0].split(": ")[1]
         check_eq(bytes.fromhex(hexed).decode().splitlines(),
                  ["prev=- idem=- 14", "prev=1 idem=- 14", "prev=2 idem=- ok"],
                  "server's log", r)
+
+
+
+def varint(n):
+    """A protobuf varint."""
+    b = b""
+    while n > 0x7f:
+        b += bytes([n & 0x7f | 0x80])
+        n >>= 7
+    return b + bytes([n])
+
+
+def pb_len(field, body):
+    """A protobuf length-delimited field (short bodies only)."""
+    return bytes([field << 3 | 2, len(body)]) + body
+
+
+def grpcio_streams():
+    # Issue 19: server, client and bidi streaming against grpcio's
+    # interop TestService, with messages encoded here by hand.
+    def out_req(*sizes):  # StreamingOutputCallRequest
+        return b"".join(pb_len(2, bytes([0x08, n])) for n in sizes)
+
+    def out_resp(n):  # StreamingOutputCallResponse with n zero bytes
+        return pb_len(1, pb_len(2, bytes(n)))
+
+    svc = "grpc.testing.TestService."
+    with GrpcioPeer("interop_server.py") as p:
+        r = grit("call", "--data", out_req(1, 2, 3).hex(), p.target,
+                 svc + "StreamingOutputCall")
+        check_rc(r, 0)
+        check_eq(out(r).splitlines()[:4],
+                 ["response (%d bytes): %s" % (n + 4, out_resp(n).hex())
+                  for n in (1, 2, 3)] + ["status: OK (0)"],
+                 "server stream", r)
+        # Client stream: the server adds up the payload sizes (3 + 5).
+        r = grit("call", "--data", pb_len(1, pb_len(2, b"abc")).hex(),
+                 "--data", pb_len(1, pb_len(2, b"defgh")).hex(), p.target,
+                 svc + "StreamingInputCall")
+        check_rc(r, 0)
+        check_eq(out(r).splitlines()[0], "response (2 bytes): 0808",
+                 "aggregated size", r)
+        # Bidi from stdin, with the headers the server echoes.
+        r = grit("call", "--json", "--show-headers", "--data", "-",
+                 "--metadata", "x-grpc-test-echo-initial:  hi ", p.target,
+                 "/grpc.testing.TestService/FullDuplexCall",
+                 stdin=(out_req(2).hex() + "\n" + out_req(1, 3).hex() +
+                        "\n").encode())
+        check_rc(r, 0)
+        objs = json_lines(r)
+        check_eq(objs[0]["headers"].get("x-grpc-test-echo-initial"), "hi",
+                 "headers", r)
+        check_eq([o["response"] for o in objs if "response" in o],
+                 [out_resp(n).hex() for n in (2, 1, 3)], "bidi responses", r)
+        check_eq(objs[-1]["responses"], 3, "count", r)
+        # The peer of a call the deadline ended, request at the server.
+        # size 1 after interval_us 3 s, far past the 300 ms deadline
+        slow = bytes([0x08, 1, 0x10]) + varint(3000000)
+        r = grit("call", "--deadline", "300", "--data",
+                 pb_len(2, slow).hex(), p.target,
+                 svc + "StreamingOutputCall")
+        check_rc(r, 1)
+        lines = out(r).splitlines()
+        check(lines[0].startswith("status: DEADLINE_EXCEEDED"), "deadline",
+              r)
+        check_eq(lines[1], "peer: 127.0.0.1:%d" % p.port, "peer", r)
 
 
 # ---- group 'config': grit config check ----
@@ -674,7 +974,7 @@ def config_durations():
 def config_bad_usage():
     missing = os.path.join(ARGS.tmp, "missing.json")
     r = grit("config", "check", missing)
-    check_rc(r, 1)
+    check_rc(r, 2)
     check_eq(err(r), "grit: cannot open %s: No such file or directory\n" %
              missing, "stderr", r)
     for argv in (["config"], ["config", "check"], ["config", "lint", "{}"],
@@ -715,8 +1015,8 @@ def usage_call():
     check_rc(r, 2)
     check_in("grit call: unrecognized option '--bogus'", err(r), "message",
              r)
-    check_in("usage: grit call [options] TARGET /pkg.Service/Method",
-             err(r), "usage", r)
+    check_in("usage: grit call [options] TARGET METHOD\n", err(r), "usage",
+             r)
     check_eq(out(r), "", "stdout", r)
     for argv in (["call"], ["call", t], ["call", t, "/a/b", "extra"],
                  ["call", "--deadline"]):
@@ -741,8 +1041,61 @@ def usage_call():
     r = grit("call", "--help")
     check_rc(r, 0)
     check(out(r).startswith("usage: grit call"), "usage", r)
-    check_in("exit status: 0 every call OK, 1 a call failed, 2 usage",
-             out(r), "exit codes", r)
+    check_in("Exit status: as every command, see 'grit help'", out(r),
+             "exit codes", r)
+
+
+
+def usage_help_everywhere():
+    # -h/--help on every command and `grit help CMD`: the usage on
+    # stdout, exit 0, nothing run (no demo, no version line).
+    first = {"": "usage: grit <command> [options]\n",
+             "call": "usage: grit call [options] TARGET METHOD\n",
+             "config": "usage: grit config check FILE_OR_JSON\n",
+             "demo": "usage: grit demo\n",
+             "version": "usage: grit version\n"}
+    runs = [(["-h"], ""), (["--help"], ""), (["help"], ""),
+            (["help", "-h"], "")]
+    for cmd in ("call", "config", "demo", "version"):
+        runs += [(["help", cmd], cmd), ([cmd, "-h"], cmd),
+                 ([cmd, "--help"], cmd)]
+    runs += [(["config", "check", "-h"], "config"),
+             (["call", "--json", "-h", "x"], "call")]
+    for argv, cmd in runs:
+        r = grit(*argv)
+        check_rc(r, 0)
+        check(out(r).startswith(first[cmd]), "usage of %r" % cmd, r)
+        check_eq(err(r), "", "stderr", r)
+        check("demo:" not in out(r) and "grit 0" not in out(r),
+              "nothing run", r)
+    for argv in (["help", "bogus"], ["demo", "now"], ["version", "x"],
+                 ["help", "call", "x"]):
+        r = grit(*argv)
+        check_rc(r, 2)
+        check_eq(out(r), "", "stdout", r)
+        check(err(r).startswith(("grit: unknown command", "usage: grit")),
+              "usage on stderr", r)
+
+
+def usage_exit_codes():
+    # One list, in `grit help`, and one rule: a file named on the command
+    # line that cannot be read is a usage error (2) for every command.
+    r = grit("help")
+    check_in("exit status, for every command:\n  0  success: ", out(r),
+             "exit list", r)
+    check_in("\n  1  failure: a call ended with a non-OK status, the config "
+             "is invalid", out(r), "exit 1", r)
+    check_in("\n  2  usage error: ", out(r), "exit 2", r)
+    missing = os.path.join(ARGS.tmp, "missing")
+    t = "ipv4:127.0.0.1:9"
+    for argv in (["config", "check", missing],
+                 ["config", "check", "@" + missing],
+                 ["call", "--data", "@" + missing, t, "/a/b"],
+                 ["call", "--service-config", missing, t, "/a/b"],
+                 ["call", "--tls", "--ca", missing, t, "/a/b"]):
+        r = grit(*argv)
+        check_rc(r, 2)
+        check_in(missing, err(r), "names the file", r)
 
 
 # ---- group 'demo' ----
@@ -758,13 +1111,16 @@ GROUPS = {
     "call": [call_unary_ok, call_non_ok_status, call_deadline,
              call_bin_trailers_base64, call_metadata,
              call_service_config_forms, call_count_summary,
-             call_round_robin_peers, call_attempts_timeline],
+             call_round_robin_peers, call_attempts_timeline,
+             call_method_forms, call_metadata_values, call_server_stream,
+             call_several_messages, call_stdin_live, call_show_headers],
     "json": [json_single_call, json_non_ok_status, json_bin_metadata_base64,
              json_count_summary, json_deadline_and_timeline],
-    "grpcio": [grpcio_calls],
+    "grpcio": [grpcio_calls, grpcio_streams],
     "config": [config_valid, config_per_method, config_invalid,
                config_durations, config_bad_usage],
-    "usage": [usage_commands, usage_call],
+    "usage": [usage_commands, usage_call, usage_help_everywhere,
+              usage_exit_codes],
     "demo": [demo_runs],
 }
 
