@@ -105,7 +105,7 @@ struct h2s_conn {
   bool stop_reading;
   bool freeze_window;
   bool no_ping_ack;
-  bool work; /* some stream has deferred work */
+  bool work;            /* some stream has deferred work */
   uint32_t n_open;      /* streams open now */
   uint32_t iws_current; /* INITIAL_WINDOW_SIZE last sent */
 };

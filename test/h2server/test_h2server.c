@@ -693,9 +693,9 @@ static void test_settings_at_runtime(void) {
   tc_request(&tc, "/p.S/B", "b", 1, false, NULL);
   want = 7;
   ASSERT(tc_run(&tc, got_mcs, &want, WAIT_MS));
-  ASSERT_EQ(
-      nghttp2_session_get_remote_settings(tc.ng, NGHTTP2_SETTINGS_MAX_FRAME_SIZE),
-      20000);
+  ASSERT_EQ(nghttp2_session_get_remote_settings(
+                tc.ng, NGHTTP2_SETTINGS_MAX_FRAME_SIZE),
+            20000);
   int c = tc_request(&tc, "/p.S/C", "c", 1, true, NULL);
   ASSERT(tc_run_closed(&tc, c, WAIT_MS));
   h2s_stats st;
