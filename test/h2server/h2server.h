@@ -185,6 +185,8 @@ typedef struct h2s_request {
   uint64_t end_ms;          /* when END_STREAM arrived (0: never) */
   uint64_t acted_ms;        /* when the action was applied */
   uint64_t data_bytes;      /* DATA payload received on the open stream */
+  uint32_t open_streams;    /* streams open on the connection at its HEADERS,
+                               itself included */
   uint32_t iws_sent;        /* iws_at changes sent */
   int64_t window_low; /* lowest client stream window an iws_at change left:
                          value - bytes not yet returned (0: none sent) */

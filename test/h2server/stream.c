@@ -33,6 +33,7 @@ h2s_stream *h2s_stream_new(h2s_conn *c, int32_t id) {
   s->rec = h2s_log_new_request(c->srv, c, id);
   c->n_open++;
   h2s_log_lock(c->srv);
+  s->rec->pub.open_streams = c->n_open;
   if (c->n_open > c->srv->stats.max_open_streams)
     c->srv->stats.max_open_streams = c->n_open;
   h2s_log_unlock(c->srv);

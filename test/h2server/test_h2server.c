@@ -702,6 +702,8 @@ static void test_settings_at_runtime(void) {
   h2s_server_get_stats(srv, &st);
   ASSERT_EQ(st.settings_sent, 3);
   ASSERT_EQ(st.max_open_streams, 3);
+  ASSERT_EQ(h2s_server_request(srv, 0)->open_streams, 1);
+  ASSERT_EQ(h2s_server_request(srv, 2)->open_streams, 3);
   tc_close(&tc);
   h2s_server_stop(srv);
 }
