@@ -33,19 +33,28 @@ static bool flow_intact(const h2s_request *r, size_t len) {
 
 /* A blocking unary call of |len| pattern bytes; returns the status code
  * and, if |resp_len|, the response length. */
-static grit_status_code flow_call(grit_channel *ch, const char *method,
-                                  size_t len, uint64_t timeout_ms,
-                                  grit_status *st, size_t *resp_len) {
-  uint8_t *req = flow_pattern(len);
+static grit_status_code flow_call_buf(grit_channel *ch, const char *method,
+                                      const uint8_t *req, size_t len,
+                                      uint64_t timeout_ms, grit_status *st,
+                                      size_t *resp_len) {
   grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION,
                       .timeout_ms = timeout_ms};
   grit_bytes resp = {0};
   grit_err rv = grit_unary_call(ch, method, req, len, &o, &resp, st);
-  free(req);
   if (resp_len)
     *resp_len = resp.len;
   grit_bytes_free(&resp);
   return rv == GRIT_OK ? st->code : (grit_status_code)-1;
+}
+
+static grit_status_code flow_call(grit_channel *ch, const char *method,
+                                  size_t len, uint64_t timeout_ms,
+                                  grit_status *st, size_t *resp_len) {
+  uint8_t *req = flow_pattern(len);
+  grit_status_code code =
+      flow_call_buf(ch, method, req, len, timeout_ms, st, resp_len);
+  free(req);
+  return code;
 }
 
 static grit_status_code flow_unary(grit_channel *ch, const char *method,
@@ -444,6 +453,89 @@ static void test_max_concurrent_streams_change(void) {
   h2s_server_stop(srv);
 }
 
+/* Issue 12, RFC 9113 §8.1: the server answers while a 16 MiB request body
+ * is still being sent, with windows wide enough (16 MiB stream, 64 MiB
+ * connection) that only the client can stop the body: |script| answers at
+ * HEADERS. The call ends with the server's status at once; the server's
+ * received bytes stop growing far short of the body (grit writes up to
+ * 1 MiB per gather, so a few MiB already in the socket still arrive); a
+ * next call succeeds on the same connection. */
+static void flow_early(const char *script, grit_status_code want,
+                       const char *want_msg, size_t want_resp) {
+  h2s_config cfg = {.initial_window_size = 16 * MiB,
+                    .connection_window_size = 64 * MiB,
+                    .script_text = script};
+  h2s_server *srv = flow_server(cfg, false);
+  ASSERT_NOT_NULL(srv);
+  grit_channel *ch = flow_channel(srv, false);
+  ASSERT_NOT_NULL(ch);
+  grit_status st = {0};
+  ASSERT_EQ(flow_unary(ch, "/flow.Svc/Warm", 10, CALL_MS, &st), GRIT_STATUS_OK);
+  grit_status_free(&st);
+  uint64_t before = flow_stats(srv).bytes_received;
+  size_t len = 16 * MiB, resp_len = 0;
+  uint8_t *req = flow_pattern(len);
+  uint64_t t0 = test_now_ms();
+  grit_status_code code =
+      flow_call_buf(ch, "/flow.Svc/Early", req, len, CALL_MS, &st, &resp_len);
+  uint64_t took = test_now_ms() - t0;
+  free(req);
+  ASSERT_EQ(code, want);
+  ASSERT_STR_EQ(st.message, want_msg);
+  grit_status_free(&st);
+  ASSERT_EQ(resp_len, want_resp);
+  ASSERT_CMP(took, <, 2000);
+  /* Nothing more on that stream once the call is over: the count settles
+   * (two samples 200 ms apart agree) far short of the body. */
+  uint64_t at_end = flow_stats(srv).bytes_received - before, later = at_end;
+  bool settled = false;
+  for (int i = 0; i < 25 && !settled; i++) {
+    usleep(200 * 1000);
+    uint64_t now = flow_stats(srv).bytes_received - before;
+    settled = now == later;
+    later = now;
+  }
+  fprintf(stderr,
+          "early: %" PRIu64 " ms, server got %" PRIu64
+          " bytes at the end, %" PRIu64 " in all\n",
+          took, at_end, later);
+  ASSERT(settled);
+  ASSERT_CMP(later, <, len / 2);
+  const h2s_request *r = h2s_server_request(srv, 1);
+  ASSERT(!r->half_closed);
+  ASSERT_CMP(r->data_bytes, <, len / 2);
+  ASSERT_EQ(r->n_msgs, 0);
+  /* The connection stays usable. */
+  ASSERT_EQ(flow_unary(ch, "/flow.Svc/After", 1000, CALL_MS, &st),
+            GRIT_STATUS_OK);
+  grit_status_free(&st);
+  ASSERT(flow_intact(h2s_server_request(srv, 2), 1000));
+  h2s_stats hs = flow_stats(srv);
+  ASSERT_EQ(hs.connections, 1);
+  ASSERT_EQ(hs.goaways_received, 0);
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+static void test_early_trailers_only(void) {
+  flow_early("path=/flow.Svc/Early at_headers trailers_only "
+             "status=RESOURCE_EXHAUSTED message=too%20large",
+             GRIT_STATUS_RESOURCE_EXHAUSTED, "too large", 0);
+}
+
+static void test_early_headers_then_status(void) {
+  flow_early("path=/flow.Svc/Early at_headers status=RESOURCE_EXHAUSTED "
+             "message=too%20large",
+             GRIT_STATUS_RESOURCE_EXHAUSTED, "too large", 0);
+}
+
+/* The full response (a message and OK) then RST_STREAM(NO_ERROR): the
+ * call keeps the response (RFC 9113 §8.1). */
+static void test_early_response_then_rst_no_error(void) {
+  flow_early("path=/flow.Svc/Early at_headers size=7 message=done",
+             GRIT_STATUS_OK, "done", 7);
+}
+
 int main(int argc, char **argv) {
   static const test_case cases[] = {
       {"silent_wide_window_peer", test_silent_wide_window_peer},
@@ -456,6 +548,10 @@ int main(int argc, char **argv) {
       {"max_concurrent_streams_1", test_max_concurrent_streams_1},
       {"max_concurrent_streams_10", test_max_concurrent_streams_10},
       {"max_concurrent_streams_change", test_max_concurrent_streams_change},
+      {"early_trailers_only", test_early_trailers_only},
+      {"early_headers_then_status", test_early_headers_then_status},
+      {"early_response_then_rst_no_error",
+       test_early_response_then_rst_no_error},
       {NULL, NULL},
   };
   int rc = test_main(cases, argc, argv);
