@@ -118,6 +118,9 @@ static int conn_on_frame_send(nghttp2_session *ng, const nghttp2_frame *f,
   h2s_conn *c = user_data;
   if (f->hd.type == NGHTTP2_GOAWAY)
     conn_count(c->srv, &c->srv->stats.goaways_sent);
+  if (f->hd.type == NGHTTP2_RST_STREAM &&
+      f->rst_stream.error_code == NGHTTP2_REFUSED_STREAM)
+    conn_count(c->srv, &c->srv->stats.refused_sent);
   if (f->hd.type == NGHTTP2_WINDOW_UPDATE)
     conn_count(c->srv, &c->srv->stats.window_updates_sent);
   if (f->hd.type == NGHTTP2_SETTINGS && !(f->hd.flags & NGHTTP2_FLAG_ACK))

@@ -248,6 +248,7 @@ typedef struct h2s_stats {
   uint64_t window_updates_received;
   uint64_t window_updates_sent;
   uint64_t settings_sent;    /* non-ACK SETTINGS, the initial one too */
+  uint64_t refused_sent;     /* RST_STREAM(REFUSED_STREAM), nghttp2's too */
   uint64_t max_open_streams; /* most streams open at once on a connection */
   uint64_t bytes_received;   /* HTTP/2 bytes (after TLS), all connections */
   uint64_t data_frames_received;

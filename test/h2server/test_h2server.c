@@ -148,6 +148,9 @@ static void test_rst_refused(void) {
   ASSERT(data_is_msg(&tc.streams[d], "d"));
   ASSERT(h2s_server_wait_closed(srv, 4, WAIT_MS));
   ASSERT_EQ(h2s_server_request(srv, 1)->rst_sent, NGHTTP2_REFUSED_STREAM);
+  h2s_stats st;
+  h2s_server_get_stats(srv, &st);
+  ASSERT_EQ(st.refused_sent, 2);
   tc_close(&tc);
   h2s_server_stop(srv);
 }
