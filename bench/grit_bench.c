@@ -287,6 +287,9 @@ static void phase(run *r, uint64_t n, bool record) {
   pthread_mutex_unlock(&r->mu);
 }
 
+/* --read-spin-us: GRIT_ARG_READ_SPIN_US for every channel; -1 = default. */
+static int64_t bench_read_spin_us = -1;
+
 static grit_channel *make_channel(const char *target, const char *sc) {
   grit_channel_args *a;
   grit_err e = grit_channel_args_create(&a);
@@ -297,6 +300,10 @@ static grit_channel *make_channel(const char *target, const char *sc) {
           GRIT_OK)
     die("service config", e);
   grit_channel_args_set_int(a, GRIT_ARG_MAX_RECV_MESSAGE, -1);
+  if (bench_read_spin_us >= 0 &&
+      (e = grit_channel_args_set_int(a, GRIT_ARG_READ_SPIN_US,
+                                     bench_read_spin_us)) != GRIT_OK)
+    die("read spin", e);
   grit_error_detail det;
   grit_channel *ch;
   e = grit_channel_create(NULL, target, a, &det, &ch);
@@ -550,7 +557,7 @@ static void usage(void) {
           "usage: grit_bench --target T [--method M] [--req FILE]\n"
           "  [--mode unary|stream|hold|hedge] [--calls N] [--warmup W]\n"
           "  [--concurrency C] [--channels K] [--service-config JSON]\n"
-          "  [--scenario NAME] [--count-alloc]\n");
+          "  [--scenario NAME] [--count-alloc] [--read-spin-us US]\n");
   exit(2);
 }
 
@@ -574,6 +581,7 @@ int main(int argc, char **argv) {
       {"service-config", required_argument, 0, 's'},
       {"scenario", required_argument, 0, 'S'},
       {"count-alloc", no_argument, 0, 'A'},
+      {"read-spin-us", required_argument, 0, 'P'},
       {0, 0, 0, 0}};
   int ch;
   while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -610,6 +618,9 @@ int main(int argc, char **argv) {
       break;
     case 'A':
       o.count_alloc = true;
+      break;
+    case 'P':
+      bench_read_spin_us = strtoll(optarg, NULL, 10);
       break;
     default:
       usage();

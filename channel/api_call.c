@@ -31,18 +31,48 @@ grit_err grit_call_start(grit_channel *ch, const char *method,
   return GRIT_OK;
 }
 
-grit_err grit_call_send(grit_call *call, const void *data, size_t len) {
+/* AP-03: accept a message of |len| bytes once there is room; |wait|
+ * says whether to wait for it (off the I/O thread) or refuse. */
+static grit_err call_send(grit_call *call, const void *data, size_t len,
+                          bool wait) {
   if (!call || (!data && len) || len > UINT32_MAX)
     return GRIT_ERR_INVALID_ARG;
+  size_t framed = len + 5;
+  bool on_loop = grit_rt_on_loop(call->ch->rt);
+  grit_err rv = GRIT_OK;
   pthread_mutex_lock(&call->mu);
-  bool closed = call->send_closed_user || call->done;
+  while (!call->send_closed_user && !call->done &&
+         !grit_call_send_room_locked(call, framed)) {
+    if (!wait || on_loop) {
+      rv = wait ? GRIT_ERR_WOULD_DEADLOCK : GRIT_ERR_AGAIN;
+      call->send_ready_wanted = !wait;
+      break;
+    }
+    pthread_cond_wait(&call->cv, &call->mu);
+  }
+  if (rv == GRIT_OK && (call->send_closed_user || call->done))
+    rv = GRIT_ERR_CALL_STATE;
+  if (rv == GRIT_OK)
+    call->send_queued += framed;
   pthread_mutex_unlock(&call->mu);
-  if (closed)
-    return GRIT_ERR_CALL_STATE;
+  if (rv != GRIT_OK)
+    return rv;
   grit_slice *s = grit_frame_message(data, len); /* the one copy */
-  if (!s)
+  if (!s) {
+    pthread_mutex_lock(&call->mu);
+    call->send_queued -= framed;
+    pthread_mutex_unlock(&call->mu);
     return GRIT_ERR_NOMEM;
+  }
   return grit_call_queue_send(call, s);
+}
+
+grit_err grit_call_send(grit_call *call, const void *data, size_t len) {
+  return call_send(call, data, len, true);
+}
+
+grit_err grit_call_try_send(grit_call *call, const void *data, size_t len) {
+  return call_send(call, data, len, false);
 }
 
 grit_err grit_call_close_send(grit_call *call) {
@@ -99,6 +129,9 @@ grit_err grit_call_recv(grit_call *call, grit_bytes *out) {
     return GRIT_ERR_NOMEM;
   }
   out->len = m->slice->len;
+  pthread_mutex_lock(&call->mu);
+  grit_call_recv_taken_locked(call, m->slice->len);
+  pthread_mutex_unlock(&call->mu);
   grit_slice_unref(m->slice);
   grit_free(m);
   return GRIT_OK;
@@ -114,11 +147,25 @@ grit_err grit_call_finish(grit_call *call, grit_status *st) {
     return GRIT_ERR_CALL_STATE;
   }
   call->finish_taken = true;
+  /* Unread messages are discarded (grit.h); a paused stream resumes, or
+   * the server could never send its status. */
+  call->recv_discard = true;
+  grit_list unread;
+  grit_list_init(&unread);
+  while (!grit_list_empty(&call->recvq))
+    grit_list_insert_tail(&unread, grit_list_pop_head(&call->recvq));
+  grit_call_recv_taken_locked(call, call->recv_bytes);
   while (!call->done)
     pthread_cond_wait(&call->cv, &call->mu);
   *st = call->status; /* hand over ownership */
   memset(&call->status, 0, sizeof(call->status));
   pthread_mutex_unlock(&call->mu);
+  grit_list *e;
+  while ((e = grit_list_pop_head(&unread)) != NULL) {
+    recv_msg *m = GRIT_CONTAINER_OF(e, recv_msg, link);
+    grit_slice_unref(m->slice);
+    grit_free(m);
+  }
   return GRIT_OK;
 }
 

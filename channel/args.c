@@ -28,6 +28,8 @@ static const arg_spec specs[] = {
     INT_ARG(GRIT_ARG_ENABLE_RETRIES, enable_retries, 0, 1),
     INT_ARG(GRIT_ARG_PER_CALL_RETRY_BUFFER, per_call_retry_buffer, 0,
             INT64_MAX),
+    INT_ARG(GRIT_ARG_PER_CALL_SEND_BUFFER, per_call_send_buffer, 1,
+            (int64_t)1 << 31),
     INT_ARG(GRIT_ARG_PER_CHANNEL_RETRY_BUFFER, per_channel_retry_buffer, 0,
             INT64_MAX),
     INT_ARG(GRIT_ARG_RNG_SEED, rng_seed, INT64_MIN, INT64_MAX),
@@ -73,6 +75,7 @@ void grit_chan_opts_defaults(grit_chan_opts *o) {
   o->max_attempts_cap = 5;                /* SC-10 */
   o->enable_retries = 1;                  /* RT-01 */
   o->per_call_retry_buffer = 256 * 1024;  /* RT-07 */
+  o->per_call_send_buffer = 64 * 1024;    /* AP-03 */
   o->per_channel_retry_buffer = 16 << 20; /* RT-07 */
   o->max_recv_message = 4 << 20;          /* SC-07 */
   o->max_send_message = -1;               /* SC-07 */
@@ -83,7 +86,7 @@ void grit_chan_opts_defaults(grit_chan_opts *o) {
   o->min_connect_timeout_ms = 20000;
   o->keepalive_timeout_ms = 20000; /* LB-04 */
   o->idle_timeout_ms = 30 * 60 * 1000;
-  o->read_spin_us = 50;
+  o->read_spin_us = 0; /* no busy polling unless asked (issue 12) */
 }
 
 static char **str_field(grit_chan_opts *o, const arg_spec *s) {

@@ -72,6 +72,7 @@ static void attempt_flush(call_attempt *a) {
     grit_replay_item *it = GRIT_CONTAINER_OF(e, grit_replay_item, link);
     grit_stream_send(a->stream, it->slice);
     a->sent = idx;
+    a->handed_bytes += it->slice->len;
   }
   if (c->sends.closed && !a->close_sent) {
     a->close_sent = true;
@@ -217,10 +218,26 @@ static void attempt_on_done(grit_stream *s, const grit_stream_result *r,
   grit_call_loop_release(c); /* the stream's hold */
 }
 
+/* AP-03: how far this attempt's request has gone out. */
+static void attempt_on_send_progress(grit_stream *s, void *ud) {
+  call_attempt *a = ud;
+  if (a->stream == s)
+    grit_call_on_send_progress(a->c,
+                               a->handed_bytes - grit_stream_pending_bytes(s));
+}
+
 static const grit_stream_cbs attempt_stream_cbs = {
     .on_headers = attempt_on_headers,
     .on_message = attempt_on_message,
     .on_done = attempt_on_done,
+};
+
+/* Streaming calls follow their send progress; unary ones send at once. */
+static const grit_stream_cbs attempt_stream_cbs_flow = {
+    .on_headers = attempt_on_headers,
+    .on_message = attempt_on_message,
+    .on_done = attempt_on_done,
+    .on_send_progress = attempt_on_send_progress,
 };
 
 /* ---- picks and streams ---- */
@@ -252,7 +269,9 @@ static void attempt_start_stream(call_attempt *a, grit_transport *t) {
       .discard_headers = c->unary_cb || (!c->blocking && !c->cbs.on_headers),
   };
   grit_stream *s;
-  grit_err rv = grit_transport_start_stream(t, &h, &attempt_stream_cbs, a, &s);
+  const grit_stream_cbs *cbs =
+      c->unary_cb ? &attempt_stream_cbs : &attempt_stream_cbs_flow;
+  grit_err rv = grit_transport_start_stream(t, &h, cbs, a, &s);
   if (rv == GRIT_ERR_SHUTDOWN) {
     attempt_queue(a); /* the connection is going away: nothing sent */
     return;

@@ -70,6 +70,17 @@ void grit_call_deliver_headers(grit_call *c, const grit_metadata *md) {
   pthread_mutex_unlock(&c->mu);
 }
 
+/* FC-04: make the committed stream's window follow c->recv_paused, which
+ * the loop sets when the queue fills and the reader clears as it drains. */
+static void call_apply_recv_pause(grit_call *c) {
+  pthread_mutex_lock(&c->mu);
+  bool paused = c->recv_paused;
+  c->recv_state_dirty = false;
+  pthread_mutex_unlock(&c->mu);
+  if (c->state != CALL_DONE && c->winner && c->winner->stream)
+    grit_stream_set_read_paused(c->winner->stream, paused);
+}
+
 void grit_call_deliver_message(grit_call *c, grit_slice *msg) {
   if (c->unary_cb) {
     if (!c->unary_resp)
@@ -94,9 +105,20 @@ void grit_call_deliver_message(grit_call *c, grit_slice *msg) {
   }
   m->slice = msg;
   pthread_mutex_lock(&c->mu);
+  if (c->recv_discard) {
+    pthread_mutex_unlock(&c->mu);
+    grit_slice_unref(msg);
+    grit_free(m);
+    return;
+  }
   grit_list_insert_tail(&c->recvq, &m->link);
+  c->recv_bytes += msg->len;
+  bool pause = !c->recv_paused && c->recv_bytes > CALL_RECV_QUEUE_HIGH;
+  c->recv_paused = c->recv_paused || pause;
   pthread_cond_broadcast(&c->cv);
   pthread_mutex_unlock(&c->mu);
+  if (pause)
+    call_apply_recv_pause(c);
 }
 
 /* Blocking mode keeps a copy of the status for grit_call_finish; the
@@ -471,12 +493,15 @@ static void call_task(grit_task *t) {
   c->cancel_requested = false;
   bool unary = c->unary_launch;
   c->unary_launch = false;
+  bool recv_state = c->recv_state_dirty;
   pthread_mutex_unlock(&c->mu);
   if (unary)
     call_unary_on_loop(c);
   grit_list *e;
   while ((e = grit_list_pop_head(&ops)) != NULL)
     call_run_op(c, GRIT_CONTAINER_OF(e, call_op, link));
+  if (recv_state)
+    call_apply_recv_pause(c);
   if (cancel)
     grit_call_end(c, GRIT_STATUS_CANCELLED, "Cancelled", NULL,
                   GRIT_REASON_CANCELLED); /* RT-11 */
@@ -547,6 +572,7 @@ grit_err grit_call_create_internal(grit_channel *ch, const char *method,
   grit_list_init(&c->link);
   grit_list_init(&c->live_link);
   grit_replay_init(&c->sends, 0, NULL, 0);
+  c->send_limit = (uint64_t)ch->o.per_call_send_buffer;
   c->task.fn = call_task;
   c->wait_for_ready_opt = -1;
   size_t mlen = strlen(method);
@@ -596,6 +622,42 @@ grit_err grit_call_queue_cancel(grit_call *c) {
   if (!grit_rt_post(c->ch->rt, &c->task))
     __atomic_sub_fetch(&c->refs, 1, __ATOMIC_RELAXED);
   return GRIT_OK;
+}
+
+bool grit_call_send_room_locked(const grit_call *c, size_t framed_len) {
+  uint64_t unsent = c->send_queued - c->send_out;
+  return unsent == 0 || unsent + framed_len <= c->send_limit;
+}
+
+void grit_call_on_send_progress(grit_call *c, uint64_t out) {
+  pthread_mutex_lock(&c->mu);
+  if (out <= c->send_out) {
+    pthread_mutex_unlock(&c->mu);
+    return;
+  }
+  c->send_out = out;
+  bool ready =
+      c->send_ready_wanted && c->send_queued - c->send_out <= c->send_limit / 2;
+  c->send_ready_wanted = c->send_ready_wanted && !ready;
+  pthread_cond_broadcast(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+  if (ready && !c->blocking && c->cbs.on_send_ready && c->state != CALL_DONE)
+    c->cbs.on_send_ready(c, c->user_data);
+}
+
+/* With c->mu held: the reader took |len| bytes (or discards the queue);
+ * wake the loop to resume the stream once the queue has drained. */
+void grit_call_recv_taken_locked(grit_call *c, size_t len) {
+  c->recv_bytes -= len < c->recv_bytes ? len : c->recv_bytes;
+  if (!c->recv_paused || c->recv_bytes > CALL_RECV_QUEUE_HIGH / 2)
+    return;
+  c->recv_paused = false;
+  if (c->recv_state_dirty)
+    return; /* a task is already on its way */
+  c->recv_state_dirty = true;
+  __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+  if (!grit_rt_post(c->ch->rt, &c->task))
+    __atomic_sub_fetch(&c->refs, 1, __ATOMIC_RELAXED);
 }
 
 grit_err grit_call_launch_unary(grit_call *c, grit_slice *framed) {

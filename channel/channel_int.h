@@ -52,6 +52,7 @@ typedef struct grit_chan_opts {
   int64_t max_attempts_cap;
   int64_t enable_retries;
   int64_t per_call_retry_buffer;
+  int64_t per_call_send_buffer;
   int64_t per_channel_retry_buffer;
   int64_t rng_seed;
   bool rng_seed_set;
@@ -278,6 +279,11 @@ typedef struct call_op {
   grit_slice *slice;
 } call_op;
 
+/* FC-04: a blocking call's reader lags once this many message bytes wait
+ * in its queue; the stream's window is withheld until the queue drains to
+ * half of it, so the server stops within a window of the reader. */
+#define CALL_RECV_QUEUE_HIGH (256 * 1024)
+
 typedef struct recv_msg {
   grit_list link;
   grit_slice *slice;
@@ -303,7 +309,8 @@ typedef struct call_attempt {
   bool ended;
   bool headers;
   bool recv_timed_out;
-  size_t sent; /* replay items handed to the stream */
+  size_t sent;           /* replay items handed to the stream */
+  uint64_t handed_bytes; /* their bytes */
   bool close_sent;
   uint64_t start_us;
   uint64_t backoff_ms; /* waited before it */
@@ -333,6 +340,7 @@ struct grit_call {
   grit_call_cbs cbs;
   void *user_data;
   bool blocking;
+  uint64_t send_limit;    /* GRIT_ARG_PER_CALL_SEND_BUFFER (AP-03) */
   grit_unary_cb unary_cb; /* grit_unary_call_async */
   grit_slice *unary_resp;
   /* grit_call_launch_unary: start, send |unary_req| and half-close in the
@@ -347,7 +355,14 @@ struct grit_call {
   bool cancel_requested; /* a cancel posted without an op (no memory) */
   bool send_closed_user;
   bool finish_taken;
+  uint64_t send_queued;   /* framed request bytes accepted (AP-03) */
+  uint64_t send_out;      /* of which handed to HTTP/2 by some attempt */
+  bool send_ready_wanted; /* grit_call_try_send refused: on_send_ready */
   grit_list recvq;
+  size_t recv_bytes;     /* message bytes waiting in recvq */
+  bool recv_paused;      /* FC-04: the reader lags; window withheld */
+  bool recv_state_dirty; /* recv_paused changed off the loop */
+  bool recv_discard;     /* grit_call_finish: drop what comes */
   bool headers_set;
   grit_metadata *headers;
   bool done;
@@ -408,6 +423,14 @@ grit_err grit_call_queue_cancel(grit_call *c);
 /* Launch a unary call: start, send |framed| and half-close, as one task
  * run that needs no allocation. */
 grit_err grit_call_launch_unary(grit_call *c, grit_slice *framed);
+/* With c->mu held, on a user thread: the reader took |len| bytes from
+ * recvq; resumes a paused stream once the queue has drained (FC-04). */
+void grit_call_recv_taken_locked(grit_call *c, size_t len);
+/* Loop: an attempt has handed |out| request bytes to HTTP/2; wakes
+ * senders waiting for room, or calls on_send_ready (AP-03). */
+void grit_call_on_send_progress(grit_call *c, uint64_t out);
+/* With c->mu held: whether a message of |framed_len| bytes fits now. */
+bool grit_call_send_room_locked(const grit_call *c, size_t framed_len);
 void grit_call_unref(grit_call *c);
 
 /* Loop halves. call.c: */

@@ -13,13 +13,15 @@
  * simple equivalent), and a 4 MiB message fits in one. */
 #define H2_STREAM_WINDOW (4 * 1024 * 1024)
 #define H2_CONN_WINDOW (16 * 1024 * 1024)
-/* After each read, window is given back for a stream (and for the
- * connection) once this much of it is unacknowledged. grpc-core's reader
- * does the same as messages are read; a grpc-core server streaming small
- * messages paces itself on those updates and batches its writes, while
- * with nghttp2's update at half of a wide window it hears nothing and
- * wakes up per message (bench/run stream-1000x64B: about 1.3x the
- * messages per second). nghttp2's own update stays as the fallback. */
+/* Window is given back by hand (nghttp2's automatic WINDOW_UPDATE is off):
+ * after each read, for what arrived on streams whose reader keeps up, once
+ * this much is unacknowledged. grpc-core's reader does the same as
+ * messages are read; a grpc-core server streaming small messages paces
+ * itself on those updates and batches its writes, while with an update at
+ * half of a wide window it hears nothing and wakes up per message
+ * (bench/run stream-1000x64B: about 1.3x the messages per second). What a
+ * paused stream (grit_stream_set_read_paused) receives is withheld until
+ * it resumes, so a slow reader stops the server (SPEC FC-04). */
 #define H2_ACK_MIN_BYTES 1024
 
 static grit_stream *h2_stream(nghttp2_session *session, int32_t id) {
@@ -287,6 +289,10 @@ static int h2_on_data_chunk_recv(nghttp2_session *session, uint8_t flags,
   grit_stream *s = h2_stream(session, stream_id);
   if (!s)
     return 0;
+  if (s->read_paused) {
+    s->withheld += len;
+    s->t->withheld += len;
+  }
   if (!s->headers_received) {
     grit_stream_finish(s, GRIT_STATUS_INTERNAL,
                        "received DATA before response headers", GRIT_WIRE_SENT,
@@ -440,10 +446,32 @@ void grit_h2_on_goaway(grit_transport *t, uint32_t last_id, uint32_t code,
   grit_transport_schedule(t);
 }
 
-static void h2_ack(grit_transport *t, int32_t stream_id, int32_t n) {
-  /* On failure (out of memory) nghttp2's own update still comes. */
+/* Give back what was received on |stream_id| (0: the connection) less
+ * what is withheld for paused readers. On failure (out of memory) the
+ * bytes stay counted and go back with the next update. */
+static void h2_ack(grit_transport *t, int32_t stream_id, int32_t received,
+                   size_t withheld) {
+  if (received <= 0 || (size_t)received <= withheld)
+    return;
+  int32_t n = received - (int32_t)withheld;
   if (n >= H2_ACK_MIN_BYTES)
     nghttp2_submit_window_update(t->h2, NGHTTP2_FLAG_NONE, stream_id, n);
+}
+
+static bool h2_stream_open(grit_transport *t, const grit_stream *s) {
+  return !s->finished && s->id > 0 &&
+         !nghttp2_session_get_stream_remote_close(t->h2, s->id);
+}
+
+static void h2_ack_stream(grit_transport *t, grit_stream *s) {
+  h2_ack(t, s->id,
+         nghttp2_session_get_stream_effective_recv_data_length(t->h2, s->id),
+         s->withheld);
+}
+
+static void h2_ack_connection(grit_transport *t) {
+  h2_ack(t, 0, nghttp2_session_get_effective_recv_data_length(t->h2),
+         t->withheld);
 }
 
 bool grit_h2_ack_received(grit_transport *t) {
@@ -452,15 +480,26 @@ bool grit_h2_ack_received(grit_transport *t) {
   while ((e = grit_list_pop_head(&t->rx_streams)) != NULL) {
     grit_stream *s = GRIT_CONTAINER_OF(e, grit_stream, rx_node);
     /* A stream the server has finished needs no more window. */
-    if (s->finished || s->id <= 0 ||
-        nghttp2_session_get_stream_remote_close(t->h2, s->id))
+    if (!h2_stream_open(t, s))
       continue;
     open = true;
-    h2_ack(t, s->id,
-           nghttp2_session_get_stream_effective_recv_data_length(t->h2, s->id));
+    h2_ack_stream(t, s);
   }
-  h2_ack(t, 0, nghttp2_session_get_effective_recv_data_length(t->h2));
+  h2_ack_connection(t);
   return open;
+}
+
+void grit_h2_release_withheld(grit_transport *t, grit_stream *s) {
+  if (s->withheld == 0)
+    return;
+  t->withheld -= s->withheld;
+  s->withheld = 0;
+  if (t->h2 && !t->io_dead) {
+    if (h2_stream_open(t, s))
+      h2_ack_stream(t, s);
+    h2_ack_connection(t);
+    grit_transport_schedule(t);
+  }
 }
 
 ssize_t grit_h2_data_read(nghttp2_session *session, int32_t stream_id,
@@ -509,6 +548,8 @@ grit_err grit_h2_session_new(grit_transport *t) {
   }
   /* Our own limit is checked per header in h2_on_header. */
   nghttp2_option_set_max_send_header_block_length(opt, 256 * 1024);
+  /* Window goes back as grit_h2_ack_received decides (FC-04). */
+  nghttp2_option_set_no_auto_window_update(opt, 1);
 
   /* All of nghttp2's memory goes through grit's allocator (STYLE 3.5). */
   const grit_allocator *a = grit_allocator_get();

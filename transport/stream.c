@@ -95,6 +95,8 @@ void grit_stream_cache_free(grit_transport *t) {
 
 void grit_stream_free(grit_stream *s) {
   grit_transport *t = s->t;
+  /* The connection's window must not shrink by what a gone stream held. */
+  grit_h2_release_withheld(t, s);
   grit_list_remove(&s->node);
   grit_list_remove(&s->ev_node);
   grit_list_remove(&s->rx_node);
@@ -173,6 +175,12 @@ void grit_stream_finish(grit_stream *s, grit_status_code code,
 void grit_stream_deliver(grit_stream *s) {
   /* The stream stays on t->ev_streams while its callbacks run, so a
    * re-entrant grit_stream_cancel cannot queue it twice. */
+  if (s->ev_send_progress) {
+    s->ev_send_progress = false;
+    if (!s->finished)
+      s->cbs.on_send_progress(s, s->user_data);
+    return;
+  }
   if (s->ev_headers_pending) {
     grit_metadata *md = s->ev_headers;
     s->ev_headers = NULL;
@@ -223,6 +231,10 @@ size_t grit_stream_take_send(grit_stream *s, uint8_t *buf, size_t len) {
     }
   }
   s->pending_bytes -= n;
+  if (n > 0 && s->cbs.on_send_progress && !s->ev_send_progress) {
+    s->ev_send_progress = true;
+    grit_stream_queue_event(s);
+  }
   return n;
 }
 
@@ -404,6 +416,18 @@ void grit_stream_cancel(grit_stream *s, grit_status_code code,
   grit_stream_finish(s, code, message ? message : "cancelled",
                      s->headers_sent ? GRIT_WIRE_SENT : GRIT_WIRE_NOT_SENT,
                      true, NGHTTP2_CANCEL);
+}
+
+void grit_stream_set_read_paused(grit_stream *s, bool paused) {
+  if (!s || s->read_paused == paused)
+    return;
+  s->read_paused = paused;
+  GRIT_TRACE(GRIT_TRACE_TRANSPORT, GRIT_LEVEL_DEBUG,
+             "transport %s: stream %d: reading %s (%zu bytes withheld)",
+             s->t->addr.text, (int)s->id, paused ? "paused" : "resumed",
+             s->withheld);
+  if (!paused)
+    grit_h2_release_withheld(s->t, s);
 }
 
 size_t grit_stream_pending_bytes(const grit_stream *s) {

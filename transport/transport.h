@@ -144,6 +144,9 @@ typedef struct grit_stream_cbs {
    * connection loss, local limits or cancel. Exactly once, last; the
    * stream is freed right after it returns. */
   void (*on_done)(grit_stream *s, const grit_stream_result *r, void *user_data);
+  /* Queued request bytes went to HTTP/2 (optional; deferred, at most once
+   * per flush): grit_stream_pending_bytes has dropped. */
+  void (*on_send_progress)(grit_stream *s, void *user_data);
 } grit_stream_cbs;
 
 /* What goes in a request's HEADERS frame (SPEC HS-01, HS-04, RT-08). */
@@ -180,6 +183,11 @@ void grit_stream_cancel(grit_stream *s, grit_status_code code,
                         const char *message);
 /* Bytes queued on the stream and not yet handed to nghttp2. */
 size_t grit_stream_pending_bytes(const grit_stream *s);
+/* Pause or resume giving back |s|'s flow-control window (SPEC FC-04).
+ * While paused, DATA still arrives and is delivered, but its window is
+ * withheld, so the server stops once it has used what it has; resuming
+ * gives it all back. The owner pauses while its reader lags. */
+void grit_stream_set_read_paused(grit_stream *s, bool paused);
 
 /* ---- pure helpers (each in its own file, unit-tested) ---- */
 

@@ -99,7 +99,7 @@ struct grit_transport {
   bool io_dead;   /* read/write failed or EOF: no more writes */
   bool writing;
   bool more_output; /* the last flush stopped at CONN_WRITE_CHUNK */
-  bool going_away; /* GOAWAY received or drain started: no new streams */
+  bool going_away;  /* GOAWAY received or drain started: no new streams */
   bool goaway_received;
   uint32_t goaway_last_id;
   bool ping_outstanding;
@@ -122,6 +122,7 @@ struct grit_transport {
   grit_list ev_streams; /* streams with undelivered events */
   grit_list rx_streams; /* streams that got DATA in the current read */
   size_t active;        /* streams whose result is not yet fixed */
+  size_t withheld;      /* DATA bytes of paused streams not given back */
 
   uint8_t rbuf[64 * 1024]; /* socket reads land here */
 };
@@ -154,6 +155,8 @@ struct grit_stream {
   bool eos_sent;      /* our END_STREAM went out */
 
   /* Receive side. */
+  bool read_paused; /* grit_stream_set_read_paused: withhold window */
+  size_t withheld;  /* DATA bytes received while paused, not given back */
   grit_deframer deframer;
   grit_blk_kind blk_kind;
   bool discard_headers; /* keep no response header metadata */
@@ -169,6 +172,7 @@ struct grit_stream {
   bool trailers_only;
 
   /* Undelivered events. */
+  bool ev_send_progress; /* grit_stream_take_send took bytes */
   bool ev_headers_pending;
   grit_metadata *ev_headers; /* NULL: an empty list */
   grit_slice_fifo recvq;
@@ -196,6 +200,8 @@ void grit_h2_on_goaway(grit_transport *t, uint32_t last_id, uint32_t code,
  * (WINDOW_UPDATE), as a gRPC peer expects of a reader that keeps up.
  * Returns whether a stream that got DATA is still open (more may come). */
 bool grit_h2_ack_received(grit_transport *t);
+/* Give back the window withheld for |s| (it resumed, or it is ending). */
+void grit_h2_release_withheld(grit_transport *t, grit_stream *s);
 ssize_t grit_h2_data_read(nghttp2_session *session, int32_t stream_id,
                           uint8_t *buf, size_t length, uint32_t *data_flags,
                           nghttp2_data_source *source, void *user_data);

@@ -51,7 +51,8 @@ extern "C" {
   XX(ERR_WOULD_DEADLOCK, -10, "blocking call made on the I/O thread")          \
   XX(ERR_PARSE, -11, "input could not be parsed")                              \
   XX(ERR_TIMEOUT, -12, "timed out")                                            \
-  XX(ERR_NOT_FOUND, -13, "not found")
+  XX(ERR_NOT_FOUND, -13, "not found")                                          \
+  XX(ERR_AGAIN, -15, "not now: the call's send buffer is full")
 
 typedef enum grit_err {
 #define GRIT_ERR_GEN(name, val, text) GRIT_##name = (val),
@@ -331,6 +332,12 @@ typedef struct grit_channel_args grit_channel_args;
 #define GRIT_ARG_ENABLE_RETRIES "grit.enable_retries"
 /** Int bytes, default 262144. Replay buffer limit per call (RT-07). */
 #define GRIT_ARG_PER_CALL_RETRY_BUFFER "grit.per_call_retry_buffer_size"
+/** Int bytes 1..2^31, default 65536. Bound on a call's unsent request
+ * bytes (SPEC AP-03): grit_call_send waits, and grit_call_try_send
+ * refuses, while accepting a message would take the bytes the call has
+ * queued but not yet handed to HTTP/2 past it. A message is always
+ * accepted when nothing is unsent, whatever its size. */
+#define GRIT_ARG_PER_CALL_SEND_BUFFER "grit.per_call_send_buffer_size"
 /** Int bytes, default 16 MiB. Replay buffer limit per channel (RT-07). */
 #define GRIT_ARG_PER_CHANNEL_RETRY_BUFFER "grit.per_channel_retry_buffer_size"
 /** Int. Seed for the channel's backoff PRNG; unset = random (RT-03). */
@@ -373,12 +380,14 @@ typedef struct grit_channel_args grit_channel_args;
 /** Int 0/1, default 0. Send keepalive pings with no calls in flight. */
 #define GRIT_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS                                \
   "grit.keepalive_permit_without_calls"
-/** Int µs 0..10000, default 50. After a read that brought DATA for a
- * stream that stays open (a response stream under way), the I/O thread
- * polls the connections without sleeping for this long, so the next
- * messages are read without a wake-up each: server streams run about 20 %
- * faster for about twice the client CPU per message (README Performance).
- * 0: always sleep in epoll between reads. */
+/** Int µs 0..10000, default 0 (off: the I/O thread always sleeps in epoll
+ * between reads). When set, after a read that brought DATA for a stream
+ * that stays open (a response stream under way) the I/O thread polls the
+ * connections without sleeping for this long, so the next messages are
+ * read without a wake-up each: server streams of small messages run about
+ * 10 % faster for about twice the client CPU per message (README
+ * Performance). A library should not burn its user's CPU unasked, so it is
+ * off unless the application opts in. */
 #define GRIT_ARG_READ_SPIN_US "grit.read_spin_us"
 /** Int ms, default 1800000. Idle time after which connections close. */
 #define GRIT_ARG_IDLE_TIMEOUT_MS "grit.client_idle_timeout_ms"
@@ -551,9 +560,14 @@ typedef struct grit_call_cbs {
                      void *user_data);
   /** The call ended; exactly once, last. |st| is borrowed. */
   void (*on_done)(grit_call *call, const grit_status *st, void *user_data);
+  /** After grit_call_try_send returned GRIT_ERR_AGAIN: the call's unsent
+   * bytes have drained to half of GRIT_ARG_PER_CALL_SEND_BUFFER, so a send
+   * will be accepted (as Java's onReady). Once per refusal; not after the
+   * call has ended (on_done comes instead). */
+  void (*on_send_ready)(grit_call *call, void *user_data);
 } grit_call_cbs;
 
-#define GRIT_CALL_CBS_VERSION 1
+#define GRIT_CALL_CBS_VERSION 2
 
 /** Start a call to |method| ("/pkg.Service/Method").
  *
@@ -574,16 +588,40 @@ GRIT_EXTERN grit_err grit_call_start(grit_channel *ch, const char *method,
                                      const grit_call_cbs *cbs, void *user_data,
                                      grit_call **out);
 
-/** Queue one request message of |len| bytes.
+/** Send one request message of |len| bytes, waiting for room (SPEC AP-03).
+ *
+ * Sends are flow controlled: the call's unsent bytes (accepted by grit but
+ * not yet handed to HTTP/2, which takes them as the server's window
+ * allows) stay within GRIT_ARG_PER_CALL_SEND_BUFFER. When accepting this
+ * message would pass that bound, grit_call_send waits until the bytes
+ * ahead of it have gone out, or the call ends. A message is accepted at
+ * once when nothing is unsent, so a message larger than the bound still
+ * goes. Works in both modes.
  *
  * Ownership: data copied (once, into the frame that goes on the wire).
- * Thread: any, one thread at a time per call.
- * Returns GRIT_OK; GRIT_ERR_CALL_STATE after grit_call_close_send or once
- * the call has ended (the message is dropped; the call's status says why);
+ * Thread: any, one thread at a time per call. On the I/O thread (inside a
+ * callback) it never waits: there, use grit_call_try_send.
+ * Returns GRIT_OK once the message is accepted; GRIT_ERR_CALL_STATE after
+ * grit_call_close_send or once the call has ended, also while waiting (the
+ * message is dropped; the call's status says why); GRIT_ERR_WOULD_DEADLOCK
+ * on the I/O thread when it would have to wait; GRIT_ERR_INVALID_ARG;
  * GRIT_ERR_NOMEM. An oversize message is not an error here: the call ends
  * RESOURCE_EXHAUSTED (SPEC SC-07). */
 GRIT_EXTERN grit_err grit_call_send(grit_call *call, const void *data,
                                     size_t len);
+
+/** Send one request message if there is room now, never waiting: the
+ * non-blocking form of grit_call_send, for callback-mode calls.
+ *
+ * When the message would take the call's unsent bytes past
+ * GRIT_ARG_PER_CALL_SEND_BUFFER, nothing is queued and it returns
+ * GRIT_ERR_AGAIN; the call's on_send_ready callback then runs once there
+ * is room again.
+ * Ownership: data copied. Thread: any, including the call's callbacks.
+ * Returns GRIT_OK; GRIT_ERR_AGAIN; GRIT_ERR_CALL_STATE (half-closed or
+ * ended); GRIT_ERR_INVALID_ARG; GRIT_ERR_NOMEM. */
+GRIT_EXTERN grit_err grit_call_try_send(grit_call *call, const void *data,
+                                        size_t len);
 
 /** Half-close: no more request messages. Thread: any.
  * Returns GRIT_OK or GRIT_ERR_CALL_STATE if already half-closed. */

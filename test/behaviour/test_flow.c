@@ -179,6 +179,103 @@ static void test_silent_wide_window_peer(void) {
   h2s_server_stop(srv);
 }
 
+/* Bytes of DATA the server has written so far. */
+static uint64_t flow_sent(h2s_server *srv) {
+  h2s_stats st;
+  h2s_server_get_stats(srv, &st);
+  return st.data_bytes_sent;
+}
+
+/* Wait (at most |max_ms|) until the server's DATA output has not grown for
+ * 300 ms; returns the bytes sent then. */
+static uint64_t flow_sent_settled(h2s_server *srv, uint64_t max_ms) {
+  uint64_t end = test_now_ms() + max_ms, last = flow_sent(srv);
+  uint64_t since = test_now_ms();
+  while (test_now_ms() < end) {
+    usleep(20000);
+    uint64_t now = flow_sent(srv);
+    if (now != last) {
+      last = now;
+      since = test_now_ms();
+    } else if (test_now_ms() - since >= 300) {
+      break;
+    }
+  }
+  return last;
+}
+
+#define SLOW_MSGS 2000
+#define SLOW_SIZE 16384
+
+/* A blocking call to the server stream, request sent and half-closed. */
+static grit_call *flow_stream_call(grit_channel *ch) {
+  grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION, .timeout_ms = 60000};
+  grit_call *call = NULL;
+  if (grit_call_start(ch, "/flow.Svc/Stream", &o, NULL, NULL, &call) !=
+          GRIT_OK ||
+      grit_call_send(call, "go", 2) != GRIT_OK ||
+      grit_call_close_send(call) != GRIT_OK)
+    fprintf(stderr, "flow: cannot start the stream call\n");
+  return call;
+}
+
+/* SPEC FC-04: an application that stops reading a server stream stops the
+ * server within one stream window of what it has read, and the stream
+ * resumes when it reads again. Before, the window went back as bytes
+ * arrived and all 32 MiB were sent into the call's queue. */
+static void test_slow_reader_server_stream(void) {
+  h2s_server *srv = bh_server("path=/flow.Svc/Stream count=2000 size=16384");
+  grit_channel *ch = bh_channel(&srv, 1, NULL);
+  grit_call *call = flow_stream_call(ch);
+  ASSERT_NOT_NULL(call);
+  grit_bytes m = {0};
+  ASSERT_OK(grit_call_recv(call, &m));
+  ASSERT_EQ(m.len, SLOW_SIZE);
+  grit_bytes_free(&m);
+  /* Not reading: at most the 256 KiB queue bound plus the 4 MiB stream
+   * window (and the frames under way) may come. */
+  uint64_t sent = flow_sent_settled(srv, 10000);
+  ASSERT_CMP(sent, <, (uint64_t)6 * MiB);
+  ASSERT_CMP(sent, >, (uint64_t)256 * 1024);
+  int got = 1;
+  grit_err rv;
+  while ((rv = grit_call_recv(call, &m)) == GRIT_OK) {
+    ASSERT_EQ(m.len, SLOW_SIZE);
+    grit_bytes_free(&m);
+    got++;
+  }
+  ASSERT_EQ(got, SLOW_MSGS);
+  grit_status st = {0};
+  ASSERT_OK(grit_call_finish(call, &st));
+  ASSERT_EQ(st.code, GRIT_STATUS_OK);
+  grit_status_free(&st);
+  grit_call_destroy(call);
+  ASSERT_EQ(flow_sent(srv), (uint64_t)SLOW_MSGS * (SLOW_SIZE + 5));
+  /* The connection's window came back whole: another call goes through. */
+  ASSERT_EQ(bh_unary(ch, "/flow.Svc/Echo", "again", 10000, NULL),
+            GRIT_STATUS_OK);
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+/* grit_call_finish discards unread messages: a paused stream must resume,
+ * or the server could never send its status. */
+static void test_finish_without_reading(void) {
+  h2s_server *srv = bh_server("path=/flow.Svc/Stream count=2000 size=16384");
+  grit_channel *ch = bh_channel(&srv, 1, NULL);
+  grit_call *call = flow_stream_call(ch);
+  ASSERT_NOT_NULL(call);
+  flow_sent_settled(srv, 10000); /* paused by now */
+  grit_status st = {0};
+  ASSERT_OK(grit_call_finish(call, &st));
+  ASSERT_EQ(st.code, GRIT_STATUS_OK);
+  grit_status_free(&st);
+  grit_call_destroy(call);
+  ASSERT_EQ(flow_sent(srv), (uint64_t)SLOW_MSGS * (SLOW_SIZE + 5));
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
 /* Issue 12: the server moves SETTINGS_INITIAL_WINDOW_SIZE while a large
  * request is being sent: down to 1000 bytes while more than that is
  * unacknowledged (the stream window goes negative, RFC 9113 §6.9.2), up to
@@ -540,6 +637,8 @@ static void test_early_response_then_rst_no_error(void) {
 int main(int argc, char **argv) {
   static const test_case cases[] = {
       {"silent_wide_window_peer", test_silent_wide_window_peer},
+      {"slow_reader_server_stream", test_slow_reader_server_stream},
+      {"finish_without_reading", test_finish_without_reading},
       {"iws_changes_mid_stream", test_iws_changes_mid_stream},
       {"iws_changes_mid_stream_tls", test_iws_changes_mid_stream_tls},
       {"tiny_window_updates", test_tiny_window_updates},

@@ -125,6 +125,11 @@ static int conn_on_frame_send(nghttp2_session *ng, const nghttp2_frame *f,
     conn_count(c->srv, &c->srv->stats.window_updates_sent);
   if (f->hd.type == NGHTTP2_SETTINGS && !(f->hd.flags & NGHTTP2_FLAG_ACK))
     conn_count(c->srv, &c->srv->stats.settings_sent);
+  if (f->hd.type == NGHTTP2_DATA) {
+    h2s_log_lock(c->srv);
+    c->srv->stats.data_bytes_sent += f->hd.length;
+    h2s_log_unlock(c->srv);
+  }
   if ((f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA) &&
       (f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
     h2s_stream *s = conn_stream(c, f->hd.stream_id);

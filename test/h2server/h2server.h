@@ -253,6 +253,7 @@ typedef struct h2s_stats {
   uint64_t bytes_received;   /* HTTP/2 bytes (after TLS), all connections */
   uint64_t data_frames_received;
   uint64_t max_data_frame_received; /* largest DATA frame payload */
+  uint64_t data_bytes_sent; /* DATA frame payload written, all streams */
 } h2s_stats;
 
 /*
