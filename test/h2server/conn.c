@@ -69,6 +69,11 @@ static int conn_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
       h2s_stream_on_end(s);
     break;
   case NGHTTP2_DATA:
+    h2s_log_lock(srv);
+    srv->stats.data_frames_received++;
+    if (f->hd.length > srv->stats.max_data_frame_received)
+      srv->stats.max_data_frame_received = f->hd.length;
+    h2s_log_unlock(srv);
     if (s && (f->hd.flags & NGHTTP2_FLAG_END_STREAM))
       h2s_stream_on_end(s);
     break;
@@ -113,6 +118,13 @@ static int conn_on_frame_send(nghttp2_session *ng, const nghttp2_frame *f,
   h2s_conn *c = user_data;
   if (f->hd.type == NGHTTP2_GOAWAY)
     conn_count(c->srv, &c->srv->stats.goaways_sent);
+  if (f->hd.type == NGHTTP2_RST_STREAM &&
+      f->rst_stream.error_code == NGHTTP2_REFUSED_STREAM)
+    conn_count(c->srv, &c->srv->stats.refused_sent);
+  if (f->hd.type == NGHTTP2_WINDOW_UPDATE)
+    conn_count(c->srv, &c->srv->stats.window_updates_sent);
+  if (f->hd.type == NGHTTP2_SETTINGS && !(f->hd.flags & NGHTTP2_FLAG_ACK))
+    conn_count(c->srv, &c->srv->stats.settings_sent);
   if (f->hd.type == NGHTTP2_DATA) {
     h2s_log_lock(c->srv);
     c->srv->stats.data_bytes_sent += f->hd.length;
@@ -180,6 +192,10 @@ static void conn_submit_settings(h2s_conn *c) {
   for (size_t i = 0; i < 8 && cfg->settings[i].id; i++)
     iv[n++] =
         (nghttp2_settings_entry){cfg->settings[i].id, cfg->settings[i].value};
+  c->iws_current = NGHTTP2_INITIAL_WINDOW_SIZE;
+  for (size_t i = 0; i < n; i++)
+    if (iv[i].settings_id == NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE)
+      c->iws_current = iv[i].value;
   nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, n);
   /* A wide connection window up front, as C-core grants it. */
   if (cfg->connection_window_size > 65535)
@@ -315,6 +331,9 @@ void h2s_conn_flush(h2s_conn *c) {
 }
 
 static void conn_recv_plain(h2s_conn *c, const uint8_t *p, size_t n) {
+  h2s_log_lock(c->srv);
+  c->srv->stats.bytes_received += n;
+  h2s_log_unlock(c->srv);
   ssize_t rv = nghttp2_session_mem_recv(c->ng, p, n);
   if (rv < 0) {
     if (!c->srv->cfg.quiet)
@@ -432,4 +451,16 @@ void h2s_conn_goaway(h2s_conn *c, uint32_t code, bool now) {
   else
     nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE, last, code, NULL, 0);
   h2s_conn_flush(c);
+}
+
+void h2s_conn_settings(h2s_conn *c, const h2s_setting *list, size_t max) {
+  nghttp2_settings_entry iv[8];
+  size_t n = 0;
+  for (size_t i = 0; i < max && n < 8 && list[i].id; i++) {
+    iv[n++] = (nghttp2_settings_entry){list[i].id, list[i].value};
+    if (list[i].id == NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE)
+      c->iws_current = list[i].value;
+  }
+  nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, n);
+  c->work = true;
 }

@@ -54,6 +54,7 @@ struct h2s_server {
   bool cmd_flag;
   int cmd_result;
   bool cmd_done;
+  h2s_setting cmd_settings[8]; /* H2S_CMD_SETTINGS, 0-terminated */
 
   uv_mutex_t mu; /* guards everything below */
   uv_cond_t cond;
@@ -75,7 +76,8 @@ typedef enum h2s_cmd {
   H2S_CMD_STOP,
   H2S_CMD_KILL,
   H2S_CMD_LISTEN,
-  H2S_CMD_GOAWAY
+  H2S_CMD_GOAWAY,
+  H2S_CMD_SETTINGS
 } h2s_cmd;
 
 struct h2s_conn {
@@ -103,7 +105,9 @@ struct h2s_conn {
   bool stop_reading;
   bool freeze_window;
   bool no_ping_ack;
-  bool work; /* some stream has deferred work */
+  bool work;            /* some stream has deferred work */
+  uint32_t n_open;      /* streams open now */
+  uint32_t iws_current; /* INITIAL_WINDOW_SIZE last sent */
 };
 
 struct h2s_stream {
@@ -127,6 +131,11 @@ struct h2s_stream {
   bool rst_after_end; /* END_STREAM went out before the client's */
   size_t unconsumed;  /* received DATA bytes not yet consumed */
   uv_timer_t *timer;  /* delay_ms; closed and freed on its own */
+  /* act.window_step / window_every_ms: window returned by hand. */
+  uint64_t unreturned; /* consumed, window not yet returned */
+  uint32_t step_next;  /* the next WINDOW_UPDATE increment */
+  uv_timer_t *wtimer;  /* window_every_ms */
+  size_t iws_next;     /* next act.iws_at entry */
 };
 
 /* util.c */
@@ -162,6 +171,7 @@ void h2s_conn_accept(h2s_server *srv, uv_stream_t *listener, bool is_tcp);
 void h2s_conn_close(h2s_conn *c);
 void h2s_conn_flush(h2s_conn *c);
 void h2s_conn_goaway(h2s_conn *c, uint32_t code, bool now);
+void h2s_conn_settings(h2s_conn *c, const h2s_setting *list, size_t max);
 
 /* stream.c */
 h2s_stream *h2s_stream_new(h2s_conn *c, int32_t id);

@@ -55,6 +55,22 @@ typedef enum h2s_end {
   H2S_END_DROP          /* close the connection without GOAWAY */
 } h2s_end;
 
+/* Mid-stream SETTINGS_INITIAL_WINDOW_SIZE change: see h2s_action.iws_at. */
+#define H2S_MAX_IWS 4
+
+typedef struct h2s_iws_change {
+  uint64_t after_bytes; /* once the stream has received this much DATA */
+  uint32_t value;       /* ... send SETTINGS_INITIAL_WINDOW_SIZE = value */
+} h2s_iws_change;
+
+/* Initial SETTINGS entries; an id of 0 ends the list. */
+typedef struct h2s_setting {
+  int32_t id;
+  uint32_t value;
+} h2s_setting;
+
+#define H2S_MAX_SETTINGS 4
+
 /*
  * One answer. A zero-initialised action echoes with status OK. Pointers are
  * copied when the action is handed to the server, so they may point to stack
@@ -100,6 +116,24 @@ typedef struct h2s_action {
   bool freeze_window;        /* stop sending WINDOW_UPDATEs */
   bool no_ping_ack;          /* stop acking PINGs on this connection */
   bool drop_reset;           /* H2S_DROP and H2S_END_DROP close with RST */
+  h2s_setting settings[H2S_MAX_SETTINGS]; /* send these SETTINGS (id 0 ends) */
+
+  /*
+   * Receive flow control of this stream, from the time the action is bound
+   * (at HEADERS). By default received DATA is consumed at once and nghttp2
+   * returns window when half of it is used. window_step: return window
+   * (stream and connection) in WINDOW_UPDATEs of 1, 2, ... window_step
+   * bytes, cycling, right as DATA arrives. window_every_ms: consume and
+   * return window only on a timer of this period (a slow reader).
+   * iws_at: each entry (both fields 0 ends the list) sends SETTINGS
+   * INITIAL_WINDOW_SIZE once the stream's DATA reaches after_bytes; a
+   * lower value waits until more than |value| bytes are received and not
+   * yet returned, so the client's stream window goes negative (RFC 9113
+   * §6.9.2); see h2s_request.window_low.
+   */
+  uint32_t window_step;
+  uint32_t window_every_ms;
+  h2s_iws_change iws_at[H2S_MAX_IWS];
 } h2s_action;
 
 /* A script step: |action| for the next |repeat| requests on |path|. */
@@ -150,6 +184,12 @@ typedef struct h2s_request {
   uint64_t headers_ms;      /* when HEADERS arrived */
   uint64_t end_ms;          /* when END_STREAM arrived (0: never) */
   uint64_t acted_ms;        /* when the action was applied */
+  uint64_t data_bytes;      /* DATA payload received on the open stream */
+  uint32_t open_streams;    /* streams open on the connection at its HEADERS,
+                               itself included */
+  uint32_t iws_sent;        /* iws_at changes sent */
+  int64_t window_low; /* lowest client stream window an iws_at change left:
+                         value - bytes not yet returned (0: none sent) */
 } h2s_request;
 
 /*
@@ -161,12 +201,6 @@ typedef struct h2s_request {
  */
 typedef void (*h2s_handler_cb)(const h2s_request *req, bool at_end,
                                h2s_action *act, void *user_data);
-
-/* Initial SETTINGS entries; an id of 0 ends the list. */
-typedef struct h2s_setting {
-  int32_t id;
-  uint32_t value;
-} h2s_setting;
 
 /* What happens right after accept, before HTTP/2 starts. */
 typedef enum h2s_accept {
@@ -212,6 +246,13 @@ typedef struct h2s_stats {
   uint64_t goaways_received;
   uint64_t rst_received;
   uint64_t window_updates_received;
+  uint64_t window_updates_sent;
+  uint64_t settings_sent;    /* non-ACK SETTINGS, the initial one too */
+  uint64_t refused_sent;     /* RST_STREAM(REFUSED_STREAM), nghttp2's too */
+  uint64_t max_open_streams; /* most streams open at once on a connection */
+  uint64_t bytes_received;   /* HTTP/2 bytes (after TLS), all connections */
+  uint64_t data_frames_received;
+  uint64_t max_data_frame_received; /* largest DATA frame payload */
   uint64_t data_bytes_sent; /* DATA frame payload written, all streams */
 } h2s_stats;
 
@@ -241,6 +282,10 @@ int h2s_server_restart(h2s_server *srv);
 /* GOAWAY(last seen stream, |code|) on every connection; each closes once
  * drained, or at once when |close_now|. The listener stays open. */
 void h2s_server_goaway(h2s_server *srv, uint32_t code, bool close_now);
+
+/* SETTINGS |list| (an id of 0 ends it, at most 8) on every open
+ * connection, from the test thread; returns once they are queued. */
+void h2s_server_settings(h2s_server *srv, const h2s_setting *list);
 
 /* Treatment of connections accepted from now on; thread-safe. */
 void h2s_server_set_accept(h2s_server *srv, h2s_accept mode);

@@ -49,6 +49,16 @@ static const char *const parse_h2_names[] = {
     "HTTP_1_1_REQUIRED",
 };
 
+static const char *const parse_setting_names[] = {
+    "",
+    "HEADER_TABLE_SIZE",
+    "ENABLE_PUSH",
+    "MAX_CONCURRENT_STREAMS",
+    "INITIAL_WINDOW_SIZE",
+    "MAX_FRAME_SIZE",
+    "MAX_HEADER_LIST_SIZE",
+};
+
 #define PARSE_COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 static bool parse_u64(const char *s, uint64_t *out) {
@@ -177,6 +187,54 @@ static bool parse_h2_field(const char *v, uint32_t *out) {
     return false;
   *out = (uint32_t)code;
   return true;
+}
+
+/* "A:B": splits at the colon; |a| gets the part before it. */
+static char *parse_pair(char *v) {
+  char *colon = strchr(v, ':');
+  if (colon == NULL || colon == v)
+    return NULL;
+  *colon = '\0';
+  return colon + 1;
+}
+
+/* setting=ID:VALUE, the id by number or name (MAX_CONCURRENT_STREAMS). */
+static bool parse_setting(h2s_action *a, char *v) {
+  char *val = parse_pair(v);
+  uint64_t id = 0, n;
+  if (val == NULL || !parse_u64(val, &n) || n > UINT32_MAX)
+    return false;
+  if (!parse_u64(v, &id)) {
+    for (size_t i = 1; i < PARSE_COUNT(parse_setting_names); i++)
+      if (strcasecmp(v, parse_setting_names[i]) == 0)
+        id = i;
+  }
+  if (id == 0 || id > INT32_MAX)
+    return false;
+  for (size_t i = 0; i < H2S_MAX_SETTINGS; i++) {
+    if (a->settings[i].id == 0) {
+      a->settings[i] = (h2s_setting){(int32_t)id, (uint32_t)n};
+      return true;
+    }
+  }
+  return false;
+}
+
+/* iws_at=BYTES:VALUE */
+static bool parse_iws_at(h2s_action *a, char *v) {
+  char *val = parse_pair(v);
+  uint64_t after, n;
+  if (val == NULL || !parse_u64(v, &after) || !parse_u64(val, &n) ||
+      n > INT32_MAX || (after == 0 && n == 0))
+    return false;
+  for (size_t i = 0; i < H2S_MAX_IWS; i++) {
+    h2s_iws_change *ch = &a->iws_at[i];
+    if (ch->after_bytes == 0 && ch->value == 0) {
+      *ch = (h2s_iws_change){after, (uint32_t)n};
+      return true;
+    }
+  }
+  return false;
 }
 
 static void parse_set_str(const char **field, const char *v) {
@@ -316,6 +374,14 @@ static bool parse_token(h2s_step *st, const char *k, char *v) {
     a->freeze_window = true;
   } else if (IS("no_ping_ack") && !v) {
     a->no_ping_ack = true;
+  } else if (IS("setting") && v) {
+    return parse_setting(a, v);
+  } else if (IS("window_step") && v) {
+    return parse_u32_field(v, &a->window_step);
+  } else if (IS("window_every") && v) {
+    return parse_u32_field(v, &a->window_every_ms);
+  } else if (IS("iws_at") && v) {
+    return parse_iws_at(a, v);
   } else {
     return false;
   }

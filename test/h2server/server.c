@@ -117,6 +117,15 @@ static void server_on_async(uv_async_t *async) {
       h2s_conn_goaway(c, code, flag);
     }
     break;
+  case H2S_CMD_SETTINGS:
+    for (h2s_conn *c = srv->conns, *next; c; c = next) {
+      next = c->next;
+      if (c->ng && !c->closing) {
+        h2s_conn_settings(c, srv->cmd_settings, 8);
+        h2s_conn_flush(c);
+      }
+    }
+    break;
   }
   uv_mutex_lock(&srv->mu);
   srv->cmd = H2S_CMD_NONE;
@@ -127,9 +136,14 @@ static void server_on_async(uv_async_t *async) {
 }
 
 static int server_command(h2s_server *srv, h2s_cmd cmd, uint32_t code,
-                          bool flag) {
+                          bool flag, const h2s_setting *list) {
   uv_mutex_lock(&srv->cmd_mu);
   uv_mutex_lock(&srv->mu);
+  size_t n = 0;
+  for (; list && n < 8 && list[n].id; n++)
+    srv->cmd_settings[n] = list[n];
+  if (n < 8)
+    srv->cmd_settings[n] = (h2s_setting){0};
   srv->cmd = cmd;
   srv->cmd_code = code;
   srv->cmd_flag = flag;
@@ -256,7 +270,7 @@ int h2s_server_start(const h2s_config *cfg, h2s_server **out) {
 void h2s_server_stop(h2s_server *srv) {
   if (srv == NULL)
     return;
-  server_command(srv, H2S_CMD_STOP, 0, false);
+  server_command(srv, H2S_CMD_STOP, 0, false, NULL);
   uv_thread_join(&srv->thread);
   server_free(srv);
 }
@@ -273,11 +287,11 @@ const char *h2s_server_addr(const h2s_server *srv, char *buf, size_t len) {
 }
 
 void h2s_server_kill(h2s_server *srv) {
-  server_command(srv, H2S_CMD_KILL, 0, false);
+  server_command(srv, H2S_CMD_KILL, 0, false, NULL);
 }
 
 int h2s_server_restart(h2s_server *srv) {
-  return server_command(srv, H2S_CMD_LISTEN, 0, false);
+  return server_command(srv, H2S_CMD_LISTEN, 0, false, NULL);
 }
 
 void h2s_server_set_accept(h2s_server *srv, h2s_accept mode) {
@@ -287,5 +301,9 @@ void h2s_server_set_accept(h2s_server *srv, h2s_accept mode) {
 }
 
 void h2s_server_goaway(h2s_server *srv, uint32_t code, bool close_now) {
-  server_command(srv, H2S_CMD_GOAWAY, code, close_now);
+  server_command(srv, H2S_CMD_GOAWAY, code, close_now, NULL);
+}
+
+void h2s_server_settings(h2s_server *srv, const h2s_setting *list) {
+  server_command(srv, H2S_CMD_SETTINGS, 0, false, list);
 }

@@ -31,6 +31,12 @@ h2s_stream *h2s_stream_new(h2s_conn *c, int32_t id) {
   s->c = c;
   s->id = id;
   s->rec = h2s_log_new_request(c->srv, c, id);
+  c->n_open++;
+  h2s_log_lock(c->srv);
+  s->rec->pub.open_streams = c->n_open;
+  if (c->n_open > c->srv->stats.max_open_streams)
+    c->srv->stats.max_open_streams = c->n_open;
+  h2s_log_unlock(c->srv);
   /* Appended, so work runs (and steps are taken) in arrival order. */
   s->prev = c->streams_tail;
   if (s->prev)
@@ -43,6 +49,19 @@ h2s_stream *h2s_stream_new(h2s_conn *c, int32_t id) {
 
 static void stream_free_timer(uv_handle_t *h) {
   free(h);
+}
+
+/* The action returns receive window by hand (window_step, window_every). */
+static bool stream_manual_window(const h2s_stream *s) {
+  return s->has_act && (s->act.window_step || s->act.window_every_ms);
+}
+
+static void stream_window_update(h2s_conn *c, int32_t id, uint64_t n) {
+  while (n > 0) {
+    int32_t inc = n > INT32_MAX ? INT32_MAX : (int32_t)n;
+    nghttp2_submit_window_update(c->ng, NGHTTP2_FLAG_NONE, id, inc);
+    n -= (uint64_t)inc;
+  }
 }
 
 void h2s_stream_free(h2s_stream *s) {
@@ -60,9 +79,20 @@ void h2s_stream_free(h2s_stream *s) {
     s->timer->data = NULL;
     uv_close((uv_handle_t *)s->timer, stream_free_timer);
   }
+  if (s->wtimer) {
+    uv_timer_stop(s->wtimer);
+    uv_close((uv_handle_t *)s->wtimer, stream_free_timer);
+  }
+  c->n_open--;
   /* Give back the connection window of data nobody consumed. */
-  if (s->unconsumed && !c->closing && !c->freeze_window)
-    nghttp2_session_consume_connection(c->ng, s->unconsumed);
+  if (s->unconsumed && !c->closing && !c->freeze_window) {
+    if (stream_manual_window(s))
+      s->unreturned += s->unconsumed;
+    else
+      nghttp2_session_consume_connection(c->ng, s->unconsumed);
+  }
+  if (s->unreturned && !c->closing && !c->freeze_window)
+    stream_window_update(c, 0, s->unreturned);
   h2s_log_lock(c->srv);
   s->rec->pub.closed = true;
   c->srv->n_closed++;
@@ -97,6 +127,9 @@ static void stream_answer_msg(h2s_stream *s, const uint8_t *p, size_t n) {
 void h2s_stream_on_data(h2s_stream *s, const uint8_t *p, size_t n) {
   h2s_conn *c = s->c;
   s->unconsumed += n;
+  h2s_log_lock(c->srv);
+  s->rec->pub.data_bytes += n;
+  h2s_log_unlock(c->srv);
   c->work = true;
   h2s_buf_add(&s->in, p, n);
   size_t off = 0;
@@ -338,6 +371,8 @@ static bool stream_conn_effects(h2s_stream *s) {
   }
   for (uint32_t i = 0; i < a->settings_flood; i++)
     nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, NULL, 0);
+  if (a->settings[0].id)
+    h2s_conn_settings(c, a->settings, H2S_MAX_SETTINGS);
   if (!a->goaway)
     return true;
   int64_t last = (int64_t)s->id + a->goaway_last_delta;
@@ -471,6 +506,91 @@ static void stream_post_eof(h2s_stream *s) {
   }
 }
 
+/* Returns the window of everything consumed: all at once, or in
+ * increments of 1, 2, ... window_step bytes. */
+static void stream_return_window(h2s_stream *s) {
+  h2s_conn *c = s->c;
+  uint32_t step = s->act.window_step;
+  while (s->unreturned > 0) {
+    uint64_t inc = s->unreturned;
+    if (step) {
+      if (s->step_next == 0 || s->step_next > step)
+        s->step_next = 1;
+      if (inc > s->step_next)
+        inc = s->step_next;
+      s->step_next++;
+    }
+    stream_window_update(c, s->id, inc);
+    stream_window_update(c, 0, inc);
+    s->unreturned -= inc;
+  }
+}
+
+static void stream_on_wtimer(uv_timer_t *t) {
+  h2s_stream *s = t->data;
+  if (s->unreturned == 0)
+    return;
+  stream_return_window(s);
+  h2s_conn_flush(s->c);
+}
+
+/* act.iws_at: SETTINGS_INITIAL_WINDOW_SIZE changes at byte marks. Runs
+ * before this pass returns any window, so |pending| (received, no
+ * WINDOW_UPDATE queued) is a lower bound of what the client has in flight
+ * when it applies the new value: its window becomes at most value -
+ * pending. */
+static void stream_iws_check(h2s_stream *s) {
+  h2s_conn *c = s->c;
+  while (s->iws_next < H2S_MAX_IWS) {
+    const h2s_iws_change *ch = &s->act.iws_at[s->iws_next];
+    if (ch->after_bytes == 0 && ch->value == 0)
+      break;
+    if (s->rec->pub.data_bytes < ch->after_bytes)
+      break;
+    int64_t pending =
+        nghttp2_session_get_stream_effective_recv_data_length(c->ng, s->id);
+    if (pending < 0)
+      break; /* the stream is gone */
+    if (ch->value < c->iws_current && pending <= (int64_t)ch->value)
+      break; /* wait until the window would go negative */
+    h2s_setting set[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, ch->value}};
+    h2s_conn_settings(c, set, 1);
+    int64_t low = (int64_t)ch->value - pending;
+    h2s_log_lock(c->srv);
+    if (s->rec->pub.iws_sent == 0 || low < s->rec->pub.window_low)
+      s->rec->pub.window_low = low;
+    s->rec->pub.iws_sent++;
+    h2s_log_unlock(c->srv);
+    s->iws_next++;
+  }
+}
+
+static void stream_flow(h2s_stream *s) {
+  h2s_conn *c = s->c;
+  if (c->freeze_window)
+    return;
+  if (s->has_act)
+    stream_iws_check(s);
+  if (s->unconsumed == 0)
+    return;
+  if (!stream_manual_window(s)) {
+    nghttp2_session_consume(c->ng, s->id, s->unconsumed);
+    s->unconsumed = 0;
+    return;
+  }
+  s->unreturned += s->unconsumed;
+  s->unconsumed = 0;
+  if (s->act.window_every_ms == 0) {
+    stream_return_window(s);
+  } else if (s->wtimer == NULL) {
+    s->wtimer = h2s_xmalloc(sizeof(*s->wtimer));
+    uv_timer_init(&c->srv->loop, s->wtimer);
+    s->wtimer->data = s;
+    uv_timer_start(s->wtimer, stream_on_wtimer, s->act.window_every_ms,
+                   s->act.window_every_ms);
+  }
+}
+
 void h2s_stream_work(h2s_stream *s) {
   h2s_conn *c = s->c;
   if (s->headers_done && !s->has_act)
@@ -479,10 +599,7 @@ void h2s_stream_work(h2s_stream *s) {
     s->end_pending = false;
     stream_on_end_work(s);
   }
-  if (s->unconsumed && !c->freeze_window) {
-    nghttp2_session_consume(c->ng, s->id, s->unconsumed);
-    s->unconsumed = 0;
-  }
+  stream_flow(s);
   if (s->post_eof) {
     s->post_eof = false;
     stream_post_eof(s);

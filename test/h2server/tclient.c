@@ -73,9 +73,27 @@ static int tc_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
       tc->pings_received++;
     break;
   case NGHTTP2_SETTINGS:
-    if (!(f->hd.flags & NGHTTP2_FLAG_ACK))
-      tc->settings_received++;
+    if (f->hd.flags & NGHTTP2_FLAG_ACK)
+      break;
+    tc->settings_received++;
+    for (int i = 0; i < tc->n_streams; i++) {
+      tc_stream *t = &tc->streams[i];
+      int32_t w = nghttp2_session_get_stream_remote_window_size(ng, t->id);
+      if (t->closed || w < 0)
+        continue;
+      if (t->settings_window_min < 0 || w < t->settings_window_min)
+        t->settings_window_min = w;
+    }
     break;
+  case NGHTTP2_WINDOW_UPDATE: {
+    uint32_t inc = (uint32_t)f->window_update.window_size_increment;
+    if (tc->window_updates == 0 || inc < tc->wu_min)
+      tc->wu_min = inc;
+    if (inc > tc->wu_max)
+      tc->wu_max = inc;
+    tc->window_updates++;
+    break;
+  }
   default:
     break;
   }
@@ -235,6 +253,7 @@ int tc_request(tclient *tc, const char *path, const void *msg, size_t len,
   int i = tc->n_streams++;
   tc_stream *s = &tc->streams[i];
   memset(s, 0, sizeof(*s));
+  s->settings_window_min = -1;
   if (msg)
     tc_frame(s, msg, len);
   s->send_end = end;

@@ -29,6 +29,9 @@ typedef struct tc_stream {
   bool closed;
   uint32_t close_code; /* nghttp2 code at close: the RST code, or 0 */
   bool rst;            /* the server sent RST_STREAM */
+  /* Our send window for the stream right after each server SETTINGS
+   * (nghttp2 reports a negative window as 0); -1 before any. */
+  int32_t settings_window_min;
 } tc_stream;
 
 typedef struct tclient {
@@ -47,6 +50,9 @@ typedef struct tclient {
   int pings_acked;
   int pings_received;
   int settings_received;
+  int window_updates; /* WINDOW_UPDATE frames received, ... */
+  uint32_t wu_min;    /* ... their smallest and largest increments */
+  uint32_t wu_max;
 } tclient;
 
 /* Connects to 127.0.0.1:|port| (or a unix socket) and sends the preface.

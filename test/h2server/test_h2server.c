@@ -148,6 +148,9 @@ static void test_rst_refused(void) {
   ASSERT(data_is_msg(&tc.streams[d], "d"));
   ASSERT(h2s_server_wait_closed(srv, 4, WAIT_MS));
   ASSERT_EQ(h2s_server_request(srv, 1)->rst_sent, NGHTTP2_REFUSED_STREAM);
+  h2s_stats st;
+  h2s_server_get_stats(srv, &st);
+  ASSERT_EQ(st.refused_sent, 2);
   tc_close(&tc);
   h2s_server_stop(srv);
 }
@@ -305,6 +308,23 @@ static void test_step_parse(void) {
   h2s_step_free(&st);
   ASSERT_EQ(h2s_step_parse("status=BOGUS", &st, err, sizeof(err)), -EINVAL);
   ASSERT_EQ(h2s_step_parse("frobnicate", &st, err, sizeof(err)), -EINVAL);
+  ASSERT_OK(h2s_step_parse("setting=MAX_FRAME_SIZE:20000 setting=3:1 "
+                           "window_step=9 window_every=50 iws_at=10:0 "
+                           "iws_at=0:5",
+                           &st, err, sizeof(err)));
+  ASSERT_EQ(st.action.settings[0].id, NGHTTP2_SETTINGS_MAX_FRAME_SIZE);
+  ASSERT_EQ(st.action.settings[0].value, 20000);
+  ASSERT_EQ(st.action.settings[1].id, 3);
+  ASSERT_EQ(st.action.settings[1].value, 1);
+  ASSERT_EQ(st.action.window_step, 9);
+  ASSERT_EQ(st.action.window_every_ms, 50);
+  ASSERT_EQ(st.action.iws_at[0].after_bytes, 10);
+  ASSERT_EQ(st.action.iws_at[0].value, 0);
+  ASSERT_EQ(st.action.iws_at[1].after_bytes, 0);
+  ASSERT_EQ(st.action.iws_at[1].value, 5);
+  h2s_step_free(&st);
+  ASSERT_EQ(h2s_step_parse("setting=BOGUS:1", &st, err, sizeof(err)), -EINVAL);
+  ASSERT_EQ(h2s_step_parse("iws_at=0:0", &st, err, sizeof(err)), -EINVAL);
   ASSERT_EQ(h2s_status_from_name("unavailable"), 14);
   ASSERT_EQ(h2s_h2_error_from_name("ENHANCE_YOUR_CALM"), 11);
   h2s_server *srv = NULL;
@@ -554,6 +574,143 @@ static void test_settings_and_flow_control(void) {
   h2s_server_stop(srv);
 }
 
+/* |n| pattern bytes as one request message on a new stream of |tc|. */
+static int big_request(tclient *tc, const char *path, size_t n) {
+  uint8_t *p = malloc(n);
+  for (size_t i = 0; i < n; i++)
+    p[i] = (uint8_t)(i * 7);
+  int i = tc_request(tc, path, p, n, true, NULL);
+  free(p);
+  return i;
+}
+
+static bool big_request_intact(const h2s_request *r, size_t n) {
+  if (r == NULL || r->n_msgs != 1 || r->msgs[0].len != n)
+    return false;
+  for (size_t i = 0; i < n; i++)
+    if (r->msgs[0].data[i] != (uint8_t)(i * 7))
+      return false;
+  return true;
+}
+
+static void test_window_step(void) {
+  /* Default 65535-byte windows, returned in WINDOW_UPDATEs of 1..100. */
+  h2s_server *srv = start(&(h2s_config){.script_text = "window_step=100"});
+  ASSERT_NOT_NULL(srv);
+  tclient tc;
+  ASSERT_OK(tc_connect(&tc, h2s_server_port(srv)));
+  size_t n = 300000;
+  int a = big_request(&tc, "/p.S/Step", n);
+  ASSERT(tc_run_closed(&tc, a, 4 * WAIT_MS));
+  ASSERT_EQ(tc.streams[a].data_len, n + 5);
+  ASSERT(h2s_server_wait_closed(srv, 1, WAIT_MS));
+  ASSERT(big_request_intact(h2s_server_request(srv, 0), n));
+  ASSERT_EQ(h2s_server_request(srv, 0)->data_bytes, n + 5);
+  /* Without those updates the client could not send past 65535 bytes. */
+  ASSERT_EQ(tc.wu_min, 1);
+  ASSERT_EQ(tc.wu_max, 100);
+  ASSERT_CMP(tc.window_updates, >=, (int)((n - 65535) / 100));
+  h2s_stats st;
+  h2s_server_get_stats(srv, &st);
+  ASSERT_CMP(st.window_updates_sent, >=, (uint64_t)tc.window_updates);
+  ASSERT_CMP(st.data_frames_received, >, tc.streams[a].send_len / 16384);
+  ASSERT_EQ(st.max_data_frame_received, 16384);
+  ASSERT_CMP(st.bytes_received, >, n);
+  tc_close(&tc);
+  h2s_server_stop(srv);
+}
+
+static void test_window_every(void) {
+  /* A slow reader: 64 KiB windows refilled every 50 ms, so 256 KiB need
+   * at least three refills after the first window. */
+  h2s_server *srv = start(&(h2s_config){.script_text = "window_every=50"});
+  ASSERT_NOT_NULL(srv);
+  tclient tc;
+  ASSERT_OK(tc_connect(&tc, h2s_server_port(srv)));
+  size_t n = 256 * 1024;
+  int a = big_request(&tc, "/p.S/Slow", n);
+  ASSERT(tc_run_closed(&tc, a, 4 * WAIT_MS));
+  ASSERT_EQ(tc.streams[a].data_len, n + 5);
+  ASSERT(h2s_server_wait_closed(srv, 1, WAIT_MS));
+  const h2s_request *r = h2s_server_request(srv, 0);
+  ASSERT(big_request_intact(r, n));
+  ASSERT_CMP(r->end_ms - r->headers_ms, >=, 150);
+  /* Each refill returns everything received: far fewer, larger updates. */
+  ASSERT_CMP(tc.window_updates, <=, 2 * (int)(r->end_ms - r->headers_ms));
+  ASSERT_CMP(tc.wu_max, >, 16384);
+  tc_close(&tc);
+  h2s_server_stop(srv);
+}
+
+static void test_iws_changes(void) {
+  /* 1 MiB stream windows; at 100 kB the window drops to 1000 bytes while
+   * more than that is unacknowledged (the client's window goes negative),
+   * at 400 kB it rises to 4 MB. */
+  h2s_config cfg = {.initial_window_size = 1 << 20,
+                    .connection_window_size = 64 << 20,
+                    .script_text = "iws_at=100000:1000 iws_at=400000:4000000"};
+  h2s_server *srv = start(&cfg);
+  ASSERT_NOT_NULL(srv);
+  tclient tc;
+  ASSERT_OK(tc_connect(&tc, h2s_server_port(srv)));
+  size_t n = 2 << 20;
+  int a = big_request(&tc, "/p.S/Iws", n);
+  ASSERT(tc_run_closed(&tc, a, 4 * WAIT_MS));
+  ASSERT_EQ(tc.streams[a].data_len, n + 5);
+  ASSERT(h2s_server_wait_closed(srv, 1, WAIT_MS));
+  const h2s_request *r = h2s_server_request(srv, 0);
+  ASSERT(big_request_intact(r, n));
+  ASSERT_EQ(r->iws_sent, 2);
+  ASSERT_CMP(r->window_low, <, 0);
+  ASSERT_EQ(tc.streams[a].settings_window_min, 0); /* clipped negative */
+  ASSERT_EQ(nghttp2_session_get_remote_settings(
+                tc.ng, NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE),
+            4000000);
+  h2s_stats st;
+  h2s_server_get_stats(srv, &st);
+  ASSERT_EQ(st.settings_sent, 3);
+  tc_close(&tc);
+  h2s_server_stop(srv);
+}
+
+static bool got_mcs(tclient *tc, void *arg) {
+  return nghttp2_session_get_remote_settings(
+             tc->ng, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS) ==
+         *(uint32_t *)arg;
+}
+
+static void test_settings_at_runtime(void) {
+  /* The second request's action sends SETTINGS; the test thread too. */
+  h2s_server *srv = start(&(h2s_config){
+      .script_text = "at_headers hang; at_headers hang "
+                     "setting=MAX_CONCURRENT_STREAMS:7 setting=5:20000"});
+  ASSERT_NOT_NULL(srv);
+  tclient tc;
+  ASSERT_OK(tc_connect(&tc, h2s_server_port(srv)));
+  ASSERT(tc_run(&tc, got_settings, NULL, WAIT_MS));
+  h2s_server_settings(
+      srv, (h2s_setting[]){{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 5}, {0}});
+  uint32_t want = 5;
+  ASSERT(tc_run(&tc, got_mcs, &want, WAIT_MS));
+  tc_request(&tc, "/p.S/A", "a", 1, false, NULL);
+  tc_request(&tc, "/p.S/B", "b", 1, false, NULL);
+  want = 7;
+  ASSERT(tc_run(&tc, got_mcs, &want, WAIT_MS));
+  ASSERT_EQ(nghttp2_session_get_remote_settings(
+                tc.ng, NGHTTP2_SETTINGS_MAX_FRAME_SIZE),
+            20000);
+  int c = tc_request(&tc, "/p.S/C", "c", 1, true, NULL);
+  ASSERT(tc_run_closed(&tc, c, WAIT_MS));
+  h2s_stats st;
+  h2s_server_get_stats(srv, &st);
+  ASSERT_EQ(st.settings_sent, 3);
+  ASSERT_EQ(st.max_open_streams, 3);
+  ASSERT_EQ(h2s_server_request(srv, 0)->open_streams, 1);
+  ASSERT_EQ(h2s_server_request(srv, 2)->open_streams, 3);
+  tc_close(&tc);
+  h2s_server_stop(srv);
+}
+
 static void test_testservice(void) {
   one o;
   /* SimpleRequest{response_size = 7} */
@@ -759,6 +916,10 @@ static const test_case tests[] = {
     {"floods_and_inject", test_floods_and_inject},
     {"ping_ack_control", test_ping_ack_control},
     {"settings_and_flow_control", test_settings_and_flow_control},
+    {"window_step", test_window_step},
+    {"window_every", test_window_every},
+    {"iws_changes", test_iws_changes},
+    {"settings_at_runtime", test_settings_at_runtime},
     {"testservice", test_testservice},
     {"unix_socket", test_unix_socket},
     {"tls", test_tls},
