@@ -14,6 +14,9 @@
  * hold    C calls against a server that never answers (grit-h2server
  *         --default hang): heap bytes per in-flight call, counted by an
  *         allocator installed with grit_set_allocator, and glibc's mallinfo2.
+ * upload  issue 19: one client-streaming StreamingInputCall of --bytes in
+ *         --size messages with blocking grit_call_send (flow controlled,
+ *         SPEC AP-03): MiB/s and peak RSS above the RSS before the call.
  * hedge   issue 6: two embedded h2server backends, one answering 10 % of its
  *         requests (5 % of calls) after 200 ms; no policy vs hedging
  *         (hedgingDelay 10 ms, maxAttempts 3) in one run, with the request
@@ -160,6 +163,7 @@ static void die(const char *what, grit_err e) {
 typedef struct opts {
   const char *target, *method, *req_file, *mode, *service_config, *scenario;
   uint64_t calls, warmup, concurrency, channels;
+  uint64_t upload_bytes, upload_size; /* upload: --bytes, --size */
   bool count_alloc;
 } opts;
 
@@ -551,13 +555,98 @@ static int mode_hedge(const opts *o) {
   return rc;
 }
 
+/* ------------------------------------------------------------------------
+ * Upload: one client stream, blocking sends; memory stays bounded however
+ * slowly the server reads.
+ */
+static long rss_kib_now(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long kib = -1;
+  while (f && fgets(line, sizeof(line), f))
+    if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+      break;
+  if (f)
+    fclose(f);
+  return kib;
+}
+
+static size_t put_varint(uint8_t *b, uint64_t v) {
+  size_t k = 0;
+  for (; v >= 0x80; v >>= 7)
+    b[k++] = (uint8_t)(v | 0x80);
+  b[k++] = (uint8_t)v;
+  return k;
+}
+
+/* A StreamingInputCallRequest whose payload body is |n| zero bytes. */
+static uint8_t *upload_msg(size_t n, size_t *len) {
+  uint8_t hdr[10];
+  size_t body_hdr = 1 + put_varint(hdr, n); /* tag 2 + length */
+  uint8_t *b = calloc(1, n + 32);
+  if (!b)
+    die("upload message", GRIT_ERR_NOMEM);
+  size_t k = 0;
+  b[k++] = 0x0a; /* field 1, payload */
+  k += put_varint(b + k, body_hdr + n);
+  b[k++] = 0x12; /* field 2 of Payload, body */
+  k += put_varint(b + k, n);
+  *len = k + n;
+  return b;
+}
+
+static int mode_upload(const opts *o) {
+  grit_channel *ch = make_channel(o->target, o->service_config);
+  grit_call_opts co = {.version = GRIT_CALL_OPTS_VERSION,
+                       .kind = GRIT_METHOD_CLIENT_STREAMING};
+  grit_status st = {0};
+  /* Connect first, so the baseline holds the connection. */
+  grit_unary_call(ch, "/grpc.testing.TestService/EmptyCall", "", 0, NULL, NULL,
+                  &st, NULL);
+  grit_status_free(&st);
+  size_t len;
+  uint8_t *msg = upload_msg(o->upload_size, &len);
+  long rss0 = rss_kib_now();
+  uint64_t t0 = now_us();
+  double c0 = cpu_s();
+  grit_call *call;
+  grit_err e =
+      grit_call_start(ch, "/grpc.testing.TestService/StreamingInputCall", &co,
+                      NULL, NULL, &call);
+  if (e != GRIT_OK)
+    die("grit_call_start", e);
+  uint64_t sent = 0;
+  while (sent < o->upload_bytes && grit_call_send(call, msg, len) == GRIT_OK)
+    sent += o->upload_size;
+  grit_call_close_send(call);
+  grit_bytes resp = {0};
+  grit_call_recv(call, &resp);
+  grit_bytes_free(&resp);
+  grit_call_finish(call, &st);
+  grit_call_destroy(call);
+  double secs = (double)(now_us() - t0) / 1e6;
+  double cpu = cpu_s() - c0;
+  long peak = maxrss_kib();
+  printf("RESULT scenario=%s client=grit bytes=%" PRIu64 " ok=%d status=%s"
+         " mib_per_s=%.1f cpu_s=%.3f rss_start_kib=%ld maxrss_kib=%ld"
+         " peak_over_start_kib=%ld\n",
+         o->scenario, sent, st.code == GRIT_STATUS_OK,
+         grit_status_code_name(st.code), (double)sent / secs / 1048576.0, cpu,
+         rss0, peak, peak - rss0);
+  grit_status_free(&st);
+  free(msg);
+  grit_channel_destroy(ch);
+  return 0;
+}
+
 /* ------------------------------------------------------------------------ */
 static void usage(void) {
   fprintf(stderr,
           "usage: grit_bench --target T [--method M] [--req FILE]\n"
           "  [--mode unary|stream|hold|hedge] [--calls N] [--warmup W]\n"
           "  [--concurrency C] [--channels K] [--service-config JSON]\n"
-          "  [--scenario NAME] [--count-alloc] [--read-spin-us US]\n");
+          "  [--scenario NAME] [--count-alloc] [--read-spin-us US]\n"
+          "  [--mode upload --bytes N --size S]\n");
   exit(2);
 }
 
@@ -582,6 +671,8 @@ int main(int argc, char **argv) {
       {"scenario", required_argument, 0, 'S'},
       {"count-alloc", no_argument, 0, 'A'},
       {"read-spin-us", required_argument, 0, 'P'},
+      {"bytes", required_argument, 0, 'B'},
+      {"size", required_argument, 0, 'Z'},
       {0, 0, 0, 0}};
   int ch;
   while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -622,6 +713,12 @@ int main(int argc, char **argv) {
     case 'P':
       bench_read_spin_us = strtoll(optarg, NULL, 10);
       break;
+    case 'B':
+      o.upload_bytes = strtoull(optarg, NULL, 10);
+      break;
+    case 'Z':
+      o.upload_size = strtoull(optarg, NULL, 10);
+      break;
     default:
       usage();
     }
@@ -637,6 +734,13 @@ int main(int argc, char **argv) {
     usage();
   if (hold)
     return mode_hold(&o);
+  if (strcmp(o.mode, "upload") == 0) {
+    if (o.upload_bytes == 0)
+      o.upload_bytes = (uint64_t)1 << 30;
+    if (o.upload_size == 0)
+      o.upload_size = 65536;
+    return mode_upload(&o);
+  }
   if (strcmp(o.mode, "unary") == 0 || strcmp(o.mode, "stream") == 0)
     return mode_load(&o, strcmp(o.mode, "stream") == 0);
   usage();

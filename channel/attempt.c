@@ -184,6 +184,7 @@ static void attempt_transparent(call_attempt *a, const grit_stream_result *r) {
              (unsigned long long)c->id, a->number, r->message);
   a->kind = GRIT_ATTEMPT_TRANSPARENT;
   a->sent = 0;
+  a->handed_bytes = 0;
   a->close_sent = false;
   a->backoff_ms = 0;
   a->pushback = false;

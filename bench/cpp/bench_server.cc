@@ -1,9 +1,12 @@
 // bench_server: grpc.testing.TestService on Debian's libgrpc++ (callback
 // API), the common server of bench/run. EmptyCall answers at once,
 // UnaryCall returns a payload of response_size bytes, StreamingOutputCall
-// writes one message per response_parameters entry.
+// writes one message per response_parameters entry, StreamingInputCall
+// reads every message (sleeping --read-delay-us after each: a server that
+// reads slowly) and answers with their payload total.
 //
-//   bench_server [--port N] [--host ADDR]      prints "PORT n", then serves
+//   bench_server [--port N] [--host ADDR] [--max-recv BYTES]
+//                [--read-delay-us US]     prints "PORT n", then serves
 #include <grpcpp/grpcpp.h>
 
 #include <csignal>
@@ -12,6 +15,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "empty.pb.h"
@@ -25,6 +29,8 @@ using grpc::Status;
 namespace gt = grpc::testing;
 
 namespace {
+
+int g_read_delay_us = 0;
 
 class Service final : public gt::TestService::CallbackService {
   ServerUnaryReactor *EmptyCall(CallbackServerContext *ctx, const gt::Empty *,
@@ -85,6 +91,35 @@ class Service final : public gt::TestService::CallbackService {
       CallbackServerContext *, const gt::StreamingOutputCallRequest *req) override {
     return new Streamer(req);
   }
+
+  class Reader final : public grpc::ServerReadReactor<gt::StreamingInputCallRequest> {
+   public:
+    explicit Reader(gt::StreamingInputCallResponse *resp) : resp_(resp) {
+      StartRead(&msg_);
+    }
+    void OnReadDone(bool ok) override {
+      if (!ok) {
+        resp_->set_aggregated_payload_size(static_cast<int32_t>(total_));
+        Finish(Status::OK);
+        return;
+      }
+      total_ += msg_.payload().body().size();
+      if (g_read_delay_us > 0)
+        usleep(static_cast<useconds_t>(g_read_delay_us));
+      StartRead(&msg_);
+    }
+    void OnDone() override { delete this; }
+
+   private:
+    gt::StreamingInputCallResponse *resp_;
+    gt::StreamingInputCallRequest msg_;
+    uint64_t total_ = 0;
+  };
+
+  grpc::ServerReadReactor<gt::StreamingInputCallRequest> *StreamingInputCall(
+      CallbackServerContext *, gt::StreamingInputCallResponse *resp) override {
+    return new Reader(resp);
+  }
 };
 
 std::unique_ptr<grpc::Server> g_server;
@@ -101,13 +136,19 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   std::string host = "127.0.0.1";
   int port = 0;
+  int max_recv = 16 << 20;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--port") && i + 1 < argc)
       port = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--host") && i + 1 < argc)
       host = argv[++i];
+    else if (!strcmp(argv[i], "--max-recv") && i + 1 < argc)
+      max_recv = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--read-delay-us") && i + 1 < argc)
+      g_read_delay_us = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: bench_server [--port N] [--host ADDR]\n");
+      fprintf(stderr, "usage: bench_server [--port N] [--host ADDR] "
+                      "[--max-recv BYTES] [--read-delay-us US]\n");
       return 2;
     }
   }
@@ -117,7 +158,7 @@ int main(int argc, char **argv) {
   b.AddListeningPort(host + ":" + std::to_string(port),
                      grpc::InsecureServerCredentials(), &bound);
   b.RegisterService(&svc);
-  b.SetMaxReceiveMessageSize(16 << 20);
+  b.SetMaxReceiveMessageSize(max_recv);
   b.SetMaxSendMessageSize(16 << 20);
   g_server = b.BuildAndStart();
   if (!g_server || bound == 0) {
