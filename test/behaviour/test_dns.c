@@ -835,7 +835,7 @@ static void test_config_swap(void) {
   /* New calls: DEADLINE_EXCEEDED at ~200 ms. */
   uint64_t el;
   ASSERT_EQ(call(ch, SLOW, 0, &el, NULL), GRIT_STATUS_DEADLINE_EXCEEDED);
-  ASSERT_CMP(el, <, 600);
+  ASSERT_CMP(el, <, 900); /* well before the backend answers, at 1 s */
 
   /* An invalid update: re-resolution happens (dnsmasq sees the query) but
    * the 0.2 s config stays in force, and the channel keeps working. */
