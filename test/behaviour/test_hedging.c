@@ -531,16 +531,20 @@ static void test_round_robin_spread(void) {
            hedge_cfg(cfg, sizeof(cfg), 3, "0.03s",
                      ",\"loadBalancingConfig\":[{\"round_robin\":{}}]"),
            NULL, 0);
-  /* Warm up until every backend has answered once: all READY. */
-  for (int i = 0; i < 60; i++) {
-    bool all = true;
+  /* Warm up until every backend has answered once: all READY. Bounded
+   * by time, not by a number of calls: on a loaded machine one backend
+   * may connect long after the others. */
+  uint64_t until = test_now_ms() + WAIT_MS;
+  bool all = false;
+  while (!all && test_now_ms() < until) {
+    bh_unary(ch, "/pkg.Warm/Up", "w", CALL_MS, NULL);
+    all = true;
     for (int k = 0; k < 3; k++)
       all &= count_path(s[k], "/pkg.Warm/Up") > 0;
-    if (all)
-      break;
-    bh_unary(ch, "/pkg.Warm/Up", "w", CALL_MS, NULL);
-    usleep(10 * 1000);
+    if (!all)
+      usleep(10 * 1000);
   }
+  ASSERT(all);
   ASSERT_EQ(unary(ch, CALL_MS, NULL, 0), GRIT_STATUS_OK);
   /* The losers went to other backends, whose threads may log them after
    * the winner answered: wait for them (bounded). */
