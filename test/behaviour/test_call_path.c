@@ -110,17 +110,23 @@ static bool channel_still_works(grit_channel *ch) {
   return c == GRIT_STATUS_OK;
 }
 
-/* A port nobody listens on (bound then released). */
-static uint16_t free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+/* A port nobody listens on, reserved while *|fd| stays open: bound with
+ * SO_REUSEADDR but not listening, so connects to it are refused, no other
+ * process (nor a connect's ephemeral port) can take it meanwhile, and
+ * h2server (libuv binds with SO_REUSEADDR too) can still listen on it.
+ * Close *|fd| when done. */
+static uint16_t reserve_port(int *fd) {
+  *fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {.sin_family = AF_INET,
                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   socklen_t len = sizeof(a);
+  int on = 1;
   uint16_t port = 0;
-  if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+  if (*fd >= 0 &&
+      setsockopt(*fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) == 0 &&
+      bind(*fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+      getsockname(*fd, (struct sockaddr *)&a, &len) == 0)
     port = ntohs(a.sin_port);
-  close(fd);
   return port;
 }
 
@@ -804,7 +810,8 @@ static void test_send_limits(void) {
 /* ---- LB-03, SC-07: wait-for-ready ---- */
 
 static void test_wait_for_ready(void) {
-  uint16_t port = free_port();
+  int hold = -1;
+  uint16_t port = reserve_port(&hold);
   ASSERT_NE(port, 0);
   grit_channel_args *a = NULL;
   ASSERT_OK(grit_channel_args_create(&a));
@@ -851,6 +858,7 @@ static void test_wait_for_ready(void) {
 
   h2s_config cfg = {.port = port};
   h2s_server *srv = server_cfg(&cfg);
+  close(hold);
   ASSERT_NOT_NULL(srv);
   ASSERT(rec_wait(&r1, 1, 8000));
   ASSERT(rec_wait(&r2, 1, 8000));
@@ -868,7 +876,8 @@ static void test_wait_for_ready(void) {
 
 /* A wait-for-ready call still honours its deadline. */
 static void test_wait_for_ready_deadline(void) {
-  uint16_t port = free_port();
+  int hold = -1;
+  uint16_t port = reserve_port(&hold);
   ASSERT_NE(port, 0);
   grit_channel *ch = channel_to_port(port, NULL);
   ASSERT_NOT_NULL(ch);
@@ -883,6 +892,7 @@ static void test_wait_for_ready_deadline(void) {
   grit_status_free(&st);
   grit_bytes_free(&resp);
   grit_channel_destroy(ch);
+  close(hold);
 }
 
 /* ---- hostile input: never a crash, the channel keeps working ---- */

@@ -57,6 +57,28 @@ static void observe(const grit_attempt_record *r, void *ud) {
   pthread_mutex_unlock(&rs->mu);
 }
 
+/* The record of attempt |number| (1-based) of the channel's calls; false
+ * if none came. Every record is in by the time the call has finished
+ * (the observer runs before the call's completion). */
+static bool rec_of(uint32_t number, grit_attempt_record *out) {
+  bool found = false;
+  pthread_mutex_lock(&g_recs.mu);
+  for (size_t i = 0; i < g_recs.n && !found; i++) {
+    if (g_recs.r[i].attempt == number) {
+      *out = g_recs.r[i];
+      found = true;
+    }
+  }
+  pthread_mutex_unlock(&g_recs.mu);
+  return found;
+}
+
+/* |later| - |earlier| on the client's clock (microseconds), in ms; negative
+ * if |later| is not. */
+static int64_t gap_ms(uint64_t later_us, uint64_t earlier_us) {
+  return ((int64_t)later_us - (int64_t)earlier_us) / 1000;
+}
+
 static size_t recs_with_reason(grit_attempt_reason why) {
   size_t k = 0;
   pthread_mutex_lock(&g_recs.mu);
@@ -172,10 +194,12 @@ static void test_second_hedge_wins(void) {
 }
 
 /* HG-04: every attempt fails non-fatally: the call ends with the status
- * of the attempt that ended last, once all have ended. */
+ * of the attempt that ended last, once all have ended. The first answers
+ * a second late, so the hedges (due at 50 ms) end first even on a stalled
+ * machine. */
 static void test_all_nonfatal_last_status(void) {
   h2s_server *srv = bh_server(
-      "path=" M " delay=300 trailers_only status=UNAVAILABLE message=slow\n"
+      "path=" M " delay=1000 trailers_only status=UNAVAILABLE message=slow\n"
       "path=" M " trailers_only status=UNAVAILABLE message=b\n"
       "path=" M " trailers_only status=UNAVAILABLE message=c\n");
   char cfg[512];
@@ -184,7 +208,7 @@ static void test_all_nonfatal_last_status(void) {
   char msg[64];
   uint64_t t0 = test_now_ms();
   ASSERT_EQ(unary(ch, CALL_MS, msg, sizeof(msg)), GRIT_STATUS_UNAVAILABLE);
-  ASSERT_CMP(test_now_ms() - t0, >=, 280);
+  ASSERT_CMP(test_now_ms() - t0, >=, 950); /* it waited for the slow one */
   ASSERT_STR_EQ(msg, "slow");
   ASSERT_EQ(h2s_server_request_count(srv), 3);
   ASSERT_EQ(recs_with_reason(GRIT_REASON_EXHAUSTED), 1);
@@ -223,11 +247,18 @@ static void test_nonfatal_next_at_once(void) {
       chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.3s", ""), NULL, 0);
   ASSERT_EQ(unary(ch, CALL_MS, NULL, 0), GRIT_STATUS_OK);
   ASSERT_EQ(h2s_server_request_count(srv), 3);
-  const h2s_request *r0 = h2s_server_request(srv, 0);
-  const h2s_request *r1 = h2s_server_request(srv, 1);
-  const h2s_request *r2 = h2s_server_request(srv, 2);
-  ASSERT_CMP(r1->headers_ms - r0->headers_ms, <, 150);
-  ASSERT_CMP(r2->headers_ms - r1->headers_ms, >=, 250);
+  /* On the client's clock: attempt 2 starts as attempt 1 ends (before its
+   * record, which follows the next hedge), having waited nothing; attempt
+   * 3 waited hedgingDelay. The upper bound only has to stay below
+   * hedgingDelay; the loop may lag its cached clock by a busy iteration,
+   * hence the lower bound's 50 ms. */
+  grit_attempt_record a1, a2, a3;
+  ASSERT(rec_of(1, &a1) && rec_of(2, &a2) && rec_of(3, &a3));
+  ASSERT_EQ(a1.code, GRIT_STATUS_UNAVAILABLE);
+  ASSERT_EQ(a2.backoff_ms, 0);
+  ASSERT_EQ(a3.backoff_ms, 300);
+  ASSERT_CMP(gap_ms(a2.start_us, a1.end_us), <, 200);
+  ASSERT_CMP(gap_ms(a3.start_us, a2.start_us), >=, 250);
   ASSERT_STR_EQ(prev_attempts(srv, 1), "1");
   ASSERT_STR_EQ(prev_attempts(srv, 2), "2");
   ASSERT(cancelled_by_client(req_closed(srv, 1)));
@@ -236,10 +267,11 @@ static void test_nonfatal_next_at_once(void) {
 }
 
 /* HG-05: pushback "-1" stops new hedges; the one in flight goes on and
- * wins. */
+ * wins (a second late, so that the hedge due at 50 ms comes first even
+ * on a stalled machine). */
 static void test_pushback_stop(void) {
   h2s_server *srv =
-      bh_server("path=" M " delay=250\n"
+      bh_server("path=" M " delay=1000\n"
                 "path=" M " trailers_only status=UNAVAILABLE pushback=-1\n");
   char cfg[512];
   grit_channel *ch =
@@ -263,15 +295,15 @@ static void test_pushback_delay(void) {
       chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "2s", ""), NULL, 0);
   ASSERT_EQ(unary(ch, CALL_MS, NULL, 0), GRIT_STATUS_OK);
   ASSERT_EQ(h2s_server_request_count(srv), 2);
-  uint64_t gap = h2s_server_request(srv, 1)->headers_ms -
-                 h2s_server_request(srv, 0)->headers_ms;
-  ASSERT_CMP(gap, >=, 130);
-  ASSERT_CMP(gap, <, 1000);
-  pthread_mutex_lock(&g_recs.mu);
-  bool pushback_seen =
-      g_recs.n >= 2 && g_recs.r[1].pushback && g_recs.r[1].backoff_ms == 150;
-  pthread_mutex_unlock(&g_recs.mu);
-  ASSERT(pushback_seen);
+  /* On the client's clock, from attempt 1's end: 150 ms less what the
+   * loop's cached clock may lag in a busy iteration; well below the 2 s
+   * hedgingDelay. */
+  grit_attempt_record a1, a2;
+  ASSERT(rec_of(1, &a1) && rec_of(2, &a2));
+  ASSERT(a2.pushback);
+  ASSERT_EQ(a2.backoff_ms, 150);
+  ASSERT_CMP(gap_ms(a2.start_us, a1.end_us), >=, 120);
+  ASSERT_CMP(gap_ms(a2.start_us, a1.start_us), <, 1500);
   grit_channel_destroy(ch);
   h2s_server_stop(srv);
 }
@@ -309,9 +341,10 @@ static void test_delay_zero_all_at_once(void) {
       chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, NULL, ""), NULL, 0);
   ASSERT_EQ(unary(ch, CALL_MS, NULL, 0), GRIT_STATUS_OK);
   ASSERT_EQ(h2s_server_request_count(srv), 3);
-  uint64_t spread = h2s_server_request(srv, 2)->headers_ms -
-                    h2s_server_request(srv, 0)->headers_ms;
-  ASSERT_CMP(spread, <, 500); /* well below any hedgingDelay */
+  grit_attempt_record a1, a3;
+  ASSERT(rec_of(1, &a1) && rec_of(3, &a3));
+  ASSERT_EQ(a3.backoff_ms, 0); /* nothing waited: in the same loop turn */
+  ASSERT_CMP(gap_ms(a3.start_us, a1.start_us), <, 500);
   ASSERT(cancelled_by_client(req_closed(srv, 0)));
   ASSERT(cancelled_by_client(req_closed(srv, 1)));
   grit_channel_destroy(ch);
@@ -324,7 +357,9 @@ static void test_deadline_cancels_all(void) {
   char cfg[512];
   grit_channel *ch =
       chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.03s", ""), NULL, 0);
-  ASSERT_EQ(unary(ch, 300, NULL, 0), GRIT_STATUS_DEADLINE_EXCEEDED);
+  /* Hedges at 30 and 60 ms; the deadline leaves time for all three to
+   * reach the server on a slow first connection. */
+  ASSERT_EQ(unary(ch, 1000, NULL, 0), GRIT_STATUS_DEADLINE_EXCEEDED);
   ASSERT_EQ(h2s_server_request_count(srv), 3);
   for (size_t i = 0; i < 3; i++)
     ASSERT(cancelled_by_client(req_closed(srv, i)));
@@ -405,12 +440,14 @@ static void test_streaming_replay(void) {
 
 /* HG-07, RT-07: a send over the replay limit commits to the attempt that
  * has sent the most (a tie goes to the oldest); the others are cancelled
- * and no hedge follows. */
+ * and no hedge follows. The third hedge would be due 1 s in: the test's
+ * second send, made once the second hedge is seen, must come before it. */
 static void test_buffer_overflow_commits(void) {
   h2s_server *srv = bh_server(NULL);
   char cfg[512];
-  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.1s", ""),
+  grit_channel *ch = chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.5s", ""),
                           GRIT_ARG_PER_CALL_RETRY_BUFFER, 100);
+  uint64_t t0 = test_now_ms();
   grit_call *c;
   grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION, .timeout_ms = CALL_MS};
   ASSERT_OK(grit_call_start(ch, M, &o, NULL, NULL, &c));
@@ -438,8 +475,13 @@ static void test_buffer_overflow_commits(void) {
   ASSERT(!r0->client_rst);
   ASSERT_EQ(r0->n_msgs, 2);
   ASSERT(cancelled_by_client(r1));
-  usleep(250 * 1000);
+  uint64_t now = test_now_ms();
+  if (now < t0 + 1250) /* past the time the third hedge would be due */
+    usleep((useconds_t)(t0 + 1250 - now) * 1000);
   ASSERT_EQ(h2s_server_request_count(srv), 2);
+  grit_channel_stats s;
+  ASSERT_OK(grit_channel_get_stats(ch, &s));
+  ASSERT_EQ(s.hedges, 1);
   grit_channel_destroy(ch);
   h2s_server_stop(srv);
 }
@@ -465,6 +507,16 @@ static size_t count_path(h2s_server *srv, const char *path) {
   return k;
 }
 
+typedef struct path_pred {
+  const char *path;
+  size_t n;
+} path_pred;
+
+static bool pred_path(h2s_server *srv, void *ud) {
+  path_pred *p = ud;
+  return count_path(srv, p->path) >= p->n;
+}
+
 /* HG-08: each hedge is a fresh round_robin pick, so three hedges land on
  * three backends. */
 static void test_round_robin_spread(void) {
@@ -479,26 +531,37 @@ static void test_round_robin_spread(void) {
            hedge_cfg(cfg, sizeof(cfg), 3, "0.03s",
                      ",\"loadBalancingConfig\":[{\"round_robin\":{}}]"),
            NULL, 0);
-  /* Warm up until every backend has answered once: all READY. */
-  for (int i = 0; i < 60; i++) {
-    bool all = true;
+  /* Warm up until every backend has answered once: all READY. Bounded
+   * by time, not by a number of calls: on a loaded machine one backend
+   * may connect long after the others. */
+  uint64_t until = test_now_ms() + WAIT_MS;
+  bool all = false;
+  while (!all && test_now_ms() < until) {
+    bh_unary(ch, "/pkg.Warm/Up", "w", CALL_MS, NULL);
+    all = true;
     for (int k = 0; k < 3; k++)
       all &= count_path(s[k], "/pkg.Warm/Up") > 0;
-    if (all)
-      break;
-    bh_unary(ch, "/pkg.Warm/Up", "w", CALL_MS, NULL);
-    usleep(10 * 1000);
+    if (!all)
+      usleep(10 * 1000);
   }
+  ASSERT(all);
   ASSERT_EQ(unary(ch, CALL_MS, NULL, 0), GRIT_STATUS_OK);
-  for (int k = 0; k < 3; k++)
+  /* The losers went to other backends, whose threads may log them after
+   * the winner answered: wait for them (bounded). */
+  for (int k = 0; k < 3; k++) {
+    path_pred p = {M, 1};
+    ASSERT(h2s_server_wait(s[k], pred_path, &p, WAIT_MS));
     ASSERT_EQ(count_path(s[k], M), 1);
+  }
   grit_channel_destroy(ch);
   for (int k = 0; k < 3; k++)
     h2s_server_stop(s[k]);
 }
 
 /* HG-01, RT-08: attempt k carries grpc-previous-rpc-attempts k-1 and
- * starts (k-1) x hedgingDelay after the first. */
+ * starts (k-1) x hedgingDelay after the call (on the client's clock: the
+ * attempt records' start_us, not arrival at the server, which a slow first
+ * connection delays for the first attempt only). */
 static void test_previous_rpc_attempts(void) {
   h2s_config hc = {.quiet = true, .handler = third_wins};
   h2s_server *srv = NULL;
@@ -506,17 +569,34 @@ static void test_previous_rpc_attempts(void) {
   char cfg[512];
   grit_channel *ch =
       chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 3, "0.05s", ""), NULL, 0);
+  /* Connected and idle first (an unhedged method), so the call's loop
+   * wake-up, on which hedgingDelay is timed, comes after t0. */
+  ASSERT_EQ(bh_unary(ch, "/pkg.Warm/Up", "w", CALL_MS, NULL), GRIT_STATUS_OK);
+  size_t base = h2s_server_request_count(srv);
+  pthread_mutex_lock(&g_recs.mu);
+  g_recs.n = 0;
+  pthread_mutex_unlock(&g_recs.mu);
+  uint64_t t0_us = test_now_ms() * 1000;
   grit_status st;
   grit_call_info info;
   ASSERT_EQ(unary_info(ch, CALL_MS, &st, &info), GRIT_STATUS_OK);
   grit_status_free(&st);
-  ASSERT_EQ(h2s_server_request_count(srv), 3);
-  ASSERT_NULL(prev_attempts(srv, 0));
-  ASSERT_STR_EQ(prev_attempts(srv, 1), "1");
-  ASSERT_STR_EQ(prev_attempts(srv, 2), "2");
-  uint64_t t0 = h2s_server_request(srv, 0)->headers_ms;
-  ASSERT_CMP(h2s_server_request(srv, 1)->headers_ms - t0, >=, 40);
-  ASSERT_CMP(h2s_server_request(srv, 2)->headers_ms - t0, >=, 90);
+  ASSERT_EQ(h2s_server_request_count(srv), base + 3);
+  ASSERT_NULL(prev_attempts(srv, base));
+  ASSERT_STR_EQ(prev_attempts(srv, base + 1), "1");
+  ASSERT_STR_EQ(prev_attempts(srv, base + 2), "2");
+  grit_attempt_record a1, a2, a3;
+  ASSERT(rec_of(1, &a1) && rec_of(2, &a2) && rec_of(3, &a3));
+  ASSERT_EQ(a2.kind, GRIT_ATTEMPT_HEDGE);
+  ASSERT_EQ(a3.kind, GRIT_ATTEMPT_HEDGE);
+  ASSERT_EQ(a2.backoff_ms, 50); /* the wait the client recorded */
+  ASSERT_EQ(a3.backoff_ms, 50);
+  ASSERT_CMP(a1.start_us, <=, a2.start_us);
+  ASSERT_CMP(a2.start_us, <=, a3.start_us);
+  /* The hedge timer runs on the loop's millisecond clock (possibly the
+   * coarse one, and truncated): allow 5 ms of that, no more. */
+  ASSERT_CMP(gap_ms(a2.start_us, t0_us), >=, 45);
+  ASSERT_CMP(gap_ms(a3.start_us, t0_us), >=, 95);
   ASSERT_EQ(info.attempts, 3);
   ASSERT_EQ(info.hedges, 2);
   ASSERT_EQ(info.transparent_retries, 0);
@@ -535,7 +615,9 @@ static void test_transparent_retry_of_hedge(void) {
       chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 2, "0.1s", ""), NULL, 0);
   grit_status st;
   grit_call_info info;
-  ASSERT_EQ(unary_info(ch, 600, &st, &info), GRIT_STATUS_DEADLINE_EXCEEDED);
+  /* The hedge is due at 100 ms; the deadline leaves time for the three
+   * streams to reach the server on a slow first connection. */
+  ASSERT_EQ(unary_info(ch, 1500, &st, &info), GRIT_STATUS_DEADLINE_EXCEEDED);
   grit_status_free(&st);
   ASSERT_EQ(h2s_server_request_count(srv), 3);
   ASSERT_NULL(prev_attempts(srv, 0));

@@ -1276,7 +1276,9 @@ static void test_drop_after_write(void) {
 /* TR-01: a stream waiting under MAX_CONCURRENT_STREAMS when a GOAWAY
  * arrives was never on the wire: replayed on a new connection. */
 static void test_mcs_goaway_not_sent(void) {
-  h2s_action slow = {.delay_ms = 400};
+  /* a is answered 1 s late: the GOAWAY must come while it holds the only
+   * stream, even on a stalled machine. */
+  h2s_action slow = {.delay_ms = 1000};
   h2s_config scfg = {
       .quiet = true, .max_concurrent_streams = 1, .default_action = &slow};
   h2s_server *srv = NULL;
@@ -1295,8 +1297,14 @@ static void test_mcs_goaway_not_sent(void) {
   ASSERT_OK(grit_unary_call_async(ch, M, "a", 1, &co, done_unary_cb, &a));
   ASSERT(h2s_server_wait_requests(srv, 2, WAIT_MS));
   ASSERT_OK(grit_unary_call_async(ch, M, "b", 1, &co, done_unary_cb, &b));
-  /* Let b reach the transport's queue (ordering only, not asserted). */
-  usleep(100 * 1000);
+  /* b reaches the transport's queue in the loop turn that starts its
+   * attempt, before any GOAWAY can be read: wait (bounded) for that. */
+  grit_channel_stats cs = {0};
+  for (int i = 0; i < 500 && cs.attempts < 3; i++) {
+    usleep(10 * 1000);
+    ASSERT_OK(grit_channel_get_stats(ch, &cs));
+  }
+  ASSERT_EQ(cs.attempts, 3);
   ASSERT_EQ(h2s_server_request_count(srv), 2); /* b is held back */
   h2s_server_goaway(srv, 0, false);
   ASSERT(done_wait(&a, WAIT_MS));

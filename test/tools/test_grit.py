@@ -371,9 +371,13 @@ def call_count_summary():
 
 def call_round_robin_peers():
     # Issue 4: the per-peer counts of --count show round_robin's spread.
-    with H2Server() as a, H2Server() as b:
+    # Each answer takes 25 ms, so the 40 calls last a second: time for
+    # the second backend to connect, even on a loaded machine (unslowed,
+    # 100 calls were seen to finish before it did).
+    slow = "path=/pkg.Svc/Echo repeat=* delay=25"
+    with H2Server(slow) as a, H2Server(slow) as b:
         target = "ipv4:127.0.0.1:%d,127.0.0.1:%d" % (a.port, b.port)
-        r = grit("call", "--count", "20", "--service-config",
+        r = grit("call", "--count", "40", "--service-config",
                  '{"loadBalancingConfig":[{"round_robin":{}}]}', target,
                  "/pkg.Svc/Echo")
         check_rc(r, 0)
@@ -382,7 +386,7 @@ def call_round_robin_peers():
         check(lines[1].startswith("peers: "), "peers line", r)
         counts = dict(kv.rsplit("=", 1) for kv in lines[1][7:].split())
         check_eq(sorted(counts), sorted([a.peer, b.peer]), "peers", r)
-        check_eq(sum(int(v) for v in counts.values()), 20, "calls", r)
+        check_eq(sum(int(v) for v in counts.values()), 40, "calls", r)
         # Strict alternation once both are READY; the first calls may
         # all go to the one that connected first.
         check(all(int(v) >= 5 for v in counts.values()), "spread", r)

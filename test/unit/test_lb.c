@@ -3,6 +3,10 @@
  * against raw HTTP/2 listeners that only speak SETTINGS (and GOAWAY). */
 #include "lb/lb.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "test/harness.h"
 
 /* ---- pure ---- */
@@ -337,6 +341,20 @@ static void test_rr_update_keeps_connections(void) {
   fx_finish(&f);
 }
 
+/* A refused port, held while *|fd| is open: bound but not listening, so
+ * no other process (nor a connect's ephemeral port, which could connect
+ * to itself) takes it during the case. 0 on error. */
+static uint16_t dead_port_hold(int *fd) {
+  *fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET,
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof(a);
+  if (*fd < 0 || bind(*fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+      getsockname(*fd, (struct sockaddr *)&a, &len) != 0)
+    return 0;
+  return ntohs(a.sin_port);
+}
+
 static bool state_is_tf(void *ud) {
   fixture *f = ud;
   return f->policy_state == GRIT_STATE_TRANSIENT_FAILURE;
@@ -354,10 +372,9 @@ static void test_pf_failover_and_tf(void) {
   fx_init(&f);
   raw_server live;
   raw_start(&live, &f.loop, false);
-  raw_server dead;
-  raw_start(&dead, &f.loop, false);
-  uint16_t dead_port = dead.port;
-  uv_close((uv_handle_t *)&dead.listener, NULL);
+  int dead_fd = -1;
+  uint16_t dead_port = dead_port_hold(&dead_fd);
+  ASSERT_NE(dead_port, 0);
   uv_run(&f.loop, UV_RUN_NOWAIT);
   grit_addr addrs[2];
   ASSERT_OK(grit_addr_from_ip(&addrs[0], "127.0.0.1", dead_port));
@@ -389,6 +406,7 @@ static void test_pf_failover_and_tf(void) {
   ASSERT_EQ(f.policy_states[GRIT_STATE_CONNECTING], connecting_before);
   p->vt->destroy(p);
   fx_finish(&f);
+  close(dead_fd);
 }
 
 /* A refused address, then one whose connect hangs: after the hanging one
@@ -399,10 +417,10 @@ static void test_pf_pass_ends_in_tf(void) {
   fixture f;
   fx_init(&f);
   f.a.min_connect_timeout_ms = 300;
-  raw_server dead, hang;
-  raw_start(&dead, &f.loop, false);
-  uint16_t dead_port = dead.port;
-  uv_close((uv_handle_t *)&dead.listener, NULL);
+  raw_server hang;
+  int dead_fd = -1;
+  uint16_t dead_port = dead_port_hold(&dead_fd);
+  ASSERT_NE(dead_port, 0);
   raw_start(&hang, &f.loop, false);
   hang.no_accept = true;
   grit_addr addrs[2];
@@ -419,6 +437,7 @@ static void test_pf_pass_ends_in_tf(void) {
   ASSERT_EQ(r.kind, GRIT_PICK_FAIL);
   p->vt->destroy(p);
   fx_finish(&f);
+  close(dead_fd);
 }
 
 /* Happy Eyeballs: the first address hangs, so 250 ms in the second is
