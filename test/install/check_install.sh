@@ -157,6 +157,9 @@ elif ! "$python" -c 'import grpc_tools' 2>/dev/null &&
   { ! command -v protoc >/dev/null || [[ ! -x /usr/bin/grpc_python_plugin ]]; }; then
   skipped+=("README programs: need grpc_tools, or protoc and grpc_python_plugin")
 else
+  # Made here, not by the background job's redirection, which may come
+  # after the first read below.
+  : >"$work/server.out"
   "$python" "$src/test/peers/interop_server.py" --port 0 \
     --stub-dir "$work/stubs" >"$work/server.out" 2>"$work/server.err" &
   server_pid=$!

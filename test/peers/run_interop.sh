@@ -74,6 +74,7 @@ start_server() {
   local name=$1
   shift
   local out=$work/$name.out err=$work/$name.err
+  : >"$out" # before the job starts: its redirection may come after our read
   "$python" "$here/interop_server.py" --port 0 --stub-dir "$work/stubs" "$@" \
     >"$out" 2>"$err" &
   server_pid=$!
