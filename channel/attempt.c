@@ -200,6 +200,11 @@ static void attempt_on_done(grit_stream *s, const grit_stream_result *r,
     return;
   }
   a->stream = NULL;
+  /* gRFC A50: count the status of every stream the server saw. */
+  if (a->transport && r->wire != GRIT_WIRE_NOT_SENT &&
+      r->wire != GRIT_WIRE_REFUSED)
+    grit_channel_lb_on_call_result(c->ch, grit_transport_peer(a->transport),
+                                   r->code == GRIT_STATUS_OK);
   if (c->winner == a) {
     grit_attempt_reason why =
         r->code == GRIT_STATUS_OK ? GRIT_REASON_OK : GRIT_REASON_COMMITTED;

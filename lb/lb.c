@@ -5,8 +5,8 @@
 #include <string.h>
 
 const grit_lb_policy_vtable *grit_lb_find(const char *name) {
-  static const grit_lb_policy_vtable *const all[] = {&grit_lb_pick_first,
-                                                     &grit_lb_round_robin};
+  static const grit_lb_policy_vtable *const all[] = {
+      &grit_lb_pick_first, &grit_lb_round_robin, &grit_lb_outlier_detection};
   for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
     if (strcmp(all[i]->name, name) == 0)
       return all[i];

@@ -76,6 +76,7 @@ static grit_err rr_create(const grit_subchannel_args *a,
     return GRIT_ERR_NOMEM;
   rr->base.vt = &grit_lb_round_robin;
   rr->a = *a;
+  rr->a.health_applies = true; /* SPEC HC-01: round_robin honours health */
   rr->h = *h;
   rr->state = GRIT_STATE_IDLE;
   return GRIT_OK;
