@@ -67,9 +67,8 @@ grit_err grit_channel_lb_configure(grit_channel *ch, grit_lb_policy *p) {
     return rv;
   grit_od_params params;
   od_params_from(&g->od, &params);
-  const grit_lb_policy_vtable *child = g->lb == GRIT_LB_ROUND_ROBIN
-                                           ? &grit_lb_round_robin
-                                           : &grit_lb_pick_first;
+  const grit_lb_policy_vtable *child =
+      g->lb == GRIT_LB_ROUND_ROBIN ? &grit_lb_round_robin : &grit_lb_pick_first;
   return grit_lb_od_configure(p, child, &params);
 }
 

@@ -47,7 +47,7 @@ grit_slice *grit_health_encode_request(const char *service) {
   size_t len = strlen(service);
   uint8_t hdr[11];
   size_t h = 0;
-  if (len > 0) { /* proto3: an empty string is not written */
+  if (len > 0) {     /* proto3: an empty string is not written */
     hdr[h++] = 0x0a; /* field 1, length-delimited */
     h += put_varint(hdr + h, len);
   }
@@ -79,8 +79,7 @@ static bool get_varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v) {
   return false;
 }
 
-bool grit_health_decode_response(const uint8_t *p, size_t n,
-                                 uint32_t *status) {
+bool grit_health_decode_response(const uint8_t *p, size_t n, uint32_t *status) {
   size_t i = 0;
   *status = 0;
   while (i < n) {
@@ -179,8 +178,7 @@ static void health_on_message(grit_stream *s, grit_slice *msg, void *ud) {
              status, status == 1 ? " (SERVING)" : "");
   /* SPEC HC-01: only SERVING counts as healthy; UNKNOWN, NOT_SERVING and
    * SERVICE_UNKNOWN take the subchannel out. */
-  health_report(w, status == 1 ? GRIT_HEALTH_SERVING
-                               : GRIT_HEALTH_NOT_SERVING);
+  health_report(w, status == 1 ? GRIT_HEALTH_SERVING : GRIT_HEALTH_NOT_SERVING);
 }
 
 static void health_on_done(grit_stream *s, const grit_stream_result *r,
@@ -206,8 +204,7 @@ static void health_on_done(grit_stream *s, const grit_stream_result *r,
     health_report(w, GRIT_HEALTH_SERVING);
     return;
   }
-  health_retry(w, r->message[0] ? r->message
-                                 : grit_status_code_name(r->code));
+  health_retry(w, r->message[0] ? r->message : grit_status_code_name(r->code));
 }
 
 static const grit_stream_cbs health_stream_cbs = {
@@ -258,8 +255,8 @@ grit_err grit_health_watch_start(const grit_subchannel_args *a,
   w->loop = a->loop;
   w->rng = a->rng;
   w->t = t;
-  w->authority = a->shared && a->shared->authority ? a->shared->authority
-                                                   : addr_text;
+  w->authority =
+      a->shared && a->shared->authority ? a->shared->authority : addr_text;
   w->service = svc;
   grit_str_copy(w->addr, sizeof(w->addr), addr_text);
   w->cb = cb;

@@ -17,11 +17,11 @@ typedef struct grit_subchannel grit_subchannel;
  * channel reports in grit_channel_stats. Owned by the channel; loop only,
  * counters atomic. */
 typedef struct grit_lb_shared {
-  const char *health_service; /* healthCheckConfig.serviceName; NULL: off */
-  bool health_disabled;       /* GRIT_ARG_HEALTH_CHECKS 0 */
-  const char *authority;      /* :authority of health Watch streams */
-  uint64_t ejections;         /* outlier detection (A50), atomic */
-  uint64_t unejections;       /* atomic */
+  const char *health_service;  /* healthCheckConfig.serviceName; NULL: off */
+  bool health_disabled;        /* GRIT_ARG_HEALTH_CHECKS 0 */
+  const char *authority;       /* :authority of health Watch streams */
+  uint64_t ejections;          /* outlier detection (A50), atomic */
+  uint64_t unejections;        /* atomic */
   uint64_t health_not_serving; /* a subchannel left READY by health */
   grit_list scs;               /* every live subchannel of the channel */
 } grit_lb_shared;
@@ -148,8 +148,7 @@ grit_slice *grit_health_encode_request(const char *service);
 /* grit_health_decode_response: HealthCheckResponse's status (0 UNKNOWN,
  * 1 SERVING, 2 NOT_SERVING, 3 SERVICE_UNKNOWN; absent is 0). Unknown
  * fields are skipped. Returns false if |p| is not a valid message. */
-bool grit_health_decode_response(const uint8_t *p, size_t n,
-                                 uint32_t *status);
+bool grit_health_decode_response(const uint8_t *p, size_t n, uint32_t *status);
 
 /* Reconnect backoff (CB-01): next delay in ms from |current| (0 = first):
  * initial, then x1.6 (rounded), capped at |max_ms|. Pure; |rng| is unused

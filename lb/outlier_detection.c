@@ -17,8 +17,8 @@ typedef struct od_policy {
   const grit_lb_policy_vtable *child_vt;
   grit_lb_policy *child;
   grit_od_params params;
-  grit_addr *addrs;  /* the last update's list */
-  grit_od_addr *st;  /* counters and ejection, parallel to |addrs| */
+  grit_addr *addrs; /* the last update's list */
+  grit_od_addr *st; /* counters and ejection, parallel to |addrs| */
   size_t n;
   bool shuffle;
   bool exited_idle;
@@ -73,13 +73,13 @@ static void od_timer_fire(uv_timer_t *t) {
     if (!e->changed)
       continue;
     if (e->ejected) {
-      GRIT_TRACE(GRIT_TRACE_LB, GRIT_LEVEL_INFO,
-                 "outlier detection: eject %s (%llu ok, %llu failed in the "
-                 "last interval; ejection %u in a row, for %llu ms)",
-                 od->addrs[i].text, (unsigned long long)e->last_successes,
-                 (unsigned long long)e->last_failures, e->multiplier,
-                 (unsigned long long)grit_od_ejection_ms(&od->params,
-                                                         e->multiplier));
+      GRIT_TRACE(
+          GRIT_TRACE_LB, GRIT_LEVEL_INFO,
+          "outlier detection: eject %s (%llu ok, %llu failed in the "
+          "last interval; ejection %u in a row, for %llu ms)",
+          od->addrs[i].text, (unsigned long long)e->last_successes,
+          (unsigned long long)e->last_failures, e->multiplier,
+          (unsigned long long)grit_od_ejection_ms(&od->params, e->multiplier));
       if (od->a.shared)
         __atomic_fetch_add(&od->a.shared->ejections, 1, __ATOMIC_RELAXED);
     } else {
@@ -150,8 +150,7 @@ grit_err grit_lb_od_configure(grit_lb_policy *p,
     if (od->exited_idle)
       fresh->vt->exit_idle(fresh);
   }
-  bool rearm = params->interval_ms != od->params.interval_ms ||
-               !od_enabled(od);
+  bool rearm = params->interval_ms != od->params.interval_ms || !od_enabled(od);
   od->params = *params;
   if (!od_enabled(od)) {
     /* A50: no ejection rule: un-eject everything, count nothing. */

@@ -78,8 +78,8 @@ static void sc_publish(grit_subchannel *sc) {
 
 static void sc_on_health(grit_health_status hs, void *ud) {
   grit_subchannel *sc = ud;
-  if (hs == GRIT_HEALTH_NOT_SERVING && sc->health_status == GRIT_HEALTH_SERVING &&
-      sc->a.shared)
+  if (hs == GRIT_HEALTH_NOT_SERVING &&
+      sc->health_status == GRIT_HEALTH_SERVING && sc->a.shared)
     __atomic_fetch_add(&sc->a.shared->health_not_serving, 1, __ATOMIC_RELAXED);
   sc->health_status = hs;
   sc_publish(sc);
