@@ -52,6 +52,7 @@ void grit_attempt_observe(call_attempt *a, grit_status_code code,
       .backoff_ms = a->backoff_ms,
       .pushback = a->pushback,
       .reason = reason,
+      .skipped = a->skipped,
   };
   ch->o.observer(&r, ch->o.observer_data);
 }
@@ -302,6 +303,7 @@ static void attempt_start_stream(call_attempt *a, grit_transport *t) {
 static void attempt_pick(call_attempt *a) {
   grit_call *c = a->c;
   grit_pick_result r = grit_channel_pick(c->ch);
+  grit_str_copy(a->skipped, sizeof(a->skipped), r.skipped ? r.skipped : "");
   if (r.kind == GRIT_PICK_COMPLETE) {
     attempt_start_stream(a, r.transport);
     return;

@@ -338,6 +338,7 @@ typedef struct call_attempt {
   uint64_t backoff_ms; /* waited before it */
   bool pushback;
   char peer[128];
+  char skipped[160]; /* issue 15: what its pick passed over, and why */
 } call_attempt;
 
 /* Method paths up to this long live in the call itself (no allocation). */

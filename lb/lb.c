@@ -36,6 +36,23 @@ uint64_t grit_lb_keepalive_after_too_many_pings_ms(uint64_t keepalive_ms) {
   return keepalive_ms >= cap / 2 ? cap : keepalive_ms * 2;
 }
 
+const char *grit_lb_sclist_skipped(const grit_lb_sclist *l, char *buf,
+                                   size_t len) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < l->n && used + 1 < len; i++) {
+    const char *why = grit_subchannel_skip_reason(l->scs[i]);
+    if (!why[0])
+      continue;
+    int w = snprintf(buf + used, len - used, "%s%s (%s)", used ? ", " : "",
+                     grit_subchannel_addr(l->scs[i])->text, why);
+    if (w < 0)
+      break;
+    used += (size_t)w < len - used ? (size_t)w : len - used - 1;
+  }
+  return used ? buf : NULL;
+}
+
 size_t grit_lb_sclist_index(const grit_lb_sclist *l,
                             const grit_subchannel *sc) {
   for (size_t i = 0; i < l->n; i++) {

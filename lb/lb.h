@@ -63,6 +63,9 @@ typedef struct grit_pick_result {
   grit_transport *transport;
   grit_status_code code;
   const char *message; /* borrowed until the next LB event */
+  /* Backends passed over for health or ejection, with why (issue 15), or
+   * NULL; borrowed until the next LB event. */
+  const char *skipped;
 } grit_pick_result;
 
 /* The channel side of a policy: state publication and re-resolution. */

@@ -18,6 +18,10 @@ grit_err grit_lb_sclist_reconcile(grit_lb_sclist *old, const grit_addr *addrs,
                                   grit_subchannel_state_cb cb, void *ud,
                                   grit_lb_sclist *out);
 void grit_lb_sclist_free(grit_lb_sclist *l);
+/* The connected subchannels of |l| that are not picked (health, ejection)
+ * as "addr (why), ..." in |buf|; NULL when there is none. */
+const char *grit_lb_sclist_skipped(const grit_lb_sclist *l, char *buf,
+                                   size_t len);
 /* Index of |sc| in |l|, or l->n. */
 size_t grit_lb_sclist_index(const grit_lb_sclist *l, const grit_subchannel *sc);
 

@@ -339,6 +339,12 @@ typedef struct grit_attempt_record {
   uint64_t backoff_ms;        /* waited before this attempt */
   bool pushback;              /* that wait came from grpc-retry-pushback-ms */
   grit_attempt_reason reason; /* why nothing followed, or NONE */
+  /** Backends the load balancer passed over when it picked this attempt's,
+   * each with why (issue 15): "127.0.0.1:5001 (ejected by outlier
+   * detection), 127.0.0.1:5002 (health: not SERVING)"; "" if none. Lists
+   * the backends that health checks or outlier detection keep out of
+   * rotation at the time of the pick. */
+  const char *skipped;
 } grit_attempt_record;
 
 /** Observer callback: runs on the I/O thread for every attempt of every

@@ -8,6 +8,7 @@
  * /usr/bin/python3 lacks grpc.
  */
 #include <grit/grit.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,24 @@ static void peer_stop(void) {
   pypeer_stop(&g_peer);
 }
 
+/* The last attempt record's "skipped" text (issue 15). */
+static pthread_mutex_t g_obs_mu = PTHREAD_MUTEX_INITIALIZER;
+static char g_skipped[256];
+
+static void obs_cb(const grit_attempt_record *r, void *ud) {
+  (void)ud;
+  pthread_mutex_lock(&g_obs_mu);
+  snprintf(g_skipped, sizeof(g_skipped), "%s", r->skipped);
+  pthread_mutex_unlock(&g_obs_mu);
+}
+
+static bool skipped_has(const char *needle) {
+  pthread_mutex_lock(&g_obs_mu);
+  bool has = strstr(g_skipped, needle) != NULL;
+  pthread_mutex_unlock(&g_obs_mu);
+  return has;
+}
+
 static grit_channel *channel(const char *config, int health_checks) {
   grit_channel_args *a = NULL;
   grit_channel *ch = NULL;
@@ -84,6 +103,7 @@ static grit_channel *channel(const char *config, int health_checks) {
     return NULL;
   grit_channel_args_set_string(a, GRIT_ARG_SERVICE_CONFIG, config);
   grit_channel_args_set_int(a, GRIT_ARG_RNG_SEED, 15);
+  grit_channel_args_set_observer(a, obs_cb, NULL);
   if (health_checks >= 0)
     grit_channel_args_set_int(a, GRIT_ARG_HEALTH_CHECKS, health_checks);
   grit_error_detail d = {0};
@@ -148,6 +168,11 @@ static void test_not_serving_gets_no_calls(void) {
   ASSERT_EQ(n[1], 0);
   ASSERT_CMP(n[0], >, 0);
   ASSERT_CMP(n[2], >, 0);
+  /* The attempt observer says which backend was passed over, and why. */
+  char want[64];
+  snprintf(want, sizeof(want), "127.0.0.1:%u (health: not SERVING)",
+           g_ports[1]);
+  ASSERT(skipped_has(want));
 
   ASSERT(set(1, "SERVING"));
   end = test_now_ms() + WAIT_MS;
@@ -251,6 +276,10 @@ static void test_od_round_robin(void) {
   ASSERT(counts(n));
   ASSERT_CMP(n[1] * 100, <, 5 * (n[0] + n[1] + n[2]));
   ASSERT_EQ(n[0] + n[2], 200);
+  char want[64];
+  snprintf(want, sizeof(want), "127.0.0.1:%u (ejected by outlier detection)",
+           g_ports[1]);
+  ASSERT(skipped_has(want));
   /* A50 with the default maxEjectionPercent 10: no second ejection. */
   ASSERT_EQ(stat_ejections(ch), 1);
   grit_channel_destroy(ch);
