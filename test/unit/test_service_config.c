@@ -1418,7 +1418,10 @@ static const char *rich_config(void) {
          "{'name':[{}],'hedgingPolicy':{'maxAttempts':3}},"
          "{'name':[{'service':'pkg.C'}],'waitForReady':false}],"
          "'retryThrottling':{'maxTokens':10,'tokenRatio':0.1},"
-         "'loadBalancingConfig':[{'round_robin':{}}]}"));
+         "'loadBalancingConfig':[{'outlier_detection_experimental':{"
+         "'failurePercentageEjection':{},'successRateEjection':{},"
+         "'childPolicy':[{'round_robin':{}}]}}],"
+         "'healthCheckConfig':{'serviceName':'pkg.A'}}"));
   return buf;
 }
 
