@@ -215,8 +215,8 @@ struct grit_channel {
   grit_lb_slot *lb;         /* answers picks; NULL until the first result */
   grit_lb_slot *lb_pending; /* a policy switch under way (policy.c) */
   grit_subchannel_args sc_args;
-  grit_lb_shared lb_shared; /* issue 15: health settings, OD counters */
-  char *health_service;     /* lb_shared.health_service's storage */
+  grit_lb_shared lb_shared;       /* issue 15: health settings, OD counters */
+  char *health_service;           /* lb_shared.health_service's storage */
   grit_list queued_attempts;      /* waiting for a pick */
   grit_list config_waiters;       /* calls waiting for the first config */
   size_t replay_bytes;            /* RT-07: replay buffers of every call */

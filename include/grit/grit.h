@@ -574,8 +574,8 @@ typedef struct grit_channel_stats {
    * calls with at most 1, 2, 3, 4, 5, 10, 100, 1000 retries. */
   uint64_t retries_per_call[8];
   /* Issue 15 (SPEC OD-01, HC-01): */
-  uint64_t ejections;   /* outlier detection ejected an address */
-  uint64_t unejections; /* ... and let one back in */
+  uint64_t ejections;          /* outlier detection ejected an address */
+  uint64_t unejections;        /* ... and let one back in */
   uint64_t health_not_serving; /* a READY backend's health left SERVING */
 } grit_channel_stats;
 
