@@ -1,8 +1,10 @@
 /*
  * lb: subchannels (one transport each, with connectivity state and reconnect
- * backoff, SPEC CB-01) and the load-balancing policies pick_first (LB-01) and
- * round_robin (LB-02) behind one small vtable looked up by name. channel/
- * drives it on the loop thread; it knows nothing of calls or configs.
+ * backoff, SPEC CB-01, and a health Watch, HC-01) and the load-balancing
+ * policies pick_first (LB-01), round_robin (LB-02) and
+ * outlier_detection_experimental (OD-01) behind one small vtable looked up
+ * by name. channel/ drives it on the loop thread; it knows nothing of calls
+ * or configs.
  */
 #ifndef GRIT_LB_H
 #define GRIT_LB_H
