@@ -57,6 +57,7 @@ static const arg_spec specs[] = {
     INT_ARG(GRIT_ARG_READ_SPIN_US, read_spin_us, 0, 10000),
     STR_ARG(GRIT_ARG_USER_AGENT, user_agent),
     INT_ARG(GRIT_ARG_IDEMPOTENCY_KEYS, idempotency_keys, 0, 1),
+    INT_ARG(GRIT_ARG_HEALTH_CHECKS, health_checks, 0, 1),
 };
 
 #define NSPECS (sizeof(specs) / sizeof(specs[0]))
@@ -77,6 +78,7 @@ void grit_chan_opts_defaults(grit_chan_opts *o) {
   o->per_call_retry_buffer = 256 * 1024;  /* RT-07 */
   o->per_call_send_buffer = 64 * 1024;    /* AP-03 */
   o->per_channel_retry_buffer = 16 << 20; /* RT-07 */
+  o->health_checks = 1;                   /* HC-02 */
   o->max_recv_message = 4 << 20;          /* SC-07 */
   o->max_send_message = -1;               /* SC-07 */
   o->max_header_list = 16384;             /* HS-06 */

@@ -52,6 +52,7 @@ void grit_attempt_observe(call_attempt *a, grit_status_code code,
       .backoff_ms = a->backoff_ms,
       .pushback = a->pushback,
       .reason = reason,
+      .skipped = a->skipped,
   };
   ch->o.observer(&r, ch->o.observer_data);
 }
@@ -201,6 +202,11 @@ static void attempt_on_done(grit_stream *s, const grit_stream_result *r,
     return;
   }
   a->stream = NULL;
+  /* gRFC A50: count the status of every stream the server saw. */
+  if (a->transport && r->wire != GRIT_WIRE_NOT_SENT &&
+      r->wire != GRIT_WIRE_REFUSED)
+    grit_channel_lb_on_call_result(c->ch, grit_transport_peer(a->transport),
+                                   r->code == GRIT_STATUS_OK);
   if (c->winner == a) {
     grit_attempt_reason why =
         r->code == GRIT_STATUS_OK ? GRIT_REASON_OK : GRIT_REASON_COMMITTED;
@@ -298,6 +304,7 @@ static void attempt_start_stream(call_attempt *a, grit_transport *t) {
 static void attempt_pick(call_attempt *a) {
   grit_call *c = a->c;
   grit_pick_result r = grit_channel_pick(c->ch);
+  grit_str_copy(a->skipped, sizeof(a->skipped), r.skipped ? r.skipped : "");
   if (r.kind == GRIT_PICK_COMPLETE) {
     attempt_start_stream(a, r.transport);
     return;

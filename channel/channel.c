@@ -19,6 +19,7 @@ static void ch_free(grit_channel *ch) {
   grit_chan_opts_free(&ch->o);
   grit_free(ch->user_agent);
   grit_free(ch->tls_server_name);
+  grit_free(ch->health_service);
   pthread_mutex_destroy(&ch->mu);
   pthread_cond_destroy(&ch->cv);
   grit_free(ch);
@@ -140,10 +141,7 @@ grit_connectivity_state grit_channel_wait_for_state_change(
 /* ---- config and LB ---- */
 
 static const grit_lb_policy_vtable *ch_lb_choice(const grit_svccfg *cfg) {
-  const grit_svccfg_global *g = cfg ? grit_svccfg_get_global(cfg) : NULL;
-  if (g && g->lb == GRIT_LB_ROUND_ROBIN)
-    return &grit_lb_round_robin;
-  return &grit_lb_pick_first; /* SC-08 default */
+  return grit_channel_lb_choice(cfg); /* lb_config.c */
 }
 
 static bool ch_shuffle(const grit_channel *ch) {
@@ -214,6 +212,7 @@ static void ch_on_resolved(void *ctx, const grit_resolver_result *r) {
   ch->resolve_error[0] = '\0';
   grit_lb_policy *p = NULL;
   if (grit_channel_lb_select(ch, ch_lb_choice(ch->config), &p) != GRIT_OK ||
+      grit_channel_lb_configure(ch, p) != GRIT_OK ||
       p->vt->update_addresses(p, r->addrs, r->naddrs, ch_shuffle(ch)) !=
           GRIT_OK) {
     snprintf(ch->resolve_error, sizeof(ch->resolve_error),
@@ -362,6 +361,11 @@ grit_err grit_channel_get_stats(grit_channel *ch, grit_channel_stats *out) {
   for (int i = 0; i < GRIT_RETRY_BUCKETS; i++)
     out->retries_per_call[i] = LOAD(retries_hist[i]);
 #undef LOAD
+  const grit_lb_shared *sh = &ch->lb_shared;
+  out->ejections = __atomic_load_n(&sh->ejections, __ATOMIC_RELAXED);
+  out->unejections = __atomic_load_n(&sh->unejections, __ATOMIC_RELAXED);
+  out->health_not_serving =
+      __atomic_load_n(&sh->health_not_serving, __ATOMIC_RELAXED);
   return GRIT_OK;
 }
 
@@ -487,7 +491,10 @@ static void ch_fill_transport_opts(grit_channel *ch) {
       .initial_backoff_ms = (uint64_t)ch->o.initial_reconnect_backoff_ms,
       .max_backoff_ms = (uint64_t)ch->o.max_reconnect_backoff_ms,
       .min_connect_timeout_ms = (uint64_t)ch->o.min_connect_timeout_ms,
+      .shared = &ch->lb_shared,
   };
+  grit_list_init(&ch->lb_shared.scs);
+  ch->lb_shared.health_disabled = ch->o.health_checks == 0;
 }
 
 static grit_err ch_init(grit_channel *ch, const char *target,

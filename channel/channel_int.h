@@ -83,6 +83,7 @@ typedef struct grit_chan_opts {
   int64_t idle_timeout_ms;
   char *user_agent;
   int64_t idempotency_keys;
+  int64_t health_checks; /* HC-02 */
   grit_attempt_observer_cb observer;
   void *observer_data;
 } grit_chan_opts;
@@ -152,6 +153,19 @@ void grit_channel_lb_exit_idle(grit_channel *ch);
 /* Destroy both policies (idle timeout, channel destroy). */
 void grit_channel_lb_destroy(grit_channel *ch);
 
+/* ---- lb_config.c: health checks and outlier detection (issue 15) ---- */
+
+/* The policy |cfg| asks for: outlier_detection (OD-01) if configured,
+ * else its round_robin or pick_first. */
+const grit_lb_policy_vtable *grit_channel_lb_choice(const grit_svccfg *cfg);
+/* Apply the config in force to |p| (the outlier detection settings) and
+ * to every subchannel (the health check service, HC-01). GRIT_OK or
+ * GRIT_ERR_NOMEM. */
+grit_err grit_channel_lb_configure(grit_channel *ch, grit_lb_policy *p);
+/* An attempt's stream ended with a status from |peer| (A50 counting). */
+void grit_channel_lb_on_call_result(grit_channel *ch, const grit_addr *peer,
+                                    bool ok);
+
 /* ---- channel.c ---- */
 
 typedef struct grit_watcher {
@@ -201,6 +215,8 @@ struct grit_channel {
   grit_lb_slot *lb;         /* answers picks; NULL until the first result */
   grit_lb_slot *lb_pending; /* a policy switch under way (policy.c) */
   grit_subchannel_args sc_args;
+  grit_lb_shared lb_shared;       /* issue 15: health settings, OD counters */
+  char *health_service;           /* lb_shared.health_service's storage */
   grit_list queued_attempts;      /* waiting for a pick */
   grit_list config_waiters;       /* calls waiting for the first config */
   size_t replay_bytes;            /* RT-07: replay buffers of every call */
@@ -322,6 +338,7 @@ typedef struct call_attempt {
   uint64_t backoff_ms; /* waited before it */
   bool pushback;
   char peer[128];
+  char skipped[160]; /* issue 15: what its pick passed over, and why */
 } call_attempt;
 
 /* Method paths up to this long live in the call itself (no allocation). */

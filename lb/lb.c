@@ -5,8 +5,8 @@
 #include <string.h>
 
 const grit_lb_policy_vtable *grit_lb_find(const char *name) {
-  static const grit_lb_policy_vtable *const all[] = {&grit_lb_pick_first,
-                                                     &grit_lb_round_robin};
+  static const grit_lb_policy_vtable *const all[] = {
+      &grit_lb_pick_first, &grit_lb_round_robin, &grit_lb_outlier_detection};
   for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
     if (strcmp(all[i]->name, name) == 0)
       return all[i];
@@ -34,6 +34,23 @@ uint64_t grit_lb_keepalive_after_too_many_pings_ms(uint64_t keepalive_ms) {
   if (keepalive_ms == 0)
     return 0;
   return keepalive_ms >= cap / 2 ? cap : keepalive_ms * 2;
+}
+
+const char *grit_lb_sclist_skipped(const grit_lb_sclist *l, char *buf,
+                                   size_t len) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < l->n && used + 1 < len; i++) {
+    const char *why = grit_subchannel_skip_reason(l->scs[i]);
+    if (!why[0])
+      continue;
+    int w = snprintf(buf + used, len - used, "%s%s (%s)", used ? ", " : "",
+                     grit_subchannel_addr(l->scs[i])->text, why);
+    if (w < 0)
+      break;
+    used += (size_t)w < len - used ? (size_t)w : len - used - 1;
+  }
+  return used ? buf : NULL;
 }
 
 size_t grit_lb_sclist_index(const grit_lb_sclist *l,

@@ -1,15 +1,43 @@
 /*
  * lb: subchannels (one transport each, with connectivity state and reconnect
- * backoff, SPEC CB-01) and the load-balancing policies pick_first (LB-01) and
- * round_robin (LB-02) behind one small vtable looked up by name. channel/
- * drives it on the loop thread; it knows nothing of calls or configs.
+ * backoff, SPEC CB-01, and a health Watch, HC-01) and the load-balancing
+ * policies pick_first (LB-01), round_robin (LB-02) and
+ * outlier_detection_experimental (OD-01) behind one small vtable looked up
+ * by name. channel/ drives it on the loop thread; it knows nothing of calls
+ * or configs.
  */
 #ifndef GRIT_LB_H
 #define GRIT_LB_H
 
+#include "lb/od_algo.h"
 #include "transport/transport.h"
 
 typedef struct grit_subchannel grit_subchannel;
+
+/* Channel-wide state every subchannel of a channel may read (issue 15):
+ * the health check settings of the config in force and counters the
+ * channel reports in grit_channel_stats. Owned by the channel; loop only,
+ * counters atomic. */
+typedef struct grit_lb_shared {
+  const char *health_service;  /* healthCheckConfig.serviceName; NULL: off */
+  bool health_disabled;        /* GRIT_ARG_HEALTH_CHECKS 0 */
+  const char *authority;       /* :authority of health Watch streams */
+  uint64_t ejections;          /* outlier detection (A50), atomic */
+  uint64_t unejections;        /* atomic */
+  uint64_t health_not_serving; /* a subchannel left READY by health */
+  grit_list scs;               /* every live subchannel of the channel */
+} grit_lb_shared;
+
+/* The channel changed |sh|'s health settings: every subchannel restarts
+ * (or stops) its health watch. */
+void grit_lb_shared_refresh_health(grit_lb_shared *sh);
+
+/* Subchannels made by an outlier_detection policy's child register here,
+ * so ejection (A50) reaches every subchannel of an address. */
+typedef struct grit_sc_group {
+  grit_list scs; /* of grit_subchannel */
+  bool (*is_ejected)(struct grit_sc_group *g, const grit_addr *addr);
+} grit_sc_group;
 
 /* What every subchannel of a channel shares. */
 typedef struct grit_subchannel_args {
@@ -19,6 +47,10 @@ typedef struct grit_subchannel_args {
   uint64_t initial_backoff_ms;     /* CB-01: 1 s */
   uint64_t max_backoff_ms;         /* 120 s */
   uint64_t min_connect_timeout_ms; /* 20 s */
+  /* Issue 15: NULL / false unless set. */
+  grit_lb_shared *shared; /* the channel's; NULL in lb unit tests */
+  grit_sc_group *group;   /* set by outlier_detection for its child */
+  bool health_applies;    /* set by round_robin: honour A17 health */
 } grit_subchannel_args;
 
 /* Results of a pick (SPEC LB-03, RT-12). */
@@ -33,6 +65,9 @@ typedef struct grit_pick_result {
   grit_transport *transport;
   grit_status_code code;
   const char *message; /* borrowed until the next LB event */
+  /* Backends passed over for health or ejection, with why (issue 15), or
+   * NULL; borrowed until the next LB event. */
+  const char *skipped;
 } grit_pick_result;
 
 /* The channel side of a policy: state publication and re-resolution. */
@@ -55,6 +90,8 @@ typedef struct grit_lb_policy_vtable {
   void (*exit_idle)(grit_lb_policy *p);
   grit_pick_result (*pick)(grit_lb_policy *p);
   void (*destroy)(grit_lb_policy *p);
+  /* Optional (NULL: ignored): a call's final status on |peer| (A50). */
+  void (*on_call_result)(grit_lb_policy *p, const grit_addr *peer, bool ok);
 } grit_lb_policy_vtable;
 
 /* Every policy object starts with its vtable. */
@@ -64,6 +101,16 @@ struct grit_lb_policy {
 
 extern const grit_lb_policy_vtable grit_lb_pick_first;
 extern const grit_lb_policy_vtable grit_lb_round_robin;
+/* outlier_detection_experimental (SPEC OD-01; gRFC A50): wraps a child
+ * policy; created with round_robin as the child and no ejection rule until
+ * grit_lb_od_configure. */
+extern const grit_lb_policy_vtable grit_lb_outlier_detection;
+/* Set |p|'s (an outlier_detection policy) child policy and parameters.
+ * A different child replaces the current one (its connections drain).
+ * Returns GRIT_OK or GRIT_ERR_NOMEM (the old settings stay). */
+grit_err grit_lb_od_configure(grit_lb_policy *p,
+                              const grit_lb_policy_vtable *child,
+                              const grit_od_params *params);
 /* The vtable for |name| ("pick_first", "round_robin"), or NULL. */
 const grit_lb_policy_vtable *grit_lb_find(const char *name);
 
@@ -88,10 +135,25 @@ const char *grit_subchannel_error(const grit_subchannel *sc);
 /* Keepalive time its next connection will use (0 = none). */
 uint64_t grit_subchannel_keepalive_time_ms(const grit_subchannel *sc);
 void grit_subchannel_reset_backoff(grit_subchannel *sc);
+/* Outlier detection (A50): an ejected subchannel shows TRANSIENT_FAILURE
+ * to its policy and is never picked; its connection stays up. */
+void grit_subchannel_set_ejected(grit_subchannel *sc, bool ejected);
+/* Why a subchannel whose connection is up is not picked: "ejected",
+ * "health: NOT_SERVING", "health: waiting" or "" when it is. */
+const char *grit_subchannel_skip_reason(const grit_subchannel *sc);
 /* No callback runs after this. A connection with calls in flight drains:
  * it takes no new stream and closes after the last one; any other closes
  * at once. NULL is a no-op. */
 void grit_subchannel_destroy(grit_subchannel *sc);
+
+/* grpc.health.v1 messages, encoded by hand (no protobuf in the core).
+ * grit_health_encode_request: HealthCheckRequest{service} framed for a
+ * stream (5-byte prefix); a new slice or NULL on out-of-memory. */
+grit_slice *grit_health_encode_request(const char *service);
+/* grit_health_decode_response: HealthCheckResponse's status (0 UNKNOWN,
+ * 1 SERVING, 2 NOT_SERVING, 3 SERVICE_UNKNOWN; absent is 0). Unknown
+ * fields are skipped. Returns false if |p| is not a valid message. */
+bool grit_health_decode_response(const uint8_t *p, size_t n, uint32_t *status);
 
 /* Reconnect backoff (CB-01): next delay in ms from |current| (0 = first):
  * initial, then x1.6 (rounded), capped at |max_ms|. Pure; |rng| is unused

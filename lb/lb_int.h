@@ -18,7 +18,36 @@ grit_err grit_lb_sclist_reconcile(grit_lb_sclist *old, const grit_addr *addrs,
                                   grit_subchannel_state_cb cb, void *ud,
                                   grit_lb_sclist *out);
 void grit_lb_sclist_free(grit_lb_sclist *l);
+/* The connected subchannels of |l| that are not picked (health, ejection)
+ * as "addr (why), ..." in |buf|; NULL when there is none. */
+const char *grit_lb_sclist_skipped(const grit_lb_sclist *l, char *buf,
+                                   size_t len);
 /* Index of |sc| in |l|, or l->n. */
 size_t grit_lb_sclist_index(const grit_lb_sclist *l, const grit_subchannel *sc);
+
+/* subchannel.c: the subchannel of a link in a grit_sc_group's list, and
+ * whether it is ejected. */
+grit_subchannel *grit_lb_group_sc(grit_list *link);
+bool grit_subchannel_ejected(const grit_subchannel *sc);
+
+/* health.c: one grpc.health.v1.Health/Watch per READY subchannel (SPEC
+ * HC-01, HC-02; gRFC A17). The watch reports each status change; a stream
+ * that ends is restarted with backoff, UNIMPLEMENTED counts as SERVING. */
+typedef enum grit_health_status {
+  GRIT_HEALTH_WAITING = 0, /* no answer yet */
+  GRIT_HEALTH_SERVING = 1,
+  GRIT_HEALTH_NOT_SERVING = 2, /* NOT_SERVING, UNKNOWN, or stream failed */
+} grit_health_status;
+
+typedef struct grit_health_watch grit_health_watch;
+typedef void (*grit_health_cb)(grit_health_status s, void *user_data);
+/* Start watching |service| on the READY transport |t|. */
+grit_err grit_health_watch_start(const grit_subchannel_args *a,
+                                 grit_transport *t, const char *service,
+                                 const char *addr_text, grit_health_cb cb,
+                                 void *user_data, grit_health_watch **out);
+/* No callback after this; the memory goes once the stream and the timer
+ * are closed. NULL is a no-op. */
+void grit_health_watch_stop(grit_health_watch *w);
 
 #endif

@@ -20,6 +20,7 @@ typedef struct pick_first {
   bool connecting; /* a pass over the list is under way */
   uv_timer_t *he_timer;
   char error[300];
+  char skipped[256]; /* the last pick's, issue 15 */
 } pick_first;
 
 static void pf_set_state(pick_first *pf, grit_connectivity_state s) {
@@ -213,6 +214,8 @@ static void pf_exit_idle(grit_lb_policy *p) {
 static grit_pick_result pf_pick(grit_lb_policy *p) {
   pick_first *pf = (pick_first *)p;
   grit_pick_result r = {.kind = GRIT_PICK_QUEUE};
+  r.skipped =
+      grit_lb_sclist_skipped(&pf->list, pf->skipped, sizeof(pf->skipped));
   if (pf->selected) {
     r.transport = grit_subchannel_transport(pf->selected);
     if (r.transport) {

@@ -15,6 +15,7 @@ typedef struct round_robin {
   bool started;
   grit_connectivity_state state;
   char error[300];
+  char skipped[256]; /* the last pick's, issue 15 */
 } round_robin;
 
 static grit_connectivity_state rr_aggregate(const round_robin *rr) {
@@ -76,6 +77,7 @@ static grit_err rr_create(const grit_subchannel_args *a,
     return GRIT_ERR_NOMEM;
   rr->base.vt = &grit_lb_round_robin;
   rr->a = *a;
+  rr->a.health_applies = true; /* SPEC HC-01: round_robin honours health */
   rr->h = *h;
   rr->state = GRIT_STATE_IDLE;
   return GRIT_OK;
@@ -113,6 +115,8 @@ static void rr_exit_idle(grit_lb_policy *p) {
 static grit_pick_result rr_pick(grit_lb_policy *p) {
   round_robin *rr = (round_robin *)p;
   grit_pick_result r = {.kind = GRIT_PICK_QUEUE};
+  r.skipped =
+      grit_lb_sclist_skipped(&rr->list, rr->skipped, sizeof(rr->skipped));
   for (size_t k = 0; k < rr->list.n; k++) {
     size_t i = (rr->cursor + k) % rr->list.n;
     grit_transport *t = grit_subchannel_transport(rr->list.scs[i]);

@@ -6,8 +6,11 @@
  * A close caused by GOAWAY "too_many_pings" doubles the keepalive time of
  * later connections (LB-04, as grpc-core). A subchannel destroyed with
  * calls in flight lets its connection drain instead of aborting them.
+ * Health checks (A17) and ejection (A50) change only the state the policy
+ * sees: |state| is the connection's, what grit_subchannel_state returns
+ * and on_state reports is derived from it (sc_visible).
  * See lb/README.md. */
-#include "lb/lb.h"
+#include "lb/lb_int.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -17,8 +20,14 @@ struct grit_subchannel {
   grit_addr addr;
   grit_subchannel_state_cb cb;
   void *ud;
-  grit_connectivity_state state;
-  grit_connectivity_state prev_state; /* before the last change */
+  grit_connectivity_state state;      /* the connection's */
+  grit_connectivity_state shown;      /* what the policy sees */
+  grit_connectivity_state prev_state; /* shown before the last change */
+  grit_list group_link;               /* in a->group->scs, if any */
+  grit_list shared_link;              /* in a->shared->scs, if any */
+  grit_health_watch *health;          /* while READY and checking */
+  grit_health_status health_status;
+  bool ejected;
   grit_transport *t;
   uv_timer_t timer; /* backoff; closed in destroy, memory freed after */
   uint64_t backoff_ms;
@@ -34,15 +43,87 @@ static void sc_maybe_free(grit_subchannel *sc) {
     grit_free(sc);
 }
 
+/* SPEC HC-01, OD-01: ejected shows TRANSIENT_FAILURE whatever the
+ * connection does; a READY connection whose health watch has not said
+ * SERVING yet shows CONNECTING, and NOT_SERVING shows TRANSIENT_FAILURE. */
+static grit_connectivity_state sc_visible(const grit_subchannel *sc) {
+  if (sc->ejected)
+    return GRIT_STATE_TRANSIENT_FAILURE;
+  if (sc->state == GRIT_STATE_READY && sc->health) {
+    switch (sc->health_status) {
+    case GRIT_HEALTH_WAITING:
+      return GRIT_STATE_CONNECTING;
+    case GRIT_HEALTH_SERVING:
+      return GRIT_STATE_READY;
+    case GRIT_HEALTH_NOT_SERVING:
+      return GRIT_STATE_TRANSIENT_FAILURE;
+    }
+  }
+  return sc->state;
+}
+
+static void sc_publish(grit_subchannel *sc) {
+  grit_connectivity_state v = sc_visible(sc);
+  if (sc->shown == v || sc->destroyed)
+    return;
+  if (v != sc->state)
+    GRIT_TRACE(GRIT_TRACE_LB, GRIT_LEVEL_INFO,
+               "subchannel %s: shown as %s (%s)", sc->addr.text,
+               grit_connectivity_state_name(v),
+               grit_subchannel_skip_reason(sc));
+  sc->prev_state = sc->shown;
+  sc->shown = v;
+  sc->cb(sc, v, sc->ud);
+}
+
+static void sc_on_health(grit_health_status hs, void *ud) {
+  grit_subchannel *sc = ud;
+  if (hs == GRIT_HEALTH_NOT_SERVING &&
+      sc->health_status == GRIT_HEALTH_SERVING && sc->a.shared)
+    __atomic_fetch_add(&sc->a.shared->health_not_serving, 1, __ATOMIC_RELAXED);
+  sc->health_status = hs;
+  sc_publish(sc);
+}
+
+/* SPEC HC-01: a Watch per READY connection when the config asks for one,
+ * the channel allows it and the policy honours it (not pick_first). */
+static void sc_health_update(grit_subchannel *sc) {
+  const grit_lb_shared *sh = sc->a.shared;
+  bool want = sc->state == GRIT_STATE_READY && sc->t && !sc->destroyed &&
+              sc->a.health_applies && sh && sh->health_service &&
+              !sh->health_disabled;
+  if (!want && sc->health) {
+    grit_health_watch_stop(sc->health);
+    sc->health = NULL;
+  } else if (want && !sc->health) {
+    sc->health_status = GRIT_HEALTH_WAITING;
+    if (grit_health_watch_start(&sc->a, sc->t, sh->health_service,
+                                sc->addr.text, sc_on_health, sc,
+                                &sc->health) != GRIT_OK)
+      sc->health = NULL; /* out of memory: unchecked, as if disabled */
+  }
+}
+
+void grit_lb_shared_refresh_health(grit_lb_shared *sh) {
+  grit_list *it;
+  GRIT_LIST_FOREACH(it, &sh->scs) {
+    grit_subchannel *sc = GRIT_CONTAINER_OF(it, grit_subchannel, shared_link);
+    grit_health_watch_stop(sc->health);
+    sc->health = NULL;
+    sc_health_update(sc);
+    sc_publish(sc);
+  }
+}
+
 static void sc_set_state(grit_subchannel *sc, grit_connectivity_state s) {
   if (sc->state == s)
     return;
   GRIT_TRACE(GRIT_TRACE_LB, GRIT_LEVEL_INFO, "subchannel %s: %s -> %s",
              sc->addr.text, grit_connectivity_state_name(sc->state),
              grit_connectivity_state_name(s));
-  sc->prev_state = sc->state;
   sc->state = s;
-  sc->cb(sc, s, sc->ud);
+  sc_health_update(sc);
+  sc_publish(sc);
 }
 
 static void sc_on_ready(grit_transport *t, void *ud) {
@@ -142,6 +223,15 @@ grit_err grit_subchannel_create(const grit_subchannel_args *a,
   sc->keepalive_time_ms = a->topts.keepalive_time_ms;
   uv_timer_init(a->loop, &sc->timer);
   sc->timer.data = sc;
+  grit_list_init(&sc->group_link);
+  grit_list_init(&sc->shared_link);
+  if (a->shared)
+    grit_list_insert_tail(&a->shared->scs, &sc->shared_link);
+  if (a->group) {
+    grit_list_insert_tail(&a->group->scs, &sc->group_link);
+    sc->ejected = a->group->is_ejected(a->group, addr);
+  }
+  sc->shown = sc_visible(sc);
   return GRIT_OK;
 }
 
@@ -167,7 +257,7 @@ void grit_subchannel_connect(grit_subchannel *sc) {
 }
 
 grit_connectivity_state grit_subchannel_state(const grit_subchannel *sc) {
-  return sc->state;
+  return sc->shown;
 }
 
 grit_connectivity_state grit_subchannel_prev_state(const grit_subchannel *sc) {
@@ -175,7 +265,34 @@ grit_connectivity_state grit_subchannel_prev_state(const grit_subchannel *sc) {
 }
 
 grit_transport *grit_subchannel_transport(const grit_subchannel *sc) {
-  return sc->state == GRIT_STATE_READY ? sc->t : NULL;
+  return sc->shown == GRIT_STATE_READY ? sc->t : NULL;
+}
+
+grit_subchannel *grit_lb_group_sc(grit_list *link) {
+  return GRIT_CONTAINER_OF(link, grit_subchannel, group_link);
+}
+
+bool grit_subchannel_ejected(const grit_subchannel *sc) {
+  return sc->ejected;
+}
+
+void grit_subchannel_set_ejected(grit_subchannel *sc, bool ejected) {
+  if (sc->ejected == ejected)
+    return;
+  sc->ejected = ejected;
+  sc_publish(sc);
+}
+
+const char *grit_subchannel_skip_reason(const grit_subchannel *sc) {
+  if (sc->ejected)
+    return "ejected by outlier detection";
+  if (sc->state == GRIT_STATE_READY && sc->health) {
+    if (sc->health_status == GRIT_HEALTH_WAITING)
+      return "health: no answer yet";
+    if (sc->health_status == GRIT_HEALTH_NOT_SERVING)
+      return "health: not SERVING";
+  }
+  return "";
 }
 
 const grit_addr *grit_subchannel_addr(const grit_subchannel *sc) {
@@ -220,6 +337,10 @@ static void sc_release_transport(grit_transport *t) {
 void grit_subchannel_destroy(grit_subchannel *sc) {
   if (!sc)
     return;
+  grit_health_watch_stop(sc->health);
+  sc->health = NULL;
+  grit_list_remove(&sc->group_link);
+  grit_list_remove(&sc->shared_link);
   sc->destroyed = true;
   grit_transport *t = sc->t;
   sc->t = NULL;

@@ -145,6 +145,50 @@ static grit_err describe_entry(grit_buf *b, const grit_svccfg *cfg,
   return GRIT_OK;
 }
 
+/* SPEC OD-01; gRFC A50, in words. */
+static grit_err describe_od(grit_buf *b, const grit_svccfg *cfg,
+                            const char *in) {
+  const grit_svccfg_od *od = &cfg->global.od;
+  TRY(grit_buf_appendf(b, "%soutlier detection: every ", in));
+  TRY(grit_sc_append_duration(b, cfg->od_interval));
+  TRY(grit_buf_appendf(b, ", count each backend's call results; an ejected "
+                          "backend gets no calls for "));
+  TRY(grit_sc_append_duration(b, cfg->od_base_ejection));
+  TRY(grit_buf_appendf(b, " times the number of times it was ejected in a "
+                          "row, at most max("));
+  TRY(grit_sc_append_duration(b, cfg->od_base_ejection));
+  TRY(grit_buf_appendf(b, ", "));
+  TRY(grit_sc_append_duration(b, cfg->od_max_ejection));
+  TRY(grit_buf_appendf(b,
+                       "); a new ejection only while fewer than %" PRIu32
+                       "%% of backends are ejected\n",
+                       od->max_ejection_percent));
+  if (od->has_success_rate)
+    TRY(grit_buf_appendf(
+        b,
+        "%s  success rate: among backends with at least %" PRIu32
+        " calls (if at least %" PRIu32 " such), eject one whose success "
+        "rate is below mean - %" PRIu32 ".%03" PRIu32 " x stdev, with "
+        "probability %" PRIu32 "%%\n",
+        in, od->sr_request_volume, od->sr_minimum_hosts,
+        od->sr_stdev_factor / 1000, od->sr_stdev_factor % 1000,
+        od->sr_enforcement_percentage));
+  if (od->has_failure_percentage)
+    TRY(grit_buf_appendf(
+        b,
+        "%s  failure percentage: among backends with at least %" PRIu32
+        " calls (if at least %" PRIu32 " such), eject one whose failures "
+        "exceed %" PRIu32 "%%, with probability %" PRIu32 "%%\n",
+        in, od->fp_request_volume, od->fp_minimum_hosts, od->fp_threshold,
+        od->fp_enforcement_percentage));
+  if (!od->has_success_rate && !od->has_failure_percentage)
+    TRY(grit_buf_appendf(b,
+                         "%s  no ejection rule set: nothing is ever "
+                         "ejected\n",
+                         in));
+  return GRIT_OK;
+}
+
 grit_err grit_sc_describe_into(grit_buf *b, const grit_svccfg *cfg,
                                const char *in) {
   const grit_svccfg_global *g = &cfg->global;
@@ -174,6 +218,15 @@ grit_err grit_sc_describe_into(grit_buf *b, const grit_svccfg *cfg,
           ? ", addresses shuffled on every update"
           : "",
       cfg->lb_from_config ? " (from loadBalancingConfig)" : ""));
+  if (g->has_outlier_detection)
+    TRY(describe_od(b, cfg, in));
+  if (g->health_check_service)
+    TRY(grit_buf_appendf(
+        b,
+        "%shealth checking: each READY connection watches "
+        "grpc.health.v1.Health for service \"%s\"; round_robin picks only "
+        "SERVING backends (pick_first ignores it)\n",
+        in, g->health_check_service));
   return GRIT_OK;
 }
 

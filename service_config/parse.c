@@ -478,9 +478,130 @@ static void parse_pick_first(sc_ctx *c, grit_svccfg *cfg, const json_t *o) {
   grit_sc_pop(c, m);
 }
 
+/* ---- outlier_detection_experimental (SPEC OD-01; gRFC A50) ---- */
+
+static void od_uint(sc_ctx *c, const json_t *o, const char *key, bool percent,
+                    uint32_t *out) {
+  size_t m;
+  json_t *v = field(c, o, key, &m);
+  int64_t n;
+  const char *rule = percent ? "must be an integer percentage 0..100"
+                             : "must be an integer 0..4294967295";
+  if (v && get_int(c, v, &n, rule)) {
+    if (n < 0 || n > (percent ? 100 : (int64_t)UINT32_MAX))
+      grit_sc_problem(c, "%s", rule);
+    else
+      *out = (uint32_t)n;
+  }
+  grit_sc_pop(c, m);
+}
+
+static void od_duration(sc_ctx *c, const json_t *o, const char *key,
+                        int64_t *out_ns, sc_dur *exact) {
+  size_t m;
+  json_t *v = field(c, o, key, &m);
+  if (v)
+    get_duration(c, v, false, out_ns, exact);
+  grit_sc_pop(c, m);
+}
+
+static void parse_lb_list(sc_ctx *c, grit_svccfg *cfg, const json_t *arr,
+                          bool child);
+
+static void parse_od(sc_ctx *c, grit_svccfg *cfg, const json_t *o) {
+  grit_svccfg_od *od = &cfg->global.od;
+  /* gRFC A50 defaults. */
+  *od = (grit_svccfg_od){
+      .interval_ns = 10000000000,
+      .base_ejection_time_ns = 30000000000,
+      .max_ejection_time_ns = 300000000000,
+      .max_ejection_percent = 10,
+      .sr_stdev_factor = 1900,
+      .sr_enforcement_percentage = 100,
+      .sr_minimum_hosts = 5,
+      .sr_request_volume = 100,
+      .fp_threshold = 85,
+      .fp_enforcement_percentage = 100,
+      .fp_minimum_hosts = 5,
+      .fp_request_volume = 50,
+  };
+  cfg->od_interval = (sc_dur){10, 0};
+  cfg->od_base_ejection = (sc_dur){30, 0};
+  cfg->od_max_ejection = (sc_dur){300, 0};
+  cfg->global.has_outlier_detection = true;
+  size_t m;
+  json_t *v;
+  if ((v = field(c, o, "interval", &m)) &&
+      get_duration(c, v, false, &od->interval_ns, &cfg->od_interval) &&
+      od->interval_ns < 1000000)
+    grit_sc_problem(c, "must be at least 0.001s (grit's timers count ms)");
+  grit_sc_pop(c, m);
+  od_duration(c, o, "baseEjectionTime", &od->base_ejection_time_ns,
+              &cfg->od_base_ejection);
+  od_duration(c, o, "maxEjectionTime", &od->max_ejection_time_ns,
+              &cfg->od_max_ejection);
+  od_uint(c, o, "maxEjectionPercent", true, &od->max_ejection_percent);
+  if ((v = field(c, o, "successRateEjection", &m))) {
+    if (!json_is_object(v)) {
+      grit_sc_problem(c, "must be an object");
+    } else {
+      od->has_success_rate = true;
+      od_uint(c, v, "stdevFactor", false, &od->sr_stdev_factor);
+      od_uint(c, v, "enforcementPercentage", true,
+              &od->sr_enforcement_percentage);
+      od_uint(c, v, "minimumHosts", false, &od->sr_minimum_hosts);
+      od_uint(c, v, "requestVolume", false, &od->sr_request_volume);
+    }
+  }
+  grit_sc_pop(c, m);
+  if ((v = field(c, o, "failurePercentageEjection", &m))) {
+    if (!json_is_object(v)) {
+      grit_sc_problem(c, "must be an object");
+    } else {
+      od->has_failure_percentage = true;
+      od_uint(c, v, "threshold", true, &od->fp_threshold);
+      od_uint(c, v, "enforcementPercentage", true,
+              &od->fp_enforcement_percentage);
+      od_uint(c, v, "minimumHosts", false, &od->fp_minimum_hosts);
+      od_uint(c, v, "requestVolume", false, &od->fp_request_volume);
+    }
+  }
+  grit_sc_pop(c, m);
+  /* gRFC A50: childPolicy is required, a loadBalancingConfig list. */
+  if ((v = required(c, o, "childPolicy", &m)))
+    parse_lb_list(c, cfg, v, true);
+  grit_sc_pop(c, m);
+}
+
+/* ---- healthCheckConfig (SPEC HC-01; gRFC A17) ---- */
+
+static void parse_health(sc_ctx *c, grit_svccfg *cfg, const json_t *o) {
+  if (!json_is_object(o)) {
+    grit_sc_problem(c, "must be an object like {\"serviceName\": \"\"}");
+    return;
+  }
+  size_t m;
+  json_t *v = field(c, o, "serviceName", &m);
+  const char *name = "";
+  if (v && !json_is_string(v))
+    grit_sc_problem(c, "must be a string");
+  else if (v)
+    name = json_string_value(v);
+  grit_sc_pop(c, m);
+  if (c->invalid)
+    return;
+  cfg->health_name = grit_strdup(name);
+  if (!cfg->health_name)
+    grit_sc_nomem(c);
+  cfg->global.health_check_service = cfg->health_name;
+}
+
 /* gRFC A21-era rules as grpc-core applies them: entries are checked in
- * order until the first known policy; entries after it are not looked at. */
-static void parse_lb_config(sc_ctx *c, grit_svccfg *cfg, const json_t *arr) {
+ * order until the first known policy; entries after it are not looked at.
+ * |child|: the list is outlier_detection_experimental's childPolicy, where
+ * grit takes pick_first or round_robin only. */
+static void parse_lb_list(sc_ctx *c, grit_svccfg *cfg, const json_t *arr,
+                          bool child) {
   if (!json_is_array(arr)) {
     grit_sc_problem(c, "must be an array of {\"<policy>\": {...}}");
     return;
@@ -499,10 +620,13 @@ static void parse_lb_config(sc_ctx *c, grit_svccfg *cfg, const json_t *arr) {
     json_t *conf = json_object_iter_value(json_object_iter((json_t *)e));
     grit_svccfg_lb lb;
     bool known = lb_known(name, &lb);
-    if (known)
+    bool od = !child && strcmp(name, "outlier_detection_experimental") == 0;
+    if (known || od)
       grit_sc_push_key(c, name);
     if (!json_is_object(conf)) {
       grit_sc_problem(c, "the policy's config must be an object");
+    } else if (od) {
+      parse_od(c, cfg, conf);
     } else if (known) {
       cfg->global.lb = lb;
       cfg->lb_from_config = true;
@@ -510,11 +634,20 @@ static void parse_lb_config(sc_ctx *c, grit_svccfg *cfg, const json_t *arr) {
         parse_pick_first(c, cfg, conf);
     }
     grit_sc_pop(c, m);
-    if (known)
+    if (known || od)
       return;
   }
-  grit_sc_problem(c, "no known LB policy in the list (grit knows "
-                     "pick_first and round_robin)");
+  if (child)
+    grit_sc_problem(c, "no known child policy in the list (grit takes "
+                       "pick_first or round_robin here)");
+  else
+    grit_sc_problem(c, "no known LB policy in the list (grit knows "
+                       "pick_first, round_robin and "
+                       "outlier_detection_experimental)");
+}
+
+static void parse_lb_config(sc_ctx *c, grit_svccfg *cfg, const json_t *arr) {
+  parse_lb_list(c, cfg, arr, false);
 }
 
 static void parse_lb_policy(sc_ctx *c, grit_svccfg *cfg, const json_t *v) {
@@ -551,6 +684,7 @@ static void svccfg_free(grit_svccfg *cfg) {
   grit_free(cfg->names);
   grit_free(cfg->sorted);
   grit_free(cfg->entries);
+  grit_free(cfg->health_name);
   grit_free(cfg);
 }
 
@@ -584,6 +718,9 @@ grit_svccfg *grit_sc_parse_value(sc_ctx *c, const json_t *root,
   grit_sc_pop(c, m);
   if ((v = field(c, root, "loadBalancingPolicy", &m)))
     parse_lb_policy(c, cfg, v);
+  grit_sc_pop(c, m);
+  if ((v = field(c, root, "healthCheckConfig", &m)))
+    parse_health(c, cfg, v);
   grit_sc_pop(c, m);
 
   if (c->nomem || c->invalid) {

@@ -69,6 +69,25 @@ typedef enum grit_svccfg_lb {
   GRIT_LB_ROUND_ROBIN = 1,
 } grit_svccfg_lb;
 
+/* outlier_detection_experimental (SPEC OD-01; gRFC A50). Percentages are
+ * 0..100; the defaults are A50's. */
+typedef struct grit_svccfg_od {
+  int64_t interval_ns;           /* default 10 s; > 0 */
+  int64_t base_ejection_time_ns; /* default 30 s */
+  int64_t max_ejection_time_ns;  /* default 300 s */
+  uint32_t max_ejection_percent; /* default 10 */
+  bool has_success_rate;
+  uint32_t sr_stdev_factor;           /* thousandths; default 1900 */
+  uint32_t sr_enforcement_percentage; /* default 100 */
+  uint32_t sr_minimum_hosts;          /* default 5 */
+  uint32_t sr_request_volume;         /* default 100 */
+  bool has_failure_percentage;
+  uint32_t fp_threshold;              /* default 85 */
+  uint32_t fp_enforcement_percentage; /* default 100 */
+  uint32_t fp_minimum_hosts;          /* default 5 */
+  uint32_t fp_request_volume;         /* default 50 */
+} grit_svccfg_od;
+
 /* Top-level settings (SPEC SC-08, SC-12). */
 typedef struct grit_svccfg_global {
   bool has_throttling;
@@ -76,6 +95,13 @@ typedef struct grit_svccfg_global {
   uint32_t token_ratio_milli; /* truncated thousandths, in [1, 1000000] */
   grit_svccfg_lb lb;          /* default pick_first */
   bool shuffle_address_list;  /* pick_first's shuffleAddressList */
+  /* healthCheckConfig.serviceName (SPEC HC-01): NULL when absent; may be
+   * "" (the server's overall health). Lives as long as the config. */
+  const char *health_check_service;
+  /* loadBalancingConfig chose outlier_detection_experimental (OD-01): |od|
+   * holds its settings and |lb| (above) its child policy. */
+  bool has_outlier_detection;
+  grit_svccfg_od od;
 } grit_svccfg_global;
 
 /* Parse options; NULL means all defaults. */

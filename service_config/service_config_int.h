@@ -39,6 +39,8 @@ struct grit_svccfg {
   uint32_t refs;
   grit_svccfg_global global;
   bool lb_from_config; /* chosen by loadBalancingConfig, not the policy */
+  char *health_name;   /* healthCheckConfig.serviceName (HC-01), or NULL */
+  sc_dur od_interval, od_base_ejection, od_max_ejection; /* as written */
   uint32_t max_attempts_cap;
   size_t n_entries, n_names;
   sc_entry *entries;

@@ -65,6 +65,7 @@ typedef struct att_rec {
   uint64_t backoff_ms;
   bool pushback;
   grit_attempt_reason reason;
+  char skipped[160]; /* backends the pick passed over, and why */
 } att_rec;
 
 #define MAX_CALL_ATTEMPTS 64 /* records kept per call for its timeline */

@@ -41,6 +41,8 @@ void att_observe(const grit_attempt_record *rec, void *ud) {
                  .reason = rec->reason};
   snprintf(a->peer, sizeof(a->peer), "%s", rec->peer);
   snprintf(a->message, sizeof(a->message), "%s", rec->message);
+  snprintf(a->skipped, sizeof(a->skipped), "%s",
+           rec->skipped ? rec->skipped : "");
   pthread_mutex_unlock(&s->mu);
 }
 

@@ -195,9 +195,12 @@ static void print_json_timeline(FILE *f, const att_rec *a, size_t n) {
             a[i].start_us - t0, a[i].end_us - a[i].start_us, a[i].code,
             grit_status_code_name(a[i].code));
     print_json_cstr(f, a[i].message);
-    fprintf(f, ",\"backoff_ms\":%" PRIu64 ",\"pushback\":%s,\"reason\":\"%s\"}",
+    fprintf(f, ",\"backoff_ms\":%" PRIu64 ",\"pushback\":%s,\"reason\":\"%s\"",
             a[i].backoff_ms, a[i].pushback ? "true" : "false",
             grit_attempt_reason_name(a[i].reason));
+    fprintf(f, ",\"skipped\":");
+    print_json_cstr(f, a[i].skipped);
+    fprintf(f, "}");
   }
   fprintf(f, "]");
 }
@@ -230,6 +233,8 @@ static void print_plain_timeline(const call_result *r) {
     if (a[i].reason != GRIT_REASON_NONE)
       printf("  -> %s", grit_attempt_reason_name(a[i].reason));
     printf("\n");
+    if (a[i].skipped[0])
+      printf("      skipped: %s\n", a[i].skipped);
   }
 }
 

@@ -444,8 +444,9 @@ void demo_usage(FILE *f) {
   fprintf(f, "usage: grit demo\n"
              "starts two gRPC backends inside this process and runs scenes "
              "against\nthem: load spread, a bidi stream, a backend restart, "
-             "failing calls,\nretries, retry throttling and hedging (about 4 "
-             "s); each scene checks\nits outcome\n");
+             "failing calls,\nretries, retry throttling and hedging; then "
+             "outlier detection and health\nchecking over three more "
+             "(about 7 s); each scene checks its outcome\n");
 }
 
 int cmd_demo(int argc, char **argv) {
@@ -509,6 +510,11 @@ int cmd_demo(int argc, char **argv) {
   printf("\n7. Hedging trims the tail (2 backends, 1 request in 10 takes "
          "200 ms)\n");
   rc |= scene_hedging();
+  printf("\n8. Outlier detection ejects a backend failing 60 %% of calls "
+         "(3 backends)\n");
+  rc |= demo_scene_outlier();
+  printf("\n9. Health checking: a backend turns NOT_SERVING mid-run\n");
+  rc |= demo_scene_health();
   printf("\n%s\n", rc ? "demo: FAILED" : "demo: all good");
   return rc;
 }

@@ -22,6 +22,10 @@ int cmd_call(int argc, char **argv);
 void call_usage(FILE *f);
 int cmd_demo(int argc, char **argv);
 void demo_usage(FILE *f);
+/* demo_lb.c (issue 15): outlier detection and health checking scenes;
+ * 0 when the scene's outcome is as expected. */
+int demo_scene_outlier(void);
+int demo_scene_health(void);
 int cmd_config(int argc, char **argv);
 void config_usage(FILE *f);
 /* -h or --help. */

@@ -339,6 +339,12 @@ typedef struct grit_attempt_record {
   uint64_t backoff_ms;        /* waited before this attempt */
   bool pushback;              /* that wait came from grpc-retry-pushback-ms */
   grit_attempt_reason reason; /* why nothing followed, or NONE */
+  /** Backends the load balancer passed over when it picked this attempt's,
+   * each with why (issue 15): "127.0.0.1:5001 (ejected by outlier
+   * detection), 127.0.0.1:5002 (health: not SERVING)"; "" if none. Lists
+   * the backends that health checks or outlier detection keep out of
+   * rotation at the time of the pick. */
+  const char *skipped;
 } grit_attempt_record;
 
 /** Observer callback: runs on the I/O thread for every attempt of every
@@ -441,6 +447,10 @@ typedef struct grit_channel_args grit_channel_args;
  * the application's own key instead (and turns the header on for that
  * call). */
 #define GRIT_ARG_IDEMPOTENCY_KEYS "grit.idempotency_keys"
+/** Int 0/1, default 1. 0 turns client-side health checking off (SPEC
+ * HC-02; gRFC A17): a service config's healthCheckConfig is then ignored
+ * and no grpc.health.v1.Health/Watch stream is opened. */
+#define GRIT_ARG_HEALTH_CHECKS "grit.health_checks"
 
 /** Create an empty argument set.
  *
@@ -563,6 +573,10 @@ typedef struct grit_channel_stats {
   /** Retries per call, for calls that had any (gRFC A96): bucket i counts
    * calls with at most 1, 2, 3, 4, 5, 10, 100, 1000 retries. */
   uint64_t retries_per_call[8];
+  /* Issue 15 (SPEC OD-01, HC-01): */
+  uint64_t ejections;          /* outlier detection ejected an address */
+  uint64_t unejections;        /* ... and let one back in */
+  uint64_t health_not_serving; /* a READY backend's health left SERVING */
 } grit_channel_stats;
 
 /** Read |ch|'s counters into |out|. Each is read atomically; together they

@@ -252,6 +252,64 @@ static const row rows[] = {
         "$.loadBalancingConfig[0]", "must be an object"),
     BAD("SC-08", LBC("{'round_robin':{}}"), "$.loadBalancingConfig",
         "must be an array"),
+    /* OD-01: outlier_detection_experimental (gRFC A50) */
+    OKP("OD-01",
+        LBC("[{'outlier_detection_experimental':{'childPolicy':"
+            "[{'round_robin':{}}]}}]"),
+        P_LB, GRIT_LB_ROUND_ROBIN),
+    OKP("OD-01",
+        LBC("[{'outlier_detection_experimental':{'childPolicy':"
+            "[{'xds':{}},{'pick_first':{}}]}}]"),
+        P_LB, GRIT_LB_PICK_FIRST),
+    BAD("OD-01", LBC("[{'outlier_detection_experimental':{}}]"),
+        "$.loadBalancingConfig[0].outlier_detection_experimental.childPolicy",
+        "is required"),
+    BAD("OD-01",
+        LBC("[{'outlier_detection_experimental':{'childPolicy':"
+            "[{'outlier_detection_experimental':{}}]}}]"),
+        "$.loadBalancingConfig[0].outlier_detection_experimental.childPolicy",
+        "no known child policy"),
+    BAD("OD-01",
+        LBC("[{'outlier_detection_experimental':{'interval':'1',"
+            "'childPolicy':[{'round_robin':{}}]}}]"),
+        "$.loadBalancingConfig[0].outlier_detection_experimental.interval",
+        "'s'"),
+    BAD("OD-01",
+        LBC("[{'outlier_detection_experimental':{'interval':'0s',"
+            "'childPolicy':[{'round_robin':{}}]}}]"),
+        "$.loadBalancingConfig[0].outlier_detection_experimental.interval",
+        "at least 0.001s"),
+    BAD("OD-01",
+        LBC("[{'outlier_detection_experimental':{'maxEjectionPercent':101,"
+            "'childPolicy':[{'round_robin':{}}]}}]"),
+        "$.loadBalancingConfig[0].outlier_detection_experimental."
+        "maxEjectionPercent",
+        "0..100"),
+    BAD("OD-01",
+        LBC("[{'outlier_detection_experimental':{'failurePercentageEjection':"
+            "{'threshold':-1},'childPolicy':[{'round_robin':{}}]}}]"),
+        "$.loadBalancingConfig[0].outlier_detection_experimental."
+        "failurePercentageEjection.threshold",
+        "0..100"),
+    BAD("OD-01",
+        LBC("[{'outlier_detection_experimental':{'successRateEjection':"
+            "{'requestVolume':1.5},'childPolicy':[{'round_robin':{}}]}}]"),
+        "$.loadBalancingConfig[0].outlier_detection_experimental."
+        "successRateEjection.requestVolume",
+        "integer"),
+    BAD("OD-01",
+        LBC("[{'outlier_detection_experimental':{'successRateEjection':5,"
+            "'childPolicy':[{'round_robin':{}}]}}]"),
+        "$.loadBalancingConfig[0].outlier_detection_experimental."
+        "successRateEjection",
+        "must be an object"),
+    /* HC-01: healthCheckConfig (gRFC A17) */
+    OK("HC-01", "{'healthCheckConfig':{'serviceName':'svc'}}"),
+    OK("HC-01", "{'healthCheckConfig':{}}"),
+    BAD("HC-01", "{'healthCheckConfig':{'serviceName':5}}",
+        "$.healthCheckConfig.serviceName", "must be a string"),
+    BAD("HC-01", "{'healthCheckConfig':'svc'}", "$.healthCheckConfig",
+        "must be an object"),
     OKP("SC-08", "{'loadBalancingPolicy':'ROUND_ROBIN'}", P_LB,
         GRIT_LB_ROUND_ROBIN),
     OKP("SC-08", "{'loadBalancingPolicy':'Pick_First'}", P_LB,
@@ -600,7 +658,7 @@ static void test_table(void) {
 static void test_table_covers_rules(void) {
   static const char *const rules[] = {"SC-01", "SC-02", "SC-04", "SC-06",
                                       "SC-07", "SC-08", "SC-09", "SC-10",
-                                      "SC-11", "SC-12"};
+                                      "SC-11", "SC-12", "OD-01", "HC-01"};
   for (size_t k = 0; k < sizeof(rules) / sizeof(rules[0]); k++) {
     size_t bad = 0;
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
@@ -1360,7 +1418,10 @@ static const char *rich_config(void) {
          "{'name':[{}],'hedgingPolicy':{'maxAttempts':3}},"
          "{'name':[{'service':'pkg.C'}],'waitForReady':false}],"
          "'retryThrottling':{'maxTokens':10,'tokenRatio':0.1},"
-         "'loadBalancingConfig':[{'round_robin':{}}]}"));
+         "'loadBalancingConfig':[{'outlier_detection_experimental':{"
+         "'failurePercentageEjection':{},'successRateEjection':{},"
+         "'childPolicy':[{'round_robin':{}}]}}],"
+         "'healthCheckConfig':{'serviceName':'pkg.A'}}"));
   return buf;
 }
 
@@ -1472,6 +1533,54 @@ static void sweep(const char *name, oom_fn fn) {
   fprintf(stderr, "  %s: %ld allocations swept\n", name, total);
 }
 
+/* OD-01 / HC-01: the values parsed, A50's defaults, and the words. */
+static void test_outlier_health_values(void) {
+  const char *j =
+      q("{'loadBalancingConfig':[{'outlier_detection_experimental':{"
+        "'interval':'1s','maxEjectionTime':'2.5s','failurePercentageEjection':"
+        "{'threshold':50,'minimumHosts':2,'requestVolume':10},"
+        "'childPolicy':[{'round_robin':{}}]}}],"
+        "'healthCheckConfig':{'serviceName':'pkg.Svc'}}");
+  grit_svccfg *cfg = grit_svccfg_parse(j, strlen(j), NULL, NULL);
+  ASSERT_NOT_NULL(cfg);
+  const grit_svccfg_global *g = grit_svccfg_get_global(cfg);
+  ASSERT_EQ(g->has_outlier_detection, true);
+  ASSERT_EQ(g->lb, GRIT_LB_ROUND_ROBIN);
+  ASSERT_EQ(g->od.interval_ns, 1000000000);
+  ASSERT_EQ(g->od.base_ejection_time_ns, 30000000000);
+  ASSERT_EQ(g->od.max_ejection_time_ns, 2500000000);
+  ASSERT_EQ(g->od.max_ejection_percent, 10);
+  ASSERT_EQ(g->od.has_success_rate, false);
+  ASSERT_EQ(g->od.has_failure_percentage, true);
+  ASSERT_EQ(g->od.fp_threshold, 50);
+  ASSERT_EQ(g->od.fp_enforcement_percentage, 100);
+  ASSERT_EQ(g->od.fp_minimum_hosts, 2);
+  ASSERT_EQ(g->od.fp_request_volume, 10);
+  ASSERT_STR_EQ(g->health_check_service, "pkg.Svc");
+  char *s = NULL;
+  ASSERT_OK(grit_svccfg_describe(cfg, &s));
+  ASSERT_NOT_NULL(strstr(s, "outlier detection: every 1s"));
+  ASSERT_NOT_NULL(strstr(s, "at most max(30s, 2.5s)"));
+  ASSERT_NOT_NULL(strstr(s, "eject one whose failures exceed 50%"));
+  ASSERT_NOT_NULL(strstr(s, "service \"pkg.Svc\""));
+  grit_free(s);
+  grit_svccfg_unref(cfg);
+
+  j = q("{'loadBalancingConfig':[{'outlier_detection_experimental':{"
+        "'successRateEjection':{},'childPolicy':[{'pick_first':{}}]}}]}");
+  cfg = grit_svccfg_parse(j, strlen(j), NULL, NULL);
+  ASSERT_NOT_NULL(cfg);
+  g = grit_svccfg_get_global(cfg);
+  ASSERT_EQ(g->lb, GRIT_LB_PICK_FIRST);
+  ASSERT_NULL(g->health_check_service);
+  ASSERT_EQ(g->od.has_success_rate, true);
+  ASSERT_EQ(g->od.sr_stdev_factor, 1900);
+  ASSERT_EQ(g->od.sr_minimum_hosts, 5);
+  ASSERT_EQ(g->od.sr_request_volume, 100);
+  ASSERT_EQ(g->od.interval_ns, 10000000000);
+  grit_svccfg_unref(cfg);
+}
+
 static void test_oom_parse(void) {
   sweep("parse", oom_parse);
 }
@@ -1510,6 +1619,7 @@ static const test_case tests[] = {
     {"txt_percentage_seeded", test_txt_percentage_seeded},
     {"txt_chosen_roundtrip", test_txt_chosen_roundtrip},
     {"describe", test_describe},
+    {"outlier_health_values", test_outlier_health_values},
     {"public_check", test_public_check},
     {"public_check_txt", test_public_check_txt},
     {"oom_parse", test_oom_parse},
