@@ -1237,6 +1237,7 @@ static void test_client_streaming(void) {
   ASSERT_EQ(st.code, GRIT_STATUS_OK);
   grit_status_free(&st);
   ASSERT_EQ(grit_call_finish(c, &st), GRIT_ERR_CALL_STATE);
+  grit_status_free(&st); /* filled on errors too (SPEC AP-01) */
   grit_call_destroy(c);
   const h2s_request *r = req_closed(srv, 0);
   ASSERT_NOT_NULL(r);
@@ -1455,6 +1456,7 @@ static void test_async_callbacks(void) {
   grit_status st;
   ASSERT_EQ(grit_call_recv(c, &b), GRIT_ERR_CALL_STATE);
   ASSERT_EQ(grit_call_finish(c, &st), GRIT_ERR_CALL_STATE);
+  grit_status_free(&st); /* filled on errors too (SPEC AP-01) */
   ASSERT_NULL(grit_call_headers(c));
   grit_call_destroy(c);
   ASSERT_EQ(r.code, GRIT_STATUS_OK);
