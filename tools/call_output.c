@@ -195,9 +195,14 @@ static void print_json_timeline(FILE *f, const att_rec *a, size_t n) {
             a[i].start_us - t0, a[i].end_us - a[i].start_us, a[i].code,
             grit_status_code_name(a[i].code));
     print_json_cstr(f, a[i].message);
-    fprintf(f, ",\"backoff_ms\":%" PRIu64 ",\"pushback\":%s,\"reason\":\"%s\"}",
+    fprintf(f, ",\"backoff_ms\":%" PRIu64 ",\"pushback\":%s,\"reason\":\"%s\"",
             a[i].backoff_ms, a[i].pushback ? "true" : "false",
             grit_attempt_reason_name(a[i].reason));
+    fprintf(f, ",\"request_encoding\":");
+    print_json_cstr(f, a[i].req_enc);
+    fprintf(f, ",\"response_encoding\":");
+    print_json_cstr(f, a[i].resp_enc);
+    fprintf(f, "}");
   }
   fprintf(f, "]");
 }
@@ -227,6 +232,8 @@ static void print_plain_timeline(const call_result *r) {
            grit_status_code_name(a[i].code), a[i].message[0] ? " \"" : "",
            a[i].message, a[i].message[0] ? "\"" : "");
     printf("%s", wait);
+    printf("  encoding %s -> %s", a[i].req_enc,
+           a[i].resp_enc[0] ? a[i].resp_enc : "identity");
     if (a[i].reason != GRIT_REASON_NONE)
       printf("  -> %s", grit_attempt_reason_name(a[i].reason));
     printf("\n");
@@ -253,6 +260,10 @@ static void print_json_result(const call_out *o, const call_result *r) {
           info->backoff_ms,
           grit_attempt_reason_name(att_call_reason(r->att, r->n_att, st->code)),
           r->responses);
+  fprintf(f, ",\"request_encoding\":");
+  print_json_cstr(f, info->request_encoding);
+  fprintf(f, ",\"response_encoding\":");
+  print_json_cstr(f, info->response_encoding);
   if (o->attempts)
     print_json_timeline(f, r->att, r->n_att);
   fprintf(f, ",\"trailers\":");
