@@ -162,8 +162,7 @@ static void call_deliver_done(grit_call *c, grit_status_code code,
   c->info.backoff_ms = c->backoff_total_ms;
   if (c->winner) {
     grit_str_copy(c->info.peer, sizeof(c->info.peer), c->winner->peer);
-    grit_str_copy(c->info.response_encoding,
-                  sizeof(c->info.response_encoding),
+    grit_str_copy(c->info.response_encoding, sizeof(c->info.response_encoding),
                   c->winner->response_encoding);
   }
   c->done = true;

@@ -435,8 +435,7 @@ grit_err grit_call_create_internal(grit_channel *ch, const char *method,
                                    const char **why);
 grit_err grit_call_launch(grit_call *c);
 /* |raw_len|: the message's uncompressed length, for the send limit. */
-grit_err grit_call_queue_send(grit_call *c, grit_slice *framed,
-                              size_t raw_len);
+grit_err grit_call_queue_send(grit_call *c, grit_slice *framed, size_t raw_len);
 grit_err grit_call_queue_close(grit_call *c);
 grit_err grit_call_queue_cancel(grit_call *c);
 /* Launch a unary call: start, send |framed| and half-close, as one task

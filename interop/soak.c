@@ -77,8 +77,7 @@ static bool soak(const interop_ctx *ctx, bool new_channel) {
     char msg[160] = "";
     if (new_channel) {
       grit_error_detail d = {0};
-      grit_err err =
-          grit_channel_create(NULL, ctx->target, ctx->args, &d, &ch);
+      grit_err err = grit_channel_create(NULL, ctx->target, ctx->args, &d, &ch);
       if (err != GRIT_OK) {
         ch = NULL;
         snprintf(msg, sizeof(msg), "grit_channel_create: %s",
@@ -95,8 +94,7 @@ static bool soak(const interop_ctx *ctx, bool new_channel) {
     worst = took > worst ? took : worst;
     if (code != GRIT_STATUS_OK || took > k->max_latency_ms) {
       failures++;
-      fprintf(stderr,
-              "%s iteration %llu: %s %s, %llu ms (max %llu ms)\n",
+      fprintf(stderr, "%s iteration %llu: %s %s, %llu ms (max %llu ms)\n",
               new_channel ? "channel_soak" : "rpc_soak",
               (unsigned long long)ran, grit_status_code_name(code), msg,
               (unsigned long long)took, (unsigned long long)k->max_latency_ms);

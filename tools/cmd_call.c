@@ -246,8 +246,9 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
       else if (!strcmp(optarg, "identity"))
         fl->compression = GRIT_COMPRESSION_IDENTITY;
       else {
-        fprintf(stderr, "grit: --compress wants gzip, deflate or identity, "
-                        "got '%s'\n",
+        fprintf(stderr,
+                "grit: --compress wants gzip, deflate or identity, "
+                "got '%s'\n",
                 optarg);
         return 2;
       }

@@ -122,10 +122,10 @@ grit_status_code grit_deframer_feed(grit_deframer *d, const uint8_t *p,
       size_t len = deframer_body_len(d);
       /* A compressed body may be a little larger than what it decodes to
        * (CP-03 applies to the decompressed size, checked while inflating). */
-      uint64_t max = d->max_len < 0         ? UINT64_MAX
-                     : (d->hdr[0] & 1) != 0 ? grit_compress_bound(
-                                                  (uint64_t)d->max_len)
-                                            : (uint64_t)d->max_len;
+      uint64_t max = d->max_len < 0 ? UINT64_MAX
+                     : (d->hdr[0] & 1) != 0
+                         ? grit_compress_bound((uint64_t)d->max_len)
+                         : (uint64_t)d->max_len;
       if ((uint64_t)len > max) {
         *why = "received message larger than max";
         return GRIT_STATUS_RESOURCE_EXHAUSTED;
@@ -168,8 +168,8 @@ grit_status_code grit_deframer_feed(grit_deframer *d, const uint8_t *p,
     d->hdr_have = 0;
     if (d->hdr[0] & 1) {
       grit_slice *raw = msg;
-      grit_status_code code = grit_decompress(d->codec, raw->data, raw->len,
-                                              d->max_len, &msg, why);
+      grit_status_code code =
+          grit_decompress(d->codec, raw->data, raw->len, d->max_len, &msg, why);
       grit_slice_unref(raw);
       if (code != GRIT_STATUS_OK)
         return code;

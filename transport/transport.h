@@ -234,8 +234,7 @@ grit_status_code grit_deframer_feed(grit_deframer *d, const uint8_t *p,
 bool grit_deframer_mid_message(const grit_deframer *d);
 /* grit_deframer_set_encoding: the response's grpc-encoding value (|len|
  * bytes), from its headers, says how flagged messages are decoded. */
-void grit_deframer_set_encoding(grit_deframer *d, const char *name,
-                                size_t len);
+void grit_deframer_set_encoding(grit_deframer *d, const char *name, size_t len);
 
 /* timeout.c: grpc-timeout (SPEC HS-04). Encode rounds up, at most 8 digits,
  * never "0" (an expired deadline is "1n"); |out| needs 10 bytes. Parse

@@ -17,8 +17,8 @@
 static uint8_t *zip(const void *p, size_t n, bool gzip, size_t *out_len) {
   z_stream z;
   memset(&z, 0, sizeof(z));
-  if (deflateInit2(&z, 6, Z_DEFLATED, gzip ? 31 : 15, 8,
-                   Z_DEFAULT_STRATEGY) != Z_OK)
+  if (deflateInit2(&z, 6, Z_DEFLATED, gzip ? 31 : 15, 8, Z_DEFAULT_STRATEGY) !=
+      Z_OK)
     return NULL;
   size_t cap = deflateBound(&z, (uLong)n);
   uint8_t *o = malloc(cap);
@@ -119,8 +119,7 @@ static void test_request_gzip_on_wire(void) {
   ASSERT_STR_EQ(h2s_request_header(r, "grpc-encoding"), "deflate");
   ASSERT_EQ(r->msgs[0].flags, 1);
   n = BIG;
-  ASSERT_EQ(uncompress(back, &n, r->msgs[0].data, (uLong)r->msgs[0].len),
-            Z_OK);
+  ASSERT_EQ(uncompress(back, &n, r->msgs[0].data, (uLong)r->msgs[0].len), Z_OK);
   ASSERT_EQ(n, BIG);
   free(back);
   free(big);
@@ -167,8 +166,7 @@ static void test_stream_no_compress_flag(void) {
 static char last_rec_resp[32], last_rec_req[16];
 static void observe(const grit_attempt_record *r, void *ud) {
   (void)ud;
-  snprintf(last_rec_resp, sizeof(last_rec_resp), "%s",
-                     r->response_encoding);
+  snprintf(last_rec_resp, sizeof(last_rec_resp), "%s", r->response_encoding);
   snprintf(last_rec_req, sizeof(last_rec_req), "%s", r->request_encoding);
 }
 
@@ -190,11 +188,10 @@ static void test_response_decoded(void) {
                   .headers = {{"grpc-encoding", "deflate"}}}},
   };
   h2s_server *srv = NULL;
-  ASSERT_EQ(h2s_server_start(&(h2s_config){.quiet = true,
-                                           .script = steps,
-                                           .script_len = 2},
-                             &srv),
-            0);
+  ASSERT_EQ(
+      h2s_server_start(
+          &(h2s_config){.quiet = true, .script = steps, .script_len = 2}, &srv),
+      0);
   grit_channel_args *a = NULL;
   grit_channel_args_create(&a);
   grit_channel_args_set_observer(a, observe, NULL);
@@ -236,11 +233,10 @@ static void test_gzip_bomb(void) {
                   .headers = {{"grpc-encoding", "gzip"}}}},
   };
   h2s_server *srv = NULL;
-  ASSERT_EQ(h2s_server_start(&(h2s_config){.quiet = true,
-                                           .script = steps,
-                                           .script_len = 1},
-                             &srv),
-            0);
+  ASSERT_EQ(
+      h2s_server_start(
+          &(h2s_config){.quiet = true, .script = steps, .script_len = 1}, &srv),
+      0);
   free(bomb); /* the server copied it */
   grit_channel *ch = channel_with(srv, NULL, 0, NULL);
   grit_status st;
@@ -329,8 +325,7 @@ static void test_send_limit_uncompressed(void) {
   ASSERT_STR_EQ(st.message, "sent message larger than max (271828 vs. 100000)");
   grit_bytes_free(&resp);
   grit_status_free(&st);
-  ASSERT_EQ(unary(ch, big, 100000, GRIT_COMPRESSION_DEFAULT, &st, &resp,
-                  &info),
+  ASSERT_EQ(unary(ch, big, 100000, GRIT_COMPRESSION_DEFAULT, &st, &resp, &info),
             GRIT_STATUS_OK);
   grit_bytes_free(&resp);
   grit_status_free(&st);

@@ -175,9 +175,9 @@ static void test_limit_exact(void) {
             GRIT_STATUS_RESOURCE_EXHAUSTED);
   ASSERT_NULL(out);
   ASSERT_STR_EQ(why, "decompressed message larger than max");
-  ASSERT_EQ(grit_decompress(GRIT_CODEC_GZIP, f->data + 5, f->len - 5, 0, &out,
-                            &why),
-            GRIT_STATUS_RESOURCE_EXHAUSTED);
+  ASSERT_EQ(
+      grit_decompress(GRIT_CODEC_GZIP, f->data + 5, f->len - 5, 0, &out, &why),
+      GRIT_STATUS_RESOURCE_EXHAUSTED);
   grit_slice_unref(f);
   free(z);
 }
@@ -203,8 +203,8 @@ static void test_gzip_bomb(void) {
   /* Two buffers at the last doubling (old and new, the new one
    * limit + 1) plus zlib's inflate state (about 7 KiB + 32 KiB window). */
   ASSERT_CMP(peak_bytes, <, (size_t)(4 << 20) * 2 + 64 * 1024);
-  fprintf(stderr, "bomb: %zu bytes of gzip, peak %zu bytes held, %llu ms\n",
-          n, peak_bytes, (unsigned long long)took);
+  fprintf(stderr, "bomb: %zu bytes of gzip, peak %zu bytes held, %llu ms\n", n,
+          peak_bytes, (unsigned long long)took);
   free(bomb);
 }
 
@@ -216,14 +216,14 @@ static void test_corrupt_truncated_trailing(void) {
   ASSERT_OK(grit_compress_frame(GRIT_CODEC_GZIP, z, 5000, &f, &compressed));
   size_t body = f->len - 5;
   /* Truncated: the last 4 bytes (ISIZE) missing. */
-  ASSERT_EQ(grit_decompress(GRIT_CODEC_GZIP, f->data + 5, body - 4, -1, &out,
-                            &why),
-            GRIT_STATUS_INTERNAL);
+  ASSERT_EQ(
+      grit_decompress(GRIT_CODEC_GZIP, f->data + 5, body - 4, -1, &out, &why),
+      GRIT_STATUS_INTERNAL);
   ASSERT_STR_EQ(why, "truncated compressed message");
   /* Wrong wrapper: gzip bytes read as deflate (zlib format). */
-  ASSERT_EQ(grit_decompress(GRIT_CODEC_DEFLATE, f->data + 5, body, -1, &out,
-                            &why),
-            GRIT_STATUS_INTERNAL);
+  ASSERT_EQ(
+      grit_decompress(GRIT_CODEC_DEFLATE, f->data + 5, body, -1, &out, &why),
+      GRIT_STATUS_INTERNAL);
   ASSERT_STR_EQ(why, "corrupt compressed message");
   /* A flipped CRC byte. */
   uint8_t *bad = malloc(body + 3);
@@ -265,8 +265,8 @@ static void df_cb(grit_slice *msg, void *ud) {
 }
 
 static grit_status_code df_feed(const char *enc, int64_t max,
-                                const grit_slice *f, df_got *g,
-                                char *why_out, size_t cap) {
+                                const grit_slice *f, df_got *g, char *why_out,
+                                size_t cap) {
   grit_deframer d;
   grit_deframer_init(&d, max);
   if (enc)
@@ -292,8 +292,7 @@ static void test_deframer_decodes(void) {
   char why[160];
   ASSERT_OK(grit_compress_frame(GRIT_CODEC_GZIP, msg, 271828, &f, &compressed));
   df_got g = {0};
-  ASSERT_EQ(df_feed("gzip", 4 << 20, f, &g, why, sizeof(why)),
-            GRIT_STATUS_OK);
+  ASSERT_EQ(df_feed("gzip", 4 << 20, f, &g, why, sizeof(why)), GRIT_STATUS_OK);
   ASSERT_EQ(g.n, 1);
   ASSERT_EQ(g.len[0], 271828);
   ASSERT_EQ(g.first[0], 42);
@@ -318,7 +317,8 @@ static void test_deframer_decodes(void) {
   ASSERT_EQ(g.n, 0);
   grit_slice_unref(f);
   /* An uncompressed message under an encoding passes through. */
-  ASSERT_OK(grit_compress_frame(GRIT_CODEC_IDENTITY, msg, 100, &f, &compressed));
+  ASSERT_OK(
+      grit_compress_frame(GRIT_CODEC_IDENTITY, msg, 100, &f, &compressed));
   ASSERT_EQ(df_feed("gzip", 100, f, &g, why, sizeof(why)), GRIT_STATUS_OK);
   ASSERT_EQ(g.n, 1);
   ASSERT_EQ(g.len[0], 100);
@@ -343,8 +343,8 @@ static void test_oom_sweep(void) {
         grit_compress_frame(GRIT_CODEC_GZIP, msg, 200000, &f, &compressed);
     grit_status_code code = GRIT_STATUS_OK;
     if (rv == GRIT_OK) {
-      code = grit_decompress(GRIT_CODEC_GZIP, f->data + 5, f->len - 5, -1,
-                             &out, &why);
+      code = grit_decompress(GRIT_CODEC_GZIP, f->data + 5, f->len - 5, -1, &out,
+                             &why);
       if (code == GRIT_STATUS_OK) {
         ASSERT_EQ(out->len, 200000);
         grit_slice_unref(out);
