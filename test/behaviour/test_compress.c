@@ -266,8 +266,8 @@ static void test_wrong_encoding(void) {
       "path=/cp.Svc/Unary text=abc compressed header=grpc-encoding:identity");
   grit_channel *ch = channel_with(srv, NULL, 0, NULL);
   static const char *want[] = {
-      "compressed message in grpc-encoding \"br\", which grit did not offer "
-      "(identity, deflate, gzip)",
+      ("compressed message in grpc-encoding \"br\", which grit did not offer "
+       "(identity, deflate, gzip)"),
       "compressed message without grpc-encoding",
       "corrupt compressed message",
       "compressed message with grpc-encoding \"identity\"",
