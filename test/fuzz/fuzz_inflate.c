@@ -13,8 +13,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* zlib's verdict: 1 ok (|*out| malloc'd, |*n| bytes), 0 over the limit,
  * -1 bad data. */
-static int ref_inflate(grit_codec c, const uint8_t *p, size_t len,
-                       int64_t max, uint8_t **out, size_t *n) {
+static int ref_inflate(grit_codec c, const uint8_t *p, size_t len, int64_t max,
+                       uint8_t **out, size_t *n) {
   size_t cap = max < 0 ? (size_t)64 << 20 : (size_t)max + 1;
   uint8_t *buf = malloc(cap ? cap : 1);
   z_stream z;
@@ -33,7 +33,8 @@ static int ref_inflate(grit_codec c, const uint8_t *p, size_t len,
   size_t have = cap - z.avail_out;
   inflateEnd(&z);
   int verdict;
-  if (ret == Z_STREAM_END && z.avail_in == 0 && (max < 0 || have <= (uint64_t)max))
+  if (ret == Z_STREAM_END && z.avail_in == 0 &&
+      (max < 0 || have <= (uint64_t)max))
     verdict = 1;
   else if (ret == Z_STREAM_END && z.avail_in == 0)
     verdict = 0;
