@@ -629,7 +629,9 @@ GRIT_EXTERN const char *grit_method_kind_name(grit_method_kind k);
  * that compresses sends grpc-encoding and sets a message's compressed flag
  * only when the compressed body is smaller (so empty and incompressible
  * messages go as they are). Messages are compressed once, on the sending
- * thread; retries and hedges replay those bytes. The send limit
+ * thread; retries and hedges replay those bytes, and the send and retry
+ * buffers (GRIT_ARG_PER_CALL_SEND_BUFFER, GRIT_ARG_PER_CALL_RETRY_BUFFER)
+ * count them as compressed. The send limit
  * (GRIT_ARG_MAX_SEND_MESSAGE) applies to the uncompressed size, the
  * receive limit to the decompressed size, checked while inflating. */
 typedef enum grit_compression {
