@@ -589,7 +589,7 @@ int main(int argc, char **argv) {
       {"scenario", required_argument, 0, 'S'},
       {"count-alloc", no_argument, 0, 'A'},
       {"read-spin-us", required_argument, 0, 'P'},
-      {"compression", required_argument, 0, 'Z'},
+      {"compression", required_argument, 0, 'G'},
       {0, 0, 0, 0}};
   int ch;
   while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -630,7 +630,7 @@ int main(int argc, char **argv) {
     case 'P':
       bench_read_spin_us = strtoll(optarg, NULL, 10);
       break;
-    case 'Z':
+    case 'G':
       bench_compression = optarg;
       break;
     default:
