@@ -293,6 +293,8 @@ static void phase(run *r, uint64_t n, bool record) {
 
 /* --read-spin-us: GRIT_ARG_READ_SPIN_US for every channel; -1 = default. */
 static int64_t bench_read_spin_us = -1;
+/* --compression: GRIT_ARG_DEFAULT_COMPRESSION for every channel. */
+static const char *bench_compression;
 
 static grit_channel *make_channel(const char *target, const char *sc) {
   grit_channel_args *a;
@@ -308,6 +310,10 @@ static grit_channel *make_channel(const char *target, const char *sc) {
       (e = grit_channel_args_set_int(a, GRIT_ARG_READ_SPIN_US,
                                      bench_read_spin_us)) != GRIT_OK)
     die("read spin", e);
+  if (bench_compression &&
+      (e = grit_channel_args_set_string(a, GRIT_ARG_DEFAULT_COMPRESSION,
+                                        bench_compression)) != GRIT_OK)
+    die("compression", e);
   grit_error_detail det;
   grit_channel *ch;
   e = grit_channel_create(NULL, target, a, &det, &ch);
@@ -646,7 +652,8 @@ static void usage(void) {
           "  [--mode unary|stream|hold|hedge] [--calls N] [--warmup W]\n"
           "  [--concurrency C] [--channels K] [--service-config JSON]\n"
           "  [--scenario NAME] [--count-alloc] [--read-spin-us US]\n"
-          "  [--mode upload --bytes N --size S]\n");
+          "  [--mode upload --bytes N --size S]\n"
+          "  [--compression gzip|deflate]\n");
   exit(2);
 }
 
@@ -673,6 +680,7 @@ int main(int argc, char **argv) {
       {"read-spin-us", required_argument, 0, 'P'},
       {"bytes", required_argument, 0, 'B'},
       {"size", required_argument, 0, 'Z'},
+      {"compression", required_argument, 0, 'G'},
       {0, 0, 0, 0}};
   int ch;
   while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -718,6 +726,9 @@ int main(int argc, char **argv) {
       break;
     case 'Z':
       o.upload_size = strtoull(optarg, NULL, 10);
+      break;
+    case 'G':
+      bench_compression = optarg;
       break;
     default:
       usage();

@@ -60,15 +60,22 @@ grit_err grit_call_start(grit_channel *ch, const char *method,
   return GRIT_OK;
 }
 
-/* AP-03: accept a message of |len| bytes once there is room; |wait|
- * says whether to wait for it (off the I/O thread) or refuse. */
+/* AP-03: accept a message of |len| bytes once there is room; without
+ * GRIT_SEND_NO_WAIT in |flags|, wait for it (off the I/O thread). */
 static grit_err call_send(grit_call *call, const void *data, size_t len,
-                          bool wait) {
-  if (!call || (!data && len) || len > UINT32_MAX)
+                          unsigned flags) {
+  if (!call || (!data && len) || len > UINT32_MAX ||
+      (flags & ~(GRIT_SEND_NO_COMPRESS | GRIT_SEND_NO_WAIT)))
     return GRIT_ERR_INVALID_ARG;
-  size_t framed = len + 5;
+  bool wait = !(flags & GRIT_SEND_NO_WAIT);
+  /* The one copy, compressed if the call compresses (CP-04: the replay
+   * buffer and every attempt share these bytes). */
+  grit_slice *s;
+  grit_err rv = grit_call_frame(call, data, len, flags, &s);
+  if (rv != GRIT_OK)
+    return rv;
+  size_t framed = s->len;
   bool on_loop = grit_rt_on_loop(call->ch->rt);
-  grit_err rv = GRIT_OK;
   pthread_mutex_lock(&call->mu);
   while (!call->send_closed_user && !call->done &&
          !grit_call_send_room_locked(call, framed)) {
@@ -84,24 +91,24 @@ static grit_err call_send(grit_call *call, const void *data, size_t len,
   if (rv == GRIT_OK)
     call->send_queued += framed;
   pthread_mutex_unlock(&call->mu);
-  if (rv != GRIT_OK)
+  if (rv != GRIT_OK) {
+    grit_slice_unref(s);
     return rv;
-  grit_slice *s = grit_frame_message(data, len); /* the one copy */
-  if (!s) {
-    pthread_mutex_lock(&call->mu);
-    call->send_queued -= framed;
-    pthread_mutex_unlock(&call->mu);
-    return GRIT_ERR_NOMEM;
   }
-  return grit_call_queue_send(call, s);
+  return grit_call_queue_send(call, s, len);
 }
 
 grit_err grit_call_send(grit_call *call, const void *data, size_t len) {
-  return call_send(call, data, len, true);
+  return call_send(call, data, len, 0);
 }
 
 grit_err grit_call_try_send(grit_call *call, const void *data, size_t len) {
-  return call_send(call, data, len, false);
+  return call_send(call, data, len, GRIT_SEND_NO_WAIT);
+}
+
+grit_err grit_call_send_flags(grit_call *call, const void *data, size_t len,
+                              unsigned flags) {
+  return call_send(call, data, len, flags);
 }
 
 grit_err grit_call_close_send(grit_call *call) {
@@ -264,15 +271,15 @@ static grit_err unary_start(grit_channel *ch, const char *method,
   c->unary_cb = cb;
   c->user_data = user_data;
   c->kind = GRIT_METHOD_UNARY; /* exactly one response */
-  grit_slice *s = grit_frame_message(req, req_len);
-  if (!s) {
+  grit_slice *s;
+  if (grit_call_frame(c, req, req_len, 0, &s) != GRIT_OK) {
     grit_call_unref(c);
     *why = "out of memory framing the request";
     return GRIT_ERR_NOMEM;
   }
   /* Start, send and half-close go to the loop as one batch, allocated
    * before launch: out of memory is GRIT_ERR_NOMEM, not a cancelled call. */
-  rv = grit_call_launch_unary(c, s);
+  rv = grit_call_launch_unary(c, s, req_len);
   if (rv != GRIT_OK)
     grit_call_unref(c);
   return rv;

@@ -58,6 +58,7 @@ static const arg_spec specs[] = {
     STR_ARG(GRIT_ARG_USER_AGENT, user_agent),
     INT_ARG(GRIT_ARG_IDEMPOTENCY_KEYS, idempotency_keys, 0, 1),
     INT_ARG(GRIT_ARG_HEALTH_CHECKS, health_checks, 0, 1),
+    STR_ARG(GRIT_ARG_DEFAULT_COMPRESSION, default_compression), /* CP-01 */
 };
 
 #define NSPECS (sizeof(specs) / sizeof(specs[0]))
@@ -216,6 +217,9 @@ grit_err grit_channel_args_set_string(grit_channel_args *a, const char *key,
                                       const char *value) {
   const arg_spec *s = find_spec(key);
   if (!a || !s || !s->is_string || !value)
+    return GRIT_ERR_INVALID_ARG;
+  if (strcmp(key, GRIT_ARG_DEFAULT_COMPRESSION) == 0 &&
+      !grit_compression_arg_valid(value))
     return GRIT_ERR_INVALID_ARG;
   char *copy = grit_strdup(value);
   if (!copy)

@@ -53,6 +53,8 @@ void grit_attempt_observe(call_attempt *a, grit_status_code code,
       .pushback = a->pushback,
       .reason = reason,
       .skipped = a->skipped,
+      .request_encoding = grit_codec_name(c->codec),
+      .response_encoding = a->response_encoding,
   };
   ch->o.observer(&r, ch->o.observer_data);
 }
@@ -207,6 +209,8 @@ static void attempt_on_done(grit_stream *s, const grit_stream_result *r,
       r->wire != GRIT_WIRE_REFUSED)
     grit_channel_lb_on_call_result(c->ch, grit_transport_peer(a->transport),
                                    r->code == GRIT_STATUS_OK);
+  grit_str_copy(a->response_encoding, sizeof(a->response_encoding),
+                r->encoding ? r->encoding : "");
   if (c->winner == a) {
     grit_attempt_reason why =
         r->code == GRIT_STATUS_OK ? GRIT_REASON_OK : GRIT_REASON_COMMITTED;
@@ -274,6 +278,8 @@ static void attempt_start_stream(call_attempt *a, grit_transport *t) {
       .max_recv_message_bytes = c->max_recv,
       /* Only blocking calls and on_headers callbacks read them. */
       .discard_headers = c->unary_cb || (!c->blocking && !c->cbs.on_headers),
+      .encoding = c->codec != GRIT_CODEC_IDENTITY ? grit_codec_name(c->codec)
+                                                  : NULL, /* CP-01 */
   };
   grit_stream *s;
   const grit_stream_cbs *cbs =

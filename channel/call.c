@@ -160,8 +160,11 @@ static void call_deliver_done(grit_call *c, grit_status_code code,
     c->status.code = GRIT_STATUS_RESOURCE_EXHAUSTED; /* not all of it */
   c->info.call_id = c->id;
   c->info.backoff_ms = c->backoff_total_ms;
-  if (c->winner)
+  if (c->winner) {
     grit_str_copy(c->info.peer, sizeof(c->info.peer), c->winner->peer);
+    grit_str_copy(c->info.response_encoding, sizeof(c->info.response_encoding),
+                  c->winner->response_encoding);
+  }
   c->done = true;
   pthread_cond_broadcast(&c->cv);
   pthread_mutex_unlock(&c->mu);
@@ -377,13 +380,10 @@ void grit_call_config_ready(grit_call *c) {
   if (c->state == CALL_DONE)
     return; /* out of memory in the retry set-up */
   call_arm_deadline(c);
-  grit_list *e;
-  GRIT_LIST_FOREACH(e, &c->sends.items) { /* sent while waiting */
-    grit_slice *s = GRIT_CONTAINER_OF(e, grit_replay_item, link)->slice;
-    if (c->max_send >= 0 && s->len - 5 > (uint64_t)c->max_send) {
-      call_fail_oversize(c, s->len - 5);
-      return;
-    }
+  /* Sent while waiting; CP-03: the limit is on the uncompressed size. */
+  if (c->max_send >= 0 && c->sends_max_raw > (uint64_t)c->max_send) {
+    call_fail_oversize(c, c->sends_max_raw);
+    return;
   }
   c->state = CALL_ACTIVE;
   if (c->hedge)
@@ -443,17 +443,19 @@ static call_attempt *call_furthest(grit_call *c) {
   return best;
 }
 
-static void call_send_on_loop(grit_call *c, grit_slice *s) {
+static void call_send_on_loop(grit_call *c, grit_slice *s, size_t raw_len) {
   if (c->state == CALL_DONE) {
     grit_slice_unref(s);
     return;
   }
-  if (c->max_send >= 0 && s->len - 5 > (uint64_t)c->max_send) {
-    size_t len = s->len - 5;
+  /* SC-07, CP-03: the uncompressed size, before anything is written. */
+  if (c->max_send >= 0 && raw_len > (uint64_t)c->max_send) {
     grit_slice_unref(s);
-    call_fail_oversize(c, len); /* SC-07: before anything is written */
+    call_fail_oversize(c, raw_len);
     return;
   }
+  if (c->state != CALL_ACTIVE && raw_len > c->sends_max_raw)
+    c->sends_max_raw = raw_len; /* checked again once the config is known */
   /* RT-07: a send over a limit commits the call; it is still sent. */
   if (!c->committed && !grit_replay_fits(&c->sends, s->len)) {
     call_attempt *a = call_furthest(c);
@@ -491,20 +493,21 @@ static void call_unary_on_loop(grit_call *c) {
   grit_slice *req = c->unary_req;
   c->unary_req = NULL;
   call_start_on_loop(c);
-  call_send_on_loop(c, req);
+  call_send_on_loop(c, req, c->unary_req_raw);
   call_close_on_loop(c);
 }
 
 static void call_run_op(grit_call *c, call_op *op) {
   call_op_kind kind = op->kind;
   grit_slice *s = op->slice;
+  size_t raw_len = op->raw_len;
   grit_free(op);
   switch (kind) {
   case CALL_OP_START:
     call_start_on_loop(c);
     return;
   case CALL_OP_SEND:
-    call_send_on_loop(c, s);
+    call_send_on_loop(c, s, raw_len);
     return;
   case CALL_OP_CLOSE:
     call_close_on_loop(c);
@@ -543,7 +546,8 @@ static void call_task(grit_task *t) {
 }
 
 /* Queue an op and wake the loop. Returns GRIT_ERR_NOMEM on failure. */
-static grit_err call_post(grit_call *c, call_op_kind kind, grit_slice *s) {
+static grit_err call_post_raw(grit_call *c, call_op_kind kind, grit_slice *s,
+                              size_t raw_len) {
   call_op *op = grit_malloc(sizeof(*op));
   if (!op) {
     grit_slice_unref(s);
@@ -551,6 +555,7 @@ static grit_err call_post(grit_call *c, call_op_kind kind, grit_slice *s) {
   }
   op->kind = kind;
   op->slice = s;
+  op->raw_len = raw_len;
   pthread_mutex_lock(&c->mu);
   grit_list_insert_tail(&c->ops, &op->link);
   pthread_mutex_unlock(&c->mu);
@@ -561,6 +566,10 @@ static grit_err call_post(grit_call *c, call_op_kind kind, grit_slice *s) {
   return GRIT_OK;
 }
 
+static grit_err call_post(grit_call *c, call_op_kind kind, grit_slice *s) {
+  return call_post_raw(c, kind, s, 0);
+}
+
 /* ---- creation, shared by the public entry points ---- */
 
 static uint64_t next_call_id;
@@ -569,6 +578,9 @@ static grit_err call_copy_opts(grit_call *c, const grit_call_opts *opts) {
   c->timeout_ms = opts->timeout_ms;
   c->wait_for_ready_opt = opts->wait_for_ready;
   c->kind = opts->kind;
+  c->codec = grit_call_codec(&c->ch->o, opts->compression); /* CP-01 */
+  grit_str_copy(c->info.request_encoding, sizeof(c->info.request_encoding),
+                grit_codec_name(c->codec));
   if (opts->metadata &&
       grit_metadata_copy(opts->metadata, &c->metadata) != GRIT_OK)
     return GRIT_ERR_NOMEM;
@@ -596,6 +608,8 @@ static grit_err call_check_args(grit_channel *ch, const char *method,
     *why = "wait_for_ready is not a grit_wait_for_ready value";
   else if (opts && !grit_method_kind_name(opts->kind))
     *why = "kind is not a grit_method_kind value";
+  else if (opts && !grit_compression_name(opts->compression))
+    *why = "compression is not a grit_compression value";
   else if (grit_channel_get_state(ch, false) == GRIT_STATE_SHUTDOWN) {
     *why = "the channel is shut down";
     return GRIT_ERR_SHUTDOWN;
@@ -630,6 +644,9 @@ grit_err grit_call_create_internal(grit_channel *ch, const char *method,
   grit_list_init(&c->live_link);
   grit_replay_init(&c->sends, 0, NULL, 0);
   c->send_limit = (uint64_t)ch->o.per_call_send_buffer;
+  c->codec = grit_call_codec(&ch->o, GRIT_COMPRESSION_DEFAULT);
+  grit_str_copy(c->info.request_encoding, sizeof(c->info.request_encoding),
+                grit_codec_name(c->codec));
   c->task.fn = call_task;
   size_t mlen = strlen(method);
   if (mlen < sizeof(c->method_inline)) {
@@ -658,8 +675,9 @@ grit_err grit_call_launch(grit_call *c) {
   return rv;
 }
 
-grit_err grit_call_queue_send(grit_call *c, grit_slice *framed) {
-  return call_post(c, CALL_OP_SEND, framed);
+grit_err grit_call_queue_send(grit_call *c, grit_slice *framed,
+                              size_t raw_len) {
+  return call_post_raw(c, CALL_OP_SEND, framed, raw_len);
 }
 
 grit_err grit_call_queue_close(grit_call *c) {
@@ -716,10 +734,12 @@ void grit_call_recv_taken_locked(grit_call *c, size_t len) {
     __atomic_sub_fetch(&c->refs, 1, __ATOMIC_RELAXED);
 }
 
-grit_err grit_call_launch_unary(grit_call *c, grit_slice *framed) {
+grit_err grit_call_launch_unary(grit_call *c, grit_slice *framed,
+                                size_t raw_len) {
   __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED); /* the loop's */
   pthread_mutex_lock(&c->mu);
   c->unary_req = framed;
+  c->unary_req_raw = raw_len;
   c->unary_launch = true;
   pthread_mutex_unlock(&c->mu);
   __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED); /* the task's */

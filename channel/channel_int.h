@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include "channel/channel.h"
+#include "compress/compress.h"
 #include "hedging/hedging.h"
 #include "lb/lb.h"
 #include "retry/retry.h"
@@ -86,6 +87,7 @@ typedef struct grit_chan_opts {
   int64_t health_checks; /* HC-02 */
   grit_attempt_observer_cb observer;
   void *observer_data;
+  char *default_compression; /* CP-01: a codec name, validated */
 } grit_chan_opts;
 
 struct grit_channel_args {
@@ -299,6 +301,7 @@ typedef struct call_op {
   grit_list link;
   call_op_kind kind;
   grit_slice *slice;
+  size_t raw_len; /* CALL_OP_SEND: the message's uncompressed length */
 } call_op;
 
 /* FC-04: a blocking call's reader lags once this many message bytes wait
@@ -338,7 +341,8 @@ typedef struct call_attempt {
   uint64_t backoff_ms; /* waited before it */
   bool pushback;
   char peer[128];
-  char skipped[160]; /* issue 15: what its pick passed over, and why */
+  char skipped[160];          /* issue 15: what its pick passed over, and why */
+  char response_encoding[32]; /* the response's grpc-encoding (CP-02) */
 } call_attempt;
 
 /* Method paths up to this long live in the call itself (no allocation). */
@@ -371,6 +375,8 @@ struct grit_call {
    * first task run, without an op each (set before the post). */
   bool unary_launch;
   grit_slice *unary_req;
+  size_t unary_req_raw; /* its uncompressed length */
+  grit_codec codec;     /* request compression (CP-01), fixed at creation */
 
   /* Shared with user threads, under mu. */
   pthread_mutex_t mu;
@@ -435,6 +441,7 @@ struct grit_call {
   uint64_t pending_backoff_ms; /* for the retry the timer will start */
   bool pending_pushback;
   uint64_t start_ms;
+  size_t sends_max_raw; /* largest uncompressed send before the config */
 };
 
 /* User-thread halves (call.c): create, then launch to the loop; queue
@@ -444,12 +451,14 @@ grit_err grit_call_create_internal(grit_channel *ch, const char *method,
                                    const grit_call_opts *opts, grit_call **out,
                                    const char **why);
 grit_err grit_call_launch(grit_call *c);
-grit_err grit_call_queue_send(grit_call *c, grit_slice *framed);
+/* |raw_len|: the message's uncompressed length, for the send limit. */
+grit_err grit_call_queue_send(grit_call *c, grit_slice *framed, size_t raw_len);
 grit_err grit_call_queue_close(grit_call *c);
 grit_err grit_call_queue_cancel(grit_call *c);
 /* Launch a unary call: start, send |framed| and half-close, as one task
  * run that needs no allocation. */
-grit_err grit_call_launch_unary(grit_call *c, grit_slice *framed);
+grit_err grit_call_launch_unary(grit_call *c, grit_slice *framed,
+                                size_t raw_len);
 /* With c->mu held, on a user thread: the reader took |len| bytes from
  * recvq; resumes a paused stream once the queue has drained (FC-04). */
 void grit_call_recv_taken_locked(grit_call *c, size_t len);
@@ -493,5 +502,14 @@ void grit_call_retry_setup(grit_call *c);
 void grit_call_hedge_start(grit_call *c);
 void grit_call_retry_stop_timers(grit_call *c);
 void grit_call_recv_timeout(uv_timer_t *t);
+
+/* compression.c: request compression (SPEC CP-01..CP-04). Whether
+ * |v| names a codec (GRIT_ARG_DEFAULT_COMPRESSION); the codec a call with
+ * option |opt| uses; one framed message for |c|, compressed unless
+ * |flags| has GRIT_SEND_NO_COMPRESS (GRIT_OK, GRIT_ERR_NOMEM). */
+bool grit_compression_arg_valid(const char *v);
+grit_codec grit_call_codec(const grit_chan_opts *o, grit_compression opt);
+grit_err grit_call_frame(const grit_call *c, const void *data, size_t len,
+                         unsigned flags, grit_slice **out);
 
 #endif

@@ -696,6 +696,12 @@ const interop_case interop_cases[] = {
     {"unimplemented_method", unimplemented_method},
     {"unimplemented_service", unimplemented_service},
     {"custom_metadata", custom_metadata},
+    {"client_compressed_unary", interop_client_compressed_unary},
+    {"server_compressed_unary", interop_server_compressed_unary},
+    {"client_compressed_streaming", interop_client_compressed_streaming},
+    {"server_compressed_streaming", interop_server_compressed_streaming},
+    {"rpc_soak", interop_rpc_soak},
+    {"channel_soak", interop_channel_soak},
 };
 
 const size_t interop_case_count =

@@ -31,10 +31,22 @@
 
 /* What every case gets: the channel, the --additional_metadata pairs and the
  * deadline for calls that do not test deadlines. */
+typedef struct interop_soak {
+  uint64_t iterations;        /* --soak_iterations */
+  uint64_t max_failures;      /* --soak_max_failures */
+  uint64_t max_latency_ms;    /* --soak_per_iteration_max_acceptable_... */
+  uint64_t overall_timeout_s; /* --soak_overall_timeout_seconds; 0: none */
+  uint64_t min_between_ms;    /* --soak_min_time_ms_between_rpcs */
+} interop_soak;
+
 typedef struct interop_ctx {
   grit_channel *ch;
   const grit_metadata *extra_md; /* borrowed; NULL when none */
   uint64_t rpc_timeout_ms;       /* 0: no deadline */
+  /* channel_soak makes channels of its own, as main made ctx->ch. */
+  const char *target;
+  const grit_channel_args *args;
+  interop_soak soak;
 } interop_ctx;
 
 /* One test case: returns true when every check passed. A failing check has
@@ -119,6 +131,14 @@ grit_err interop_metadata_create(const interop_ctx *ctx, grit_metadata **out);
 
 /* Call options with the context's deadline and |md| (may be NULL). */
 grit_call_opts interop_opts(const interop_ctx *ctx, const grit_metadata *md);
+
+/* The cases of cases_compress.c and soak.c (interop_cases lists them). */
+bool interop_client_compressed_unary(const interop_ctx *ctx);
+bool interop_server_compressed_unary(const interop_ctx *ctx);
+bool interop_client_compressed_streaming(const interop_ctx *ctx);
+bool interop_server_compressed_streaming(const interop_ctx *ctx);
+bool interop_rpc_soak(const interop_ctx *ctx);
+bool interop_channel_soak(const interop_ctx *ctx);
 
 /* A one-shot completion flag for async calls, signalled from grit's I/O
  * thread and waited on by the case's thread. */

@@ -20,6 +20,11 @@
  *   --client_cert_file=PATH, --client_key_file=PATH   client certificate
  *   --rpc_timeout_ms=N            deadline of calls that do not test
  *                                 deadlines; default 30000, 0 none
+ *   --soak_iterations=N           rpc_soak, channel_soak: default 10
+ *   --soak_max_failures=N         default 0
+ *   --soak_per_iteration_max_acceptable_latency_ms=N   default 1000
+ *   --soak_overall_timeout_seconds=N                   default 0 (none)
+ *   --soak_min_time_ms_between_rpcs=N                  default 0
  *
  * Exit status: 0 when every case passed, 1 when one failed (each failed
  * check prints a FAIL line to stderr with what was expected and what came),
@@ -46,6 +51,11 @@ typedef struct flags {
   const char *client_cert_file;
   const char *client_key_file;
   const char *rpc_timeout_ms;
+  const char *soak_iterations;
+  const char *soak_max_failures;
+  const char *soak_per_iteration_max_acceptable_latency_ms;
+  const char *soak_overall_timeout_seconds;
+  const char *soak_min_time_ms_between_rpcs;
 } flags;
 
 typedef enum flag_kind { FLAG_STRING, FLAG_BOOL } flag_kind;
@@ -74,6 +84,11 @@ static const flag_def flag_defs[] = {
     FLAG_STR(client_cert_file),
     FLAG_STR(client_key_file),
     FLAG_STR(rpc_timeout_ms),
+    FLAG_STR(soak_iterations),
+    FLAG_STR(soak_max_failures),
+    FLAG_STR(soak_per_iteration_max_acceptable_latency_ms),
+    FLAG_STR(soak_overall_timeout_seconds),
+    FLAG_STR(soak_min_time_ms_between_rpcs),
 };
 
 #define FLAG_COUNT (sizeof(flag_defs) / sizeof(flag_defs[0]))
@@ -322,6 +337,11 @@ int main(int argc, char **argv) {
       .server_host = "localhost",
       .test_case = "large_unary",
       .rpc_timeout_ms = "30000",
+      .soak_iterations = "10",
+      .soak_max_failures = "0",
+      .soak_per_iteration_max_acceptable_latency_ms = "1000",
+      .soak_overall_timeout_seconds = "0",
+      .soak_min_time_ms_between_rpcs = "0",
   };
   interop_ctx ctx = {0};
   grit_metadata *extra_md = NULL;
@@ -347,6 +367,27 @@ int main(int argc, char **argv) {
     fprintf(stderr, "grit-interop-client: --rpc_timeout_ms: bad value '%s'\n",
             fl.rpc_timeout_ms);
     return 2;
+  }
+  const struct {
+    const char *name, *text;
+    uint64_t *out;
+  } soak_flags[] = {
+      {"soak_iterations", fl.soak_iterations, &ctx.soak.iterations},
+      {"soak_max_failures", fl.soak_max_failures, &ctx.soak.max_failures},
+      {"soak_per_iteration_max_acceptable_latency_ms",
+       fl.soak_per_iteration_max_acceptable_latency_ms,
+       &ctx.soak.max_latency_ms},
+      {"soak_overall_timeout_seconds", fl.soak_overall_timeout_seconds,
+       &ctx.soak.overall_timeout_s},
+      {"soak_min_time_ms_between_rpcs", fl.soak_min_time_ms_between_rpcs,
+       &ctx.soak.min_between_ms},
+  };
+  for (size_t i = 0; i < sizeof(soak_flags) / sizeof(soak_flags[0]); i++) {
+    if (!parse_u64(soak_flags[i].text, soak_flags[i].out)) {
+      fprintf(stderr, "grit-interop-client: --%s: bad value '%s'\n",
+              soak_flags[i].name, soak_flags[i].text);
+      return 2;
+    }
   }
   const interop_case *only = NULL;
   if (strcmp(fl.test_case, "all") != 0) {
@@ -412,7 +453,8 @@ int main(int argc, char **argv) {
           fl.use_tls ? "TLS" : "cleartext",
           fl.server_host_override ? " as " : "",
           fl.server_host_override ? fl.server_host_override : "");
-  free(target);
+  ctx.target = target;
+  ctx.args = args;
 
   size_t failed = 0;
   size_t ran = 0;
@@ -433,6 +475,7 @@ int main(int argc, char **argv) {
 
 done:
   grit_channel_destroy(ctx.ch);
+  free((char *)ctx.target);
   grit_channel_args_destroy(args);
   grit_metadata_destroy(extra_md);
   return status;

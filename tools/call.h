@@ -65,7 +65,8 @@ typedef struct att_rec {
   uint64_t backoff_ms;
   bool pushback;
   grit_attempt_reason reason;
-  char skipped[160]; /* backends the pick passed over, and why */
+  char skipped[160];              /* backends the pick passed over, and why */
+  char req_enc[16], resp_enc[32]; /* encodings sent and received */
 } att_rec;
 
 #define MAX_CALL_ATTEMPTS 64 /* records kept per call for its timeline */

@@ -200,6 +200,10 @@ static void print_json_timeline(FILE *f, const att_rec *a, size_t n) {
             grit_attempt_reason_name(a[i].reason));
     fprintf(f, ",\"skipped\":");
     print_json_cstr(f, a[i].skipped);
+    fprintf(f, ",\"request_encoding\":");
+    print_json_cstr(f, a[i].req_enc);
+    fprintf(f, ",\"response_encoding\":");
+    print_json_cstr(f, a[i].resp_enc);
     fprintf(f, "}");
   }
   fprintf(f, "]");
@@ -230,6 +234,8 @@ static void print_plain_timeline(const call_result *r) {
            grit_status_code_name(a[i].code), a[i].message[0] ? " \"" : "",
            a[i].message, a[i].message[0] ? "\"" : "");
     printf("%s", wait);
+    printf("  encoding %s -> %s", a[i].req_enc,
+           a[i].resp_enc[0] ? a[i].resp_enc : "identity");
     if (a[i].reason != GRIT_REASON_NONE)
       printf("  -> %s", grit_attempt_reason_name(a[i].reason));
     printf("\n");
@@ -258,6 +264,10 @@ static void print_json_result(const call_out *o, const call_result *r) {
           info->backoff_ms,
           grit_attempt_reason_name(att_call_reason(r->att, r->n_att, st->code)),
           r->responses);
+  fprintf(f, ",\"request_encoding\":");
+  print_json_cstr(f, info->request_encoding);
+  fprintf(f, ",\"response_encoding\":");
+  print_json_cstr(f, info->response_encoding);
   if (o->attempts)
     print_json_timeline(f, r->att, r->n_att);
   fprintf(f, ",\"trailers\":");

@@ -44,6 +44,10 @@ static const opt_row OPTS[] = {
     {"concurrency", 'C', "C", "with --count: C calls in flight"},
     {"attempts", 'A', NULL, "print each call's attempts"},
     {"json", 'j', NULL, "JSON lines on stdout"},
+    {"compress", 'z', "gzip|deflate",
+     "compress request messages (grpc-encoding);\n"
+     "responses in gzip or deflate are always\n"
+     "decoded"},
     {"help", 'h', NULL, "this text (also -h)"},
 };
 #define N_OPTS (sizeof(OPTS) / sizeof(OPTS[0]))
@@ -78,6 +82,7 @@ typedef struct call_flags {
   req_source *src;
   uint64_t deadline_ms, count, concurrency;
   bool tls, json, wfr, attempts, show_headers;
+  grit_compression compression;
 } call_flags;
 
 /* A count or a number of milliseconds: at least 1, at most 2^53 so that
@@ -233,6 +238,21 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
     case 'j':
       fl->json = true;
       break;
+    case 'z':
+      if (!strcmp(optarg, "gzip"))
+        fl->compression = GRIT_COMPRESSION_GZIP;
+      else if (!strcmp(optarg, "deflate"))
+        fl->compression = GRIT_COMPRESSION_DEFLATE;
+      else if (!strcmp(optarg, "identity"))
+        fl->compression = GRIT_COMPRESSION_IDENTITY;
+      else {
+        fprintf(stderr,
+                "grit: --compress wants gzip, deflate or identity, "
+                "got '%s'\n",
+                optarg);
+        return 2;
+      }
+      break;
     case 'h':
       call_usage(stdout);
       return 1;
@@ -346,7 +366,8 @@ int cmd_call(int argc, char **argv) {
       .method = method,
       .opts = {.version = GRIT_CALL_OPTS_VERSION,
                .timeout_ms = fl.deadline_ms,
-               .metadata = fl.md},
+               .metadata = fl.md,
+               .compression = fl.compression},
       .src = fl.src,
       .store = &store,
       .out = {.json = fl.json,

@@ -3,6 +3,7 @@
  * length prefix for an allocation larger than what has arrived. */
 #include "transport/transport.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* Bodies up to this size are allocated in one go when their prefix is
@@ -40,6 +41,37 @@ void grit_deframer_free(grit_deframer *d) {
 
 bool grit_deframer_mid_message(const grit_deframer *d) {
   return d->hdr_have > 0;
+}
+
+void grit_deframer_set_encoding(grit_deframer *d, const char *name,
+                                size_t len) {
+  d->enc = grit_codec_parse(name, len, &d->codec) ? GRIT_DEFRAMER_ENC_CODEC
+                                                  : GRIT_DEFRAMER_ENC_UNKNOWN;
+  size_t n = len < sizeof(d->enc_name) - 1 ? len : sizeof(d->enc_name) - 1;
+  memcpy(d->enc_name, name, n);
+  d->enc_name[n] = '\0';
+}
+
+/* SPEC CP-02: a compressed flag needs an encoding grit offered. */
+static int deframer_check_encoding(grit_deframer *d, const char **why) {
+  switch (d->enc) {
+  case GRIT_DEFRAMER_ENC_NONE:
+    *why = "compressed message without grpc-encoding";
+    return -1;
+  case GRIT_DEFRAMER_ENC_UNKNOWN:
+    snprintf(d->why, sizeof(d->why),
+             "compressed message in grpc-encoding \"%s\", which grit did "
+             "not offer (" GRIT_ACCEPT_ENCODING ")",
+             d->enc_name);
+    *why = d->why;
+    return -1;
+  case GRIT_DEFRAMER_ENC_CODEC:
+    if (d->codec != GRIT_CODEC_IDENTITY)
+      return 0;
+    *why = "compressed message with grpc-encoding \"identity\"";
+    return -1;
+  }
+  return -1;
 }
 
 static size_t deframer_body_len(const grit_deframer *d) {
@@ -81,16 +113,20 @@ grit_status_code grit_deframer_feed(grit_deframer *d, const uint8_t *p,
       n -= take;
       if (d->hdr_have < 5)
         break;
-      if (d->hdr[0] & 1) {
-        *why = "compressed message without grpc-encoding";
-        return GRIT_STATUS_INTERNAL;
-      }
-      if (d->hdr[0] != 0) {
+      if (d->hdr[0] & ~1u) {
         *why = "invalid message flags";
         return GRIT_STATUS_INTERNAL;
       }
+      if ((d->hdr[0] & 1) && deframer_check_encoding(d, why) != 0)
+        return GRIT_STATUS_INTERNAL;
       size_t len = deframer_body_len(d);
-      if (d->max_len >= 0 && (uint64_t)len > (uint64_t)d->max_len) {
+      /* A compressed body may be a little larger than what it decodes to
+       * (CP-03 applies to the decompressed size, checked while inflating). */
+      uint64_t max = d->max_len < 0 ? UINT64_MAX
+                     : (d->hdr[0] & 1) != 0
+                         ? grit_compress_bound((uint64_t)d->max_len)
+                         : (uint64_t)d->max_len;
+      if ((uint64_t)len > max) {
         *why = "received message larger than max";
         return GRIT_STATUS_RESOURCE_EXHAUSTED;
       }
@@ -130,6 +166,14 @@ grit_status_code grit_deframer_feed(grit_deframer *d, const uint8_t *p,
     d->msg = NULL;
     d->msg_have = 0;
     d->hdr_have = 0;
+    if (d->hdr[0] & 1) {
+      grit_slice *raw = msg;
+      grit_status_code code =
+          grit_decompress(d->codec, raw->data, raw->len, d->max_len, &msg, why);
+      grit_slice_unref(raw);
+      if (code != GRIT_STATUS_OK)
+        return code;
+    }
     cb(msg, ud);
   }
   return GRIT_STATUS_OK;

@@ -132,6 +132,9 @@ static int h2_on_header(nghttp2_session *session, const nghttp2_frame *frame,
     s->grpc_status = grit_status_from_text((const char *)value, valuelen);
     return 0;
   }
+  if (s->blk_kind == GRIT_BLK_HEADERS &&
+      h2_name_is(name, namelen, "grpc-encoding")) /* SPEC CP-02 */
+    grit_deframer_set_encoding(&s->deframer, (const char *)value, valuelen);
   if (h2_name_is(name, namelen, "grpc-message")) {
     grit_free(s->grpc_message);
     s->grpc_message = grit_percent_decode(value, valuelen, NULL);
@@ -323,6 +326,13 @@ static int h2_on_data_chunk_recv(nghttp2_session *session, uint8_t flags,
                    (uint32_t)h[3] << 8 | h[4];
       snprintf(buf, sizeof(buf),
                "received message larger than max (%u vs. %lld)", (unsigned)n,
+               (long long)s->deframer.max_len);
+      why = buf;
+    } else if (code == GRIT_STATUS_RESOURCE_EXHAUSTED &&
+               strncmp(why, "decompressed", 12) == 0) {
+      snprintf(buf, sizeof(buf),
+               "received message larger than max when decompressed (over "
+               "%lld bytes)",
                (long long)s->deframer.max_len);
       why = buf;
     }

@@ -210,6 +210,7 @@ void grit_stream_deliver(grit_stream *s) {
       .trailers_only = s->trailers_only,
       .headers_received = s->headers_received,
       .wire = s->wire,
+      .encoding = s->deframer.enc_name,
   };
   if (s->cbs.on_done)
     s->cbs.on_done(s, &r, s->user_data);
@@ -256,7 +257,7 @@ static grit_err stream_submit(grit_stream *s, const grit_stream_head *h) {
   nghttp2_nv stack_nva[24];
   char **bins = NULL;
   nghttp2_nv *nva = stack_nva;
-  size_t cap = 9 + nmd;
+  size_t cap = 11 + nmd;
   grit_err rv = GRIT_ERR_NOMEM;
   if (cap > sizeof(stack_nva) / sizeof(stack_nva[0])) {
     nva = grit_malloc(cap * sizeof(*nva));
@@ -296,6 +297,10 @@ static grit_err stream_submit(grit_stream *s, const grit_stream_head *h) {
     nva[n++] =
         stream_nv("grpc-previous-rpc-attempts", attempts, strlen(attempts), nc);
   }
+  /* SPEC CP-01: what grit decodes, and what the messages are in. */
+  nva[n++] = STREAM_NV_LIT("grpc-accept-encoding", GRIT_ACCEPT_ENCODING);
+  if (h->encoding)
+    nva[n++] = stream_nv("grpc-encoding", h->encoding, strlen(h->encoding), nc);
   for (size_t i = 0; i < nmd; i++) {
     const char *key;
     const uint8_t *val;

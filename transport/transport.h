@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <uv.h>
 
+#include "compress/compress.h"
 #include "util/util.h"
 
 /* A resolved address: IPv4, IPv6 or a unix socket path. */
@@ -131,6 +132,7 @@ typedef struct grit_stream_result {
   bool trailers_only;      /* no response headers came before the status */
   bool headers_received;   /* response headers came (not trailers-only) */
   grit_wire_state wire;
+  const char *encoding; /* the response's grpc-encoding; "" if none */
 } grit_stream_result;
 
 typedef struct grit_stream_cbs {
@@ -160,6 +162,8 @@ typedef struct grit_stream_head {
                                      default */
   bool discard_headers; /* nobody reads the response headers: on_headers
                            still runs, with an empty list */
+  const char *encoding; /* grpc-encoding of the request messages (CP-01);
+                           NULL: none (identity) */
 } grit_stream_head;
 
 /* Open a stream. Everything in |h| is copied. If the server's
@@ -196,15 +200,27 @@ void grit_stream_set_read_paused(grit_stream *s, bool paused);
 grit_slice *grit_frame_message(const void *data, size_t len);
 
 /* The incremental deframer: feed DATA payload bytes; each whole message
- * is passed to |cb| as a new slice. Errors: a compressed flag without an
- * agreed encoding (INTERNAL), a length over |max_len| (RESOURCE_EXHAUSTED),
- * out of memory (RESOURCE_EXHAUSTED). */
+ * is passed to |cb| as a new slice, decompressed if its flag says so.
+ * Errors: a compressed flag without an encoding, or with one grit did not
+ * offer, or corrupt compressed data (INTERNAL, SPEC CP-02); a length, or a
+ * decompressed length, over |max_len| (RESOURCE_EXHAUSTED, CP-03); out of
+ * memory (RESOURCE_EXHAUSTED). */
+typedef enum grit_deframer_enc {
+  GRIT_DEFRAMER_ENC_NONE = 0,    /* no grpc-encoding: flag 1 is an error */
+  GRIT_DEFRAMER_ENC_CODEC = 1,   /* a codec grit offered */
+  GRIT_DEFRAMER_ENC_UNKNOWN = 2, /* a name grit did not offer */
+} grit_deframer_enc;
+
 typedef struct grit_deframer {
   uint8_t hdr[5];
   size_t hdr_have;
   grit_slice *msg;
   size_t msg_have;
   int64_t max_len;
+  grit_deframer_enc enc;
+  grit_codec codec;
+  char enc_name[32]; /* the response's grpc-encoding, truncated */
+  char why[128];     /* an error reason naming the encoding */
 } grit_deframer;
 
 typedef void (*grit_deframe_cb)(grit_slice *msg, void *user_data);
@@ -216,6 +232,9 @@ grit_status_code grit_deframer_feed(grit_deframer *d, const uint8_t *p,
                                     size_t n, grit_deframe_cb cb, void *ud,
                                     const char **why);
 bool grit_deframer_mid_message(const grit_deframer *d);
+/* grit_deframer_set_encoding: the response's grpc-encoding value (|len|
+ * bytes), from its headers, says how flagged messages are decoded. */
+void grit_deframer_set_encoding(grit_deframer *d, const char *name, size_t len);
 
 /* timeout.c: grpc-timeout (SPEC HS-04). Encode rounds up, at most 8 digits,
  * never "0" (an expired deadline is "1n"); |out| needs 10 bytes. Parse

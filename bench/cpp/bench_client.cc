@@ -59,6 +59,7 @@ long maxrss_kib() {
 struct Opts {
   std::string target, method = "/grpc.testing.TestService/EmptyCall";
   std::string req_file, mode = "unary", service_config, scenario = "-";
+  std::string compression;  // --compression gzip|deflate: request encoding
   uint64_t calls = 10000, warmup = 1000, concurrency = 1, channels = 1;
 };
 
@@ -179,9 +180,12 @@ bool read_file(const std::string &path, std::string *out) {
 int make_req(const std::string &kind, int size, int msgs, const std::string &out,
              const std::string &framed) {
   std::string bytes;
-  if (kind == "unary") {
+  if (kind == "unary" || kind == "unary-gzip") {
     grpc::testing::SimpleRequest r;
     r.set_response_size(size);
+    // unary-gzip: bench_server answers in gzip (response_compressed).
+    if (kind == "unary-gzip")
+      r.mutable_response_compressed()->set_value(true);
     if (size > 0)
       r.mutable_payload()->mutable_body()->assign(static_cast<size_t>(size), '\0');
     r.SerializeToString(&bytes);
@@ -191,7 +195,7 @@ int make_req(const std::string &kind, int size, int msgs, const std::string &out
       r.add_response_parameters()->set_size(size);
     r.SerializeToString(&bytes);
   } else if (kind != "empty") {
-    fprintf(stderr, "bench_client: --make-req empty|unary|stream\n");
+    fprintf(stderr, "bench_client: --make-req empty|unary|unary-gzip|stream\n");
     return 2;
   }
   std::ofstream(out, std::ios::binary) << bytes;
@@ -239,6 +243,7 @@ int main(int argc, char **argv) {
     else if (a == "--channels") o.channels = std::stoull(val());
     else if (a == "--service-config") o.service_config = val();
     else if (a == "--scenario") o.scenario = val();
+    else if (a == "--compression") o.compression = val();
     else if (a == "--make-req") make = val();
     else if (a == "--size") size = std::stoi(val());
     else if (a == "--msgs") msgs = std::stoi(val());
@@ -274,6 +279,10 @@ int main(int argc, char **argv) {
     args.SetMaxSendMessageSize(-1);
     if (!o.service_config.empty())
       args.SetServiceConfigJSON(o.service_config);
+    if (o.compression == "gzip")
+      args.SetCompressionAlgorithm(GRPC_COMPRESS_GZIP);
+    else if (o.compression == "deflate")
+      args.SetCompressionAlgorithm(GRPC_COMPRESS_DEFLATE);
     auto ch = grpc::CreateCustomChannel(o.target, grpc::InsecureChannelCredentials(), args);
     r.stubs.push_back(std::make_unique<grpc::GenericStub>(ch));
     r.chans.push_back(ch);

@@ -44,6 +44,8 @@ class Service final : public gt::TestService::CallbackService {
                                 const gt::SimpleRequest *req,
                                 gt::SimpleResponse *resp) override {
     auto *r = ctx->DefaultReactor();
+    if (req->response_compressed().value())
+      ctx->set_compression_algorithm(GRPC_COMPRESS_GZIP);
     if (req->response_size() > 0)
       resp->mutable_payload()->mutable_body()->assign(
           static_cast<size_t>(req->response_size()), '\0');

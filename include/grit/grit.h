@@ -345,6 +345,10 @@ typedef struct grit_attempt_record {
    * the backends that health checks or outlier detection keep out of
    * rotation at the time of the pick. */
   const char *skipped;
+  /** The call's request encoding ("identity", "gzip", "deflate"; SPEC
+   * CP-01) and the response's grpc-encoding ("" if the server sent none). */
+  const char *request_encoding;
+  const char *response_encoding;
 } grit_attempt_record;
 
 /** Observer callback: runs on the I/O thread for every attempt of every
@@ -451,6 +455,10 @@ typedef struct grit_channel_args grit_channel_args;
  * HC-02; gRFC A17): a service config's healthCheckConfig is then ignored
  * and no grpc.health.v1.Health/Watch stream is opened. */
 #define GRIT_ARG_HEALTH_CHECKS "grit.health_checks"
+/** String "identity" (default), "gzip" or "deflate": how calls compress
+ * their request messages unless grit_call_opts.compression says otherwise
+ * (SPEC CP-01). Any other value: GRIT_ERR_INVALID_ARG from the setter. */
+#define GRIT_ARG_DEFAULT_COMPRESSION "grit.default_compression"
 
 /** Create an empty argument set.
  *
@@ -629,6 +637,29 @@ typedef enum grit_method_kind {
  * Ownership: static. Thread: any. */
 GRIT_EXTERN const char *grit_method_kind_name(grit_method_kind k);
 
+/** Request message compression (SPEC CP-01..CP-04, the gRPC compression
+ * spec). Whatever a call sends, grit announces grpc-accept-encoding
+ * "identity, deflate, gzip" and decodes responses in any of them. A call
+ * that compresses sends grpc-encoding and sets a message's compressed flag
+ * only when the compressed body is smaller (so empty and incompressible
+ * messages go as they are). Messages are compressed once, on the sending
+ * thread; retries and hedges replay those bytes, and the send and retry
+ * buffers (GRIT_ARG_PER_CALL_SEND_BUFFER, GRIT_ARG_PER_CALL_RETRY_BUFFER)
+ * count them as compressed. The send limit
+ * (GRIT_ARG_MAX_SEND_MESSAGE) applies to the uncompressed size, the
+ * receive limit to the decompressed size, checked while inflating. */
+typedef enum grit_compression {
+  GRIT_COMPRESSION_DEFAULT = 0,  /* GRIT_ARG_DEFAULT_COMPRESSION */
+  GRIT_COMPRESSION_IDENTITY = 1, /* none */
+  GRIT_COMPRESSION_DEFLATE = 2,
+  GRIT_COMPRESSION_GZIP = 3,
+} grit_compression;
+
+/** Name of an encoding ("identity", "deflate", "gzip"; "default" for
+ * GRIT_COMPRESSION_DEFAULT); NULL for other values.
+ * Ownership: static. Thread: any. */
+GRIT_EXTERN const char *grit_compression_name(grit_compression c);
+
 /** Per-call options. Zero-initialise, then set version; zero is the
  * default for every other field. */
 typedef struct grit_call_opts {
@@ -643,6 +674,8 @@ typedef struct grit_call_opts {
    * none). grit_unary_call and grit_unary_call_async use UNARY whatever
    * this says. */
   grit_method_kind kind;
+  /** Request compression; GRIT_COMPRESSION_DEFAULT (0): the channel's. */
+  grit_compression compression;
 } grit_call_opts;
 
 /** Callbacks of an asynchronous call. Any member may be NULL. Each runs on
@@ -722,6 +755,25 @@ GRIT_EXTERN grit_err grit_call_send(grit_call *call, const void *data,
 GRIT_EXTERN grit_err grit_call_try_send(grit_call *call, const void *data,
                                         size_t len);
 
+/** grit_call_send_flags: this message goes uncompressed even when the
+ * call compresses (as C-core's GRPC_WRITE_NO_COMPRESS). */
+#define GRIT_SEND_NO_COMPRESS (1u << 0)
+/** grit_call_send_flags: never wait; GRIT_ERR_AGAIN instead (as
+ * grit_call_try_send). */
+#define GRIT_SEND_NO_WAIT (1u << 1)
+
+/** Send one request message with |flags| (GRIT_SEND_NO_COMPRESS,
+ * GRIT_SEND_NO_WAIT, or 0): grit_call_send and grit_call_try_send are
+ * this with 0 and GRIT_SEND_NO_WAIT.
+ *
+ * Ownership: data copied (compressed into the frame when the call
+ * compresses). Thread: as grit_call_send, or as grit_call_try_send with
+ * GRIT_SEND_NO_WAIT.
+ * Returns what those return; GRIT_ERR_INVALID_ARG also for unknown flag
+ * bits. */
+GRIT_EXTERN grit_err grit_call_send_flags(grit_call *call, const void *data,
+                                          size_t len, unsigned flags);
+
 /** Half-close: no more request messages. Thread: any.
  * Returns GRIT_OK or GRIT_ERR_CALL_STATE if already half-closed. */
 GRIT_EXTERN grit_err grit_call_close_send(grit_call *call);
@@ -780,6 +832,11 @@ typedef struct grit_call_info {
   uint32_t hedges;              /* hedges beyond the first attempt */
   uint64_t backoff_ms;          /* total time waiting in backoff */
   char peer[128];               /* committed attempt's peer, "" if none */
+  /** The request encoding ("identity", "gzip", "deflate"; set from the
+   * start) and the committed attempt's response grpc-encoding ("" if
+   * none). */
+  char request_encoding[16];
+  char response_encoding[32];
 } grit_call_info;
 
 /** Fill |info| for |call|. call_id is set from the start; the rest is

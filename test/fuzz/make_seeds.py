@@ -148,9 +148,37 @@ def transport():
     put("transport", "half_open", bytes([1 | 16]) + headers_frame(1, RESP) + data(1, msg(b"one")) + data(1, msg(b"two")))
 
 
+# ---- inflate: [codec bit 0, limit index in bits 1..3][compressed bytes] ----
+def inflate():
+    import zlib
+
+    def gz(b):
+        c = zlib.compressobj(6, zlib.DEFLATED, 31)
+        return c.compress(b) + c.flush()
+
+    def df(b):
+        return zlib.compress(b)
+
+    put("inflate", "gzip_hello", bytes([1]) + gz(b"hello hello hello"))
+    put("inflate", "deflate_zeros", bytes([0]) + df(bytes(5000)))
+    put("inflate", "gzip_over_limit", bytes([1 | 3 << 1]) + gz(bytes(1000)))
+    put("inflate", "gzip_exact_limit", bytes([1 | 3 << 1]) + gz(bytes(100)))
+    put("inflate", "bomb_1mib", bytes([1 | 4 << 1]) + gz(bytes(1 << 20)))
+    put("inflate", "truncated", bytes([1]) + gz(b"abcdefgh" * 50)[:-6])
+    put("inflate", "trailing", bytes([0]) + df(b"abc") + b"xyz")
+    put("inflate", "wrong_wrapper", bytes([0]) + gz(b"abc"))
+    bad = bytearray(gz(b"crc check" * 10))
+    bad[-6] ^= 0xFF
+    put("inflate", "bad_crc", bytes([1]) + bytes(bad))
+    put("inflate", "empty", bytes([1]))
+    put("inflate", "empty_message", bytes([1]) + gz(b""))
+    put("inflate", "stored_block", bytes([0]) + zlib.compress(b"q" * 300, 0))
+
+
 if __name__ == "__main__":
     deframer()
     headers()
     timeout_percent()
     transport()
+    inflate()
     sys.exit(0)

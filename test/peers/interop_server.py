@@ -15,6 +15,17 @@ protoc and /usr/bin/grpc_python_plugin.
 
 It binds 127.0.0.1 only. With --port 0 the kernel picks the port; either way
 the bound port is printed on stdout as "PORT <n>" once the server is serving.
+
+Compression (issue 13): response_compressed and ResponseParameters.compressed
+are honoured with grpcio's set_compression/disable_next_message_compression.
+grpcio does not tell a servicer whether a request message came compressed, so
+with --wiretap the port is a front that reads the HTTP/2 frames the client
+sends (terminating TLS itself when --tls-cert is given) and forwards them to
+grpcio on an internal cleartext port. It notes each request message's flag
+and sizes; expect_compressed is checked against that note, as the C++ interop
+server checks the flag, and a wrong one is INVALID_ARGUMENT. Each compressed
+message, either way, is logged as "wiretap: <dir> message: <n> bytes
+compressed to <m> on the wire".
 """
 
 import argparse
@@ -22,11 +33,14 @@ import importlib
 import os
 import shutil
 import signal
+import socket
+import ssl
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import zlib
 from concurrent import futures
 
 import grpc
@@ -81,8 +95,149 @@ def load_stubs(stub_dir):
     return empty_pb2, messages_pb2, test_pb2_grpc
 
 
-def make_servicer(empty_pb2, messages_pb2, test_pb2_grpc):
+class WireTap:
+    """What the client sent, message by message: (compressed, wire bytes,
+    message bytes), in arrival order, for the servicer to take."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.notes = []
+
+    def add(self, compressed, wire_len, raw_len):
+        with self.lock:
+            self.notes.append((compressed, wire_len, raw_len))
+            del self.notes[:-1000]
+
+    def take(self, raw_len):
+        """The oldest note of a message of |raw_len| bytes, or None."""
+        with self.lock:
+            for i, n in enumerate(self.notes):
+                if n[2] == raw_len:
+                    return self.notes.pop(i)
+        return None
+
+
+class H2Reader:
+    """Splits one direction of an HTTP/2 connection into gRPC messages:
+    DATA payloads per stream, 5-byte prefixes, inflating flagged ones."""
+
+    def __init__(self, preface, on_message):
+        self.buf = b""
+        self.skip = 24 if preface else 0
+        self.streams = {}
+        self.on_message = on_message
+
+    def feed(self, data):
+        self.buf += data
+        if self.skip:
+            n = min(self.skip, len(self.buf))
+            self.buf = self.buf[n:]
+            self.skip -= n
+        while len(self.buf) >= 9:
+            length = int.from_bytes(self.buf[0:3], "big")
+            if len(self.buf) < 9 + length:
+                return
+            ftype, flags = self.buf[3], self.buf[4]
+            sid = int.from_bytes(self.buf[5:9], "big") & 0x7FFFFFFF
+            payload = self.buf[9:9 + length]
+            self.buf = self.buf[9 + length:]
+            if ftype != 0:
+                continue
+            if flags & 0x8 and payload:
+                payload = payload[1:len(payload) - payload[0]]
+            sbuf = self.streams.get(sid, b"") + payload
+            while len(sbuf) >= 5:
+                n = int.from_bytes(sbuf[1:5], "big")
+                if len(sbuf) < 5 + n:
+                    break
+                self.message(sbuf[0], sbuf[5:5 + n])
+                sbuf = sbuf[5 + n:]
+            self.streams[sid] = sbuf
+
+    def message(self, flag, body):
+        raw_len = len(body)
+        if flag & 1:
+            try:
+                raw_len = len(zlib.decompress(body, 47))  # gzip or zlib
+            except zlib.error:
+                raw_len = -1
+        self.on_message(bool(flag & 1), len(body), raw_len)
+
+
+def serve_wiretap(listener, backend_port, tls_ctx, tap):
+    """Accept on |listener|; per connection, pump both ways to grpcio on
+    |backend_port|, reading the frames as they pass."""
+
+    def pump(src, dst, reader):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                if reader:
+                    reader.feed(data)  # before forwarding: notes first
+                dst.sendall(data)
+        except (OSError, ssl.SSLError):
+            pass
+        for sock in (src, dst):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def note(direction, record):
+        def on_message(compressed, wire_len, raw_len):
+            if compressed:
+                log("wiretap: %s message: %d bytes compressed to %d on the "
+                    "wire" % (direction, raw_len, wire_len))
+            if record:
+                tap.add(compressed, wire_len, raw_len)
+        return on_message
+
+    def handle(conn):
+        try:
+            if tls_ctx:
+                conn = tls_ctx.wrap_socket(conn, server_side=True)
+            back = socket.create_connection(("127.0.0.1", backend_port))
+        except (OSError, ssl.SSLError) as e:
+            log("wiretap: connection dropped: %s" % e)
+            conn.close()
+            return
+        up = H2Reader(True, note("request", True))
+        down = H2Reader(False, note("response", False))
+        t = threading.Thread(target=pump, args=(back, conn, down),
+                             daemon=True)
+        t.start()
+        pump(conn, back, up)
+        t.join()
+        conn.close()
+        back.close()
+
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return
+        threading.Thread(target=handle, args=(conn,), daemon=True).start()
+
+
+def make_servicer(empty_pb2, messages_pb2, test_pb2_grpc, tap=None):
     pb = messages_pb2
+
+    def check_compressed(request, context):
+        """expect_compressed against the wiretap's note of this message."""
+        if not request.HasField("expect_compressed") or tap is None:
+            return
+        want = request.expect_compressed.value
+        n = tap.take(request.ByteSize())
+        if n is None:
+            context.abort(grpc.StatusCode.INTERNAL,
+                          "wiretap saw no message of %d bytes" %
+                          request.ByteSize())
+        if n[0] != want:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          "expected a %scompressed request" %
+                          ("" if want else "non-"))
 
     def payload(size):
         if size < 0:
@@ -124,9 +279,15 @@ def make_servicer(empty_pb2, messages_pb2, test_pb2_grpc):
         for request in requests:
             echo_status(request, context)
             check_type(request.response_type, context)
+            if any(p.HasField("compressed")
+                   for p in request.response_parameters):
+                context.set_compression(grpc.Compression.Gzip)
             for params in request.response_parameters:
                 if params.interval_us > 0:
                     time.sleep(params.interval_us / 1e6)
+                if params.HasField("compressed") and \
+                        not params.compressed.value:
+                    context.disable_next_message_compression()
                 yield pb.StreamingOutputCallResponse(
                     payload=payload(params.size))
 
@@ -137,6 +298,11 @@ def make_servicer(empty_pb2, messages_pb2, test_pb2_grpc):
 
         def UnaryCall(self, request, context):
             echo_metadata(context)
+            check_compressed(request, context)
+            if request.HasField("response_compressed"):
+                context.set_compression(
+                    grpc.Compression.Gzip if request.response_compressed.value
+                    else grpc.Compression.NoCompression)
             echo_status(request, context)
             check_type(request.response_type, context)
             return pb.SimpleResponse(payload=payload(request.response_size))
@@ -155,6 +321,7 @@ def make_servicer(empty_pb2, messages_pb2, test_pb2_grpc):
             echo_metadata(context)
             total = 0
             for request in request_iterator:
+                check_compressed(request, context)
                 total += len(request.payload.body)
             return pb.StreamingInputCallResponse(aggregated_payload_size=total)
 
@@ -190,6 +357,9 @@ def main():
     ap.add_argument("--proto-dir", default=DEFAULT_PROTO_DIR)
     ap.add_argument("--stub-dir",
                     help="where to generate stubs (default: a temp dir)")
+    ap.add_argument("--wiretap", action="store_true",
+                    help="serve through a front that notes what the client "
+                    "sends, to check expect_compressed (see above)")
     args = ap.parse_args()
 
     if bool(args.tls_cert) != bool(args.tls_key):
@@ -206,12 +376,30 @@ def main():
         if own_stub_dir:
             shutil.rmtree(stub_dir, ignore_errors=True)
 
+    tap = WireTap() if args.wiretap else None
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=32))
     test_pb2_grpc.add_TestServiceServicer_to_server(
-        make_servicer(empty_pb2, messages_pb2, test_pb2_grpc), server)
+        make_servicer(empty_pb2, messages_pb2, test_pb2_grpc, tap), server)
 
     address = "127.0.0.1:%d" % args.port
-    if args.tls_cert:
+    if args.wiretap:
+        # grpcio on an internal cleartext port; the front owns |address|.
+        backend = server.add_insecure_port("127.0.0.1:0")
+        tls_ctx = None
+        if args.tls_cert:
+            tls_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            tls_ctx.load_cert_chain(args.tls_cert, args.tls_key)
+            tls_ctx.set_alpn_protocols(["h2"])
+            if args.tls_client_ca:
+                tls_ctx.load_verify_locations(args.tls_client_ca)
+                tls_ctx.verify_mode = ssl.CERT_REQUIRED \
+                    if args.require_client_auth else ssl.CERT_OPTIONAL
+        listener = socket.create_server(("127.0.0.1", args.port))
+        port = listener.getsockname()[1]
+        threading.Thread(target=serve_wiretap,
+                         args=(listener, backend, tls_ctx, tap),
+                         daemon=True).start()
+    elif args.tls_cert:
         client_ca = read_file(args.tls_client_ca) if args.tls_client_ca \
             else None
         creds = grpc.ssl_server_credentials(

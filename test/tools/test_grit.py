@@ -766,6 +766,36 @@ def pb_len(field, body):
     return bytes([field << 3 | 2, len(body)]) + body
 
 
+def grpcio_compress():
+    # Issue 13: --compress against grpcio, which answers in gzip when asked
+    # (response_compressed); --json and --attempts say both encodings.
+    req = (bytes([0x10, 0xe8, 0x07])            # response_size 1000
+           + pb_len(3, pb_len(2, bytes(100)))   # payload: 100 zeros
+           + pb_len(6, bytes([0x08, 0x01])))    # response_compressed true
+    with GrpcioPeer("interop_server.py") as p:
+        r = grit("call", "--compress", "gzip", "--json", "--attempts",
+                 "--data", req.hex(), p.target,
+                 "/grpc.testing.TestService/UnaryCall")
+        check_rc(r, 0)
+        objs = json_lines(r)
+        resp = [o["response"] for o in objs if "response" in o]
+        check_eq([len(x) // 2 for x in resp], [1006], "decoded response", r)
+        end = objs[-1]
+        check_eq(end["request_encoding"], "gzip", "request encoding", r)
+        check_eq(end["response_encoding"], "gzip", "response encoding", r)
+        check_eq([(a["request_encoding"], a["response_encoding"])
+                  for a in end["timeline"]], [("gzip", "gzip")],
+                 "timeline encodings", r)
+        r = grit("call", "--attempts", "--data", req.hex(), p.target,
+                 "/grpc.testing.TestService/UnaryCall")
+        check_rc(r, 0)
+        check_in("encoding identity -> gzip", out(r), "plain timeline", r)
+    r = grit("call", "--compress", "br", "ipv4:127.0.0.1:1", "a.B/C")
+    check_rc(r, 2)
+    check_in("--compress wants gzip, deflate or identity", err(r),
+             "usage error", r)
+
+
 def grpcio_streams():
     # Issue 19: server, client and bidi streaming against grpcio's
     # interop TestService, with messages encoded here by hand.
@@ -1120,7 +1150,7 @@ GROUPS = {
              call_several_messages, call_stdin_live, call_show_headers],
     "json": [json_single_call, json_non_ok_status, json_bin_metadata_base64,
              json_count_summary, json_deadline_and_timeline],
-    "grpcio": [grpcio_calls, grpcio_streams],
+    "grpcio": [grpcio_calls, grpcio_streams, grpcio_compress],
     "config": [config_valid, config_per_method, config_invalid,
                config_durations, config_bad_usage],
     "usage": [usage_commands, usage_call, usage_help_everywhere,

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "h2server.h"
 #include "test/harness.h"
@@ -305,6 +306,14 @@ static void test_channel_create_tls(void) {
 
 /* ---- a unary call on the loop ---- */
 
+/* What the call sweeps send and what their server answers; the
+ * compression sweep changes them (issue 13). */
+static const void *oom_req = "hello";
+static size_t oom_req_len = 5;
+static const h2s_action *oom_default_action; /* NULL: echo */
+static const char *oom_compression;          /* channel default */
+static size_t oom_want_len;                  /* 0: the echo's */
+
 typedef struct waiter {
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -339,8 +348,8 @@ static grit_err unary(grit_channel *ch, bool wfr, uint64_t timeout_ms,
   grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION,
                       .timeout_ms = timeout_ms,
                       .wait_for_ready = wfr ? GRIT_WFR_ON : GRIT_WFR_OFF};
-  grit_err rv =
-      grit_unary_call_async(ch, "/pkg.Svc/Echo", "hello", 5, &o, on_unary, w);
+  grit_err rv = grit_unary_call_async(ch, "/pkg.Svc/Echo", oom_req, oom_req_len,
+                                      &o, on_unary, w);
   if (rv != GRIT_OK) {
     w->done = -1;
     return rv;
@@ -482,11 +491,15 @@ static grit_err fn_call(void *arg) {
 static void call_sweep(const char *name, bool warm, const char *config,
                        bool stream) {
   h2s_server *srv = NULL;
-  ASSERT_EQ(h2s_server_start(&(h2s_config){.quiet = true}, &srv), 0);
+  ASSERT_EQ(
+      h2s_server_start(
+          &(h2s_config){.quiet = true, .default_action = oom_default_action},
+          &srv),
+      0);
   call_case *c = calloc(1, sizeof(*c));
   ASSERT_NOT_NULL(c);
   c->stream = stream;
-  c->want_len = stream ? 15 : 5;
+  c->want_len = oom_want_len ? oom_want_len : stream ? 15 : 5;
   c->verbose = getenv("OOM_VERBOSE") != NULL;
   snprintf(c->target, sizeof(c->target), "ipv4:127.0.0.1:%u",
            h2s_server_port(srv));
@@ -499,6 +512,9 @@ static void call_sweep(const char *name, bool warm, const char *config,
   if (config)
     ASSERT_OK(
         grit_channel_args_set_string(c->args, GRIT_ARG_SERVICE_CONFIG, config));
+  if (oom_compression)
+    ASSERT_OK(grit_channel_args_set_string(
+        c->args, GRIT_ARG_DEFAULT_COMPRESSION, oom_compression));
   if (warm) {
     grit_error_detail d = {0};
     ASSERT_OK(grit_channel_create(c->rt, c->target, c->args, &d, &c->warm));
@@ -557,6 +573,44 @@ static void test_stream_retry_policy(void) {
   call_sweep("bidi_stream_retry", true, retry_config, true);
 }
 
+/* Compression both ways (SPEC CP-01..CP-03): a gzip request (zlib's
+ * deflate state allocated through grit's allocator) and a gzip response
+ * inflated on the loop, every allocation failing in turn. */
+static void test_unary_gzip(void) {
+  static uint8_t req[2000], plain[3000];
+  memset(req, 'q', sizeof(req));
+  memset(plain, 'r', sizeof(plain));
+  uLongf gzn = compressBound(sizeof(plain)) + 32;
+  uint8_t *gz = malloc(gzn);
+  z_stream z;
+  memset(&z, 0, sizeof(z));
+  ASSERT_EQ(deflateInit2(&z, 6, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  z.next_in = plain;
+  z.avail_in = sizeof(plain);
+  z.next_out = gz;
+  z.avail_out = (uInt)gzn;
+  ASSERT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  gzn = z.total_out;
+  deflateEnd(&z);
+  h2s_action act = {.body = H2S_BODY_BYTES,
+                    .data = gz,
+                    .len = gzn,
+                    .compressed = true,
+                    .headers = {{"grpc-encoding", "gzip"}}};
+  oom_req = req;
+  oom_req_len = sizeof(req);
+  oom_default_action = &act;
+  oom_compression = "gzip";
+  oom_want_len = sizeof(plain);
+  call_sweep("unary_gzip_both_ways", true, NULL, false);
+  oom_req = "hello";
+  oom_req_len = 5;
+  oom_default_action = NULL;
+  oom_compression = NULL;
+  oom_want_len = 0;
+  free(gz);
+}
+
 static const test_case tests[] = {
     {"args", test_args},
     {"metadata", test_metadata},
@@ -570,6 +624,7 @@ static const test_case tests[] = {
     {"unary_hedging_policy", test_unary_hedging_policy},
     {"stream_warm", test_stream_warm},
     {"stream_retry_policy", test_stream_retry_policy},
+    {"unary_gzip", test_unary_gzip},
     {NULL, NULL},
 };
 
