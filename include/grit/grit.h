@@ -441,6 +441,17 @@ typedef struct grit_channel_args grit_channel_args;
  * the application's own key instead (and turns the header on for that
  * call). */
 #define GRIT_ARG_IDEMPOTENCY_KEYS "grit.idempotency_keys"
+/** Int ms, default 1000; 0 waits as long as c-ares does (about 75 s). How
+ * long a resolution waits for the _grpc_config TXT answer after the
+ * address answer (SPEC DNS-07). Past it the addresses are used, the config
+ * in force stays (on a first resolution: the default config, else none),
+ * a line is logged, and the TXT is asked again on the next resolution. */
+#define GRIT_ARG_DNS_TXT_TIMEOUT_MS "grit.dns_txt_timeout_ms"
+/** Int ms, default 0 (off). Re-resolve once the last resolution is this
+ * old, even while connected, so a changed TXT record spreads without a
+ * connection drop. Still at most one resolution per
+ * GRIT_ARG_DNS_MIN_RERESOLVE_MS. */
+#define GRIT_ARG_MAX_CONFIG_AGE_MS "grit.max_config_age_ms"
 
 /** Create an empty argument set.
  *
@@ -478,6 +489,45 @@ GRIT_EXTERN grit_err grit_channel_args_set_string(grit_channel_args *a,
 GRIT_EXTERN grit_err grit_channel_args_set_observer(grit_channel_args *a,
                                                     grit_attempt_observer_cb cb,
                                                     void *user_data);
+
+typedef struct grit_channel grit_channel; /* repeated below; C11 allows it */
+
+/** Where the service config in force came from (SPEC DNS-10). */
+typedef enum grit_config_source {
+  GRIT_CONFIG_SOURCE_NONE = 0,    /* the empty config (or none valid yet) */
+  GRIT_CONFIG_SOURCE_DEFAULT = 1, /* GRIT_ARG_SERVICE_CONFIG */
+  GRIT_CONFIG_SOURCE_DNS = 2,     /* a _grpc_config TXT record */
+} grit_config_source;
+
+/** The service config a channel uses, and its history (SPEC DNS-10). */
+typedef struct grit_service_config_info {
+  /** The config in force as compact JSON, NUL-terminated; NULL when none
+   * (the empty config). */
+  char *json;
+  grit_config_source source;
+  /** Wall-clock time (Unix ms) the config in force was applied; 0: never. */
+  uint64_t applied_at_ms;
+  /** The last rejected config's JSON path and reason; NULL: none so far. */
+  char *last_rejection;
+  uint64_t rejected_at_ms; /* Unix ms of that rejection; 0: none */
+  /** Fingerprint of |json| (FNV-1a 64), the one logged on a change. */
+  uint64_t hash;
+} grit_service_config_info;
+
+/** Config-change callback: runs on the I/O thread after the config in
+ * force changed (content or source) or a config was rejected. |info| and
+ * its strings are borrowed, valid during the call only. */
+typedef void (*grit_config_change_cb)(grit_channel *ch,
+                                      const grit_service_config_info *info,
+                                      void *user_data);
+
+/** Install |cb| as the config-change callback of channels made with |a|
+ * (NULL removes it).
+ * Ownership: |user_data| is never dereferenced by grit. Thread: any, one
+ * thread at a time per set.
+ * Returns GRIT_OK or GRIT_ERR_INVALID_ARG (|a| NULL). */
+GRIT_EXTERN grit_err grit_channel_args_set_config_watcher(
+    grit_channel_args *a, grit_config_change_cb cb, void *user_data);
 
 /* ------------------------------------------------------------------------
  * Channel.
@@ -563,6 +613,12 @@ typedef struct grit_channel_stats {
   /** Retries per call, for calls that had any (gRFC A96): bucket i counts
    * calls with at most 1, 2, 3, 4, 5, 10, 100, 1000 retries. */
   uint64_t retries_per_call[8];
+  /** Resolver and config counters (SPEC DNS-10): DNS resolutions
+   * finished, those whose address lookup failed, those whose TXT answer
+   * came too late (GRIT_ARG_DNS_TXT_TIMEOUT_MS), changes of the config in
+   * force, and configs rejected. */
+  uint64_t dns_lookups, dns_lookup_failures, dns_txt_timeouts;
+  uint64_t config_updates, config_rejections;
 } grit_channel_stats;
 
 /** Read |ch|'s counters into |out|. Each is read atomically; together they
@@ -570,6 +626,23 @@ typedef struct grit_channel_stats {
  * Returns GRIT_OK or GRIT_ERR_INVALID_ARG. */
 GRIT_EXTERN grit_err grit_channel_get_stats(grit_channel *ch,
                                             grit_channel_stats *out);
+
+/** Read the service config |ch| uses now, where it came from, when it was
+ * applied and the last rejection, into |out| (SPEC DNS-10). Before the
+ * first resolution it reports the default config (or none).
+ * Ownership: |out|'s strings are new; release with
+ * grit_service_config_info_free. Thread: any.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (|ch| or |out| NULL);
+ * GRIT_ERR_NOMEM (|out| zeroed). */
+GRIT_EXTERN grit_err grit_channel_get_service_config(
+    grit_channel *ch, grit_service_config_info *out);
+
+/** Free the strings of |info| (not |info| itself) and zero it. Thread: any.
+ * NULL is a no-op. */
+GRIT_EXTERN void grit_service_config_info_free(grit_service_config_info *info);
+
+/** The source's name: "none", "default" or "dns". Thread: any. */
+GRIT_EXTERN const char *grit_config_source_name(grit_config_source s);
 
 /* ------------------------------------------------------------------------
  * Calls.
