@@ -67,6 +67,7 @@ void grit_channel_config_init(grit_channel *ch) {
     ch->cfg_info.json = ch->o.service_config; /* borrowed from ch->o */
     ch->cfg_info.hash =
         cfg_hash(ch->o.service_config, strlen(ch->o.service_config));
+    ch->cfg_info.applied_at_ms = wall_ms();
   }
 }
 

@@ -65,16 +65,18 @@ def grit_env():
     return {k: v for k, v in os.environ.items() if not k.startswith("GRIT_")}
 
 
-def grit(*argv, timeout=CALL_TIMEOUT_S, stdin=None):
+def grit(*argv, timeout=CALL_TIMEOUT_S, stdin=None, env=None):
     """Run grit with |argv| (str or bytes) and |stdin| (bytes; None: an
-    empty stdin); a run past |timeout| fails."""
+    empty stdin), GRIT_* variables removed and |env| added; a run past
+    |timeout| fails."""
     t0 = time.monotonic()
     try:
         p = subprocess.run([ARGS.grit] + list(argv),
                            stdin=None if stdin is not None else
                            subprocess.DEVNULL, input=stdin,
                            capture_output=True, timeout=timeout,
-                           env=grit_env(), preexec_fn=die_with_parent)
+                           env=dict(grit_env(), **(env or {})),
+                           preexec_fn=die_with_parent)
     except subprocess.TimeoutExpired as e:
         raise AssertionError("grit %s: still running after %ss (killed)\n"
                              "  stdout: %r" % (" ".join(fmt(a) for a in argv),
@@ -1098,6 +1100,120 @@ def usage_exit_codes():
         check_in(missing, err(r), "names the file", r)
 
 
+# ---- group 'dns': service config through DNS (issue 20) ----
+# A scripted DNS responder (test/peers/dns_responder.py) answers every name
+# with A 127.0.0.1 and the TXT given, or drops or refuses.
+
+
+def dns_target(srv):
+    return "dns:///svc.test:%d" % srv.port
+
+
+def txt_of(config):
+    return "grpc_config=[{\"serviceConfig\":%s}]" % config
+
+
+def dns_txt_retry_policy():
+    """SPEC DNS-01..03, issue 20 point 1: --dns-txt applies a retry policy
+    published in TXT; without it the first UNAVAILABLE is final."""
+    from dns_responder import DnsResponder
+    with DnsResponder(txt=txt_of(RETRY_CONFIG % "pkg.Svc")) as dns:
+        with H2Server(FLAKY) as s:
+            r = grit("call", "--json", "--dns-txt", "--dns-server",
+                     dns.server, dns_target(s), "/pkg.Svc/Flaky")
+            check_rc(r, 0)
+            end = end_line(r)
+            check_eq(end["attempts"], 2, "attempts", r)
+            check(dns.counts["TXT"] >= 1, "a TXT query was made", r)
+        with H2Server(FLAKY) as s:
+            r = grit("call", "--json", "--dns-server", dns.server,
+                     dns_target(s), "/pkg.Svc/Flaky")
+            check_rc(r, 1)
+            check_eq(end_line(r)["code_name"], "UNAVAILABLE", "code", r)
+
+
+def dns_show_config():
+    """--show-config: the config in force, its source, when applied and
+    the last rejection, as text and as a JSON line (DNS-10)."""
+    from dns_responder import DnsResponder
+    cfg = RETRY_CONFIG % "pkg.Svc"
+    with DnsResponder(txt=txt_of(cfg)) as dns, H2Server() as s:
+        r = grit("call", "--dns-txt", "--dns-server", dns.server,
+                 "--show-config", dns_target(s), "/pkg.Svc/Echo")
+        check_rc(r, 0)
+        lines = out(r).splitlines()
+        head = [i for i, l in enumerate(lines)
+                if l.startswith("service config: source dns, applied 20")]
+        check_eq(len(head), 1, "one 'service config: source dns' line", r)
+        check_eq(json.loads(lines[head[0] + 1]), json.loads(cfg),
+                 "the config JSON on the next line", r)
+        check_eq(lines[head[0] + 2], "last rejection: none", "rejection", r)
+        r = grit("call", "--json", "--dns-txt", "--dns-server", dns.server,
+                 "--show-config", dns_target(s), "/pkg.Svc/Echo")
+        check_rc(r, 0)
+        sc = [o for o in json_lines(r) if "service_config" in o]
+        check_eq(len(sc), 1, "one service_config line", r)
+        check_eq(sc[0]["source"], "dns", "source", r)
+        check_eq(sc[0]["service_config"], json.loads(cfg), "config", r)
+        check_eq(sc[0]["last_rejection"], None, "last_rejection", r)
+        check_eq(len(sc[0]["hash"]), 16, "hash digits", r)
+        # No TXT: the default config from --service-config.
+        r = grit("call", "--json", "--dns-server", dns.server,
+                 "--service-config", TIMEOUT_CONFIG, "--show-config",
+                 dns_target(s), "/pkg.Svc/Echo")
+        sc = [o for o in json_lines(r) if "service_config" in o]
+        check_eq(sc[0]["source"], "default", "source", r)
+        check_eq(sc[0]["service_config"], json.loads(TIMEOUT_CONFIG),
+                 "config", r)
+
+
+def dns_rejected_config_logged():
+    """DNS-10, issue 20 point 3: a rejected TXT config prints on stderr
+    with no GRIT_TRACE set, with its JSON path; --show-config names it."""
+    from dns_responder import DnsResponder
+    bad = RETRY_CONFIG.replace('"maxAttempts":3', '"maxAttempts":1')
+    with DnsResponder(txt=txt_of(bad % "pkg.Svc")) as dns, H2Server() as s:
+        r = grit("call", "--dns-txt", "--dns-server", dns.server,
+                 "--show-config", dns_target(s), "/pkg.Svc/Echo")
+        check_rc(r, 1)  # no valid config yet: UNAVAILABLE (SC-03)
+        check_in("rejected service config from DNS: "
+                 "$.methodConfig[0].retryPolicy.maxAttempts", err(r),
+                 "stderr", r)
+        check_eq(err(r).count("rejected service config"), 1,
+                 "printed once", r)
+        check_in("last rejection: $.methodConfig[0].retryPolicy.maxAttempts",
+                 out(r), "--show-config", r)
+        check_in("service config: none", out(r), "--show-config", r)
+
+
+def dns_txt_dropped():
+    """DNS-07, issue 20 point 2: TXT queries dropped, A answered: the call
+    succeeds after the 1 s TXT bound, and stderr says why it waited."""
+    from dns_responder import DnsResponder, DROP
+    with DnsResponder(txt_mode=DROP) as dns, H2Server() as s:
+        r = grit("call", "--dns-txt", "--dns-server", dns.server,
+                 "--deadline", "20000", dns_target(s), "/pkg.Svc/Echo")
+        check_rc(r, 0)
+        check(r.secs < 10, "done well before c-ares' 75 s", r)
+        check_in("no TXT answer for _grpc_config.svc.test within 1000 ms",
+                 err(r), "stderr", r)
+
+
+def dns_usage():
+    """--dns-server forms: a malformed one is a usage error (exit 2) that
+    names the form; GRIT_TRACE with an unknown category says so once."""
+    with H2Server() as s:
+        r = grit("call", "--dns-server", "127.0.0.1", "dns:///svc.test:1",
+                 "/pkg.Svc/Echo")
+        check_rc(r, 2)
+        check_in("addr:port", err(r), "stderr", r)
+        r = grit("call", s.target, "/pkg.Svc/Echo",
+                 env={"GRIT_TRACE": "bogus,dns"})
+        check_rc(r, 0)
+        check_eq(err(r).count("unknown category 'bogus'"), 1, "warned once",
+                 r)
+
+
 # ---- group 'demo' ----
 
 
@@ -1122,6 +1238,8 @@ GROUPS = {
     "usage": [usage_commands, usage_call, usage_help_everywhere,
               usage_exit_codes],
     "demo": [demo_runs],
+    "dns": [dns_txt_retry_policy, dns_show_config, dns_rejected_config_logged,
+            dns_txt_dropped, dns_usage],
 }
 
 
@@ -1137,6 +1255,7 @@ def main():
     ap.add_argument("--peers", required=True)
     ap.add_argument("group", choices=sorted(GROUPS))
     ARGS = ap.parse_args()
+    sys.path.insert(0, ARGS.peers)  # dns_responder.py
     signal.signal(signal.SIGTERM, on_sigterm)
     failed = skipped = 0
     with tempfile.TemporaryDirectory(prefix="grit-tools-") as tmp:
