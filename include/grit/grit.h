@@ -922,6 +922,20 @@ GRIT_EXTERN grit_err grit_service_config_check_txt(const char *txt, size_t len,
                                                    const char *hostname,
                                                    char **report);
 
+/** grit_service_config_check_txt for a client of |language| (NULL: "c",
+ * grit's own; clientLanguage lists are matched case-insensitively), to see
+ * which choice a Go or Java client with |hostname| gets. Every choice's
+ * serviceConfig is validated, reachable or not; an invalid one anywhere
+ * makes the verdict GRIT_ERR_INVALID_CONFIG.
+ *
+ * Ownership: |*report| new (grit_free); may be NULL. Thread: any.
+ * Returns what grit_service_config_check_txt returns. */
+GRIT_EXTERN grit_err grit_service_config_check_txt_for(const char *txt,
+                                                       size_t len,
+                                                       const char *hostname,
+                                                       const char *language,
+                                                       char **report);
+
 /** Fetch the _grpc_config.<host> TXT record through DNS (server
  * |dns_server| "addr:port", or NULL for the system's) and explain it like
  * grit_service_config_check_txt. Blocks up to |timeout_ms| (0: 5000).
@@ -930,12 +944,27 @@ GRIT_EXTERN grit_err grit_service_config_check_txt(const char *txt, size_t len,
  * runtime's I/O thread.
  * Returns what grit_service_config_check_txt returns, plus
  * GRIT_ERR_NOT_FOUND when there is no such record (NXDOMAIN, no TXT, no
- * "grpc_config=" record), GRIT_ERR_TIMEOUT, GRIT_ERR_SYSTEM (DNS failure,
- * reason in the report), GRIT_ERR_INVALID_ARG (bad |dns_server|). */
+ * "grpc_config=" record), GRIT_ERR_TIMEOUT, GRIT_ERR_SYSTEM (DNS failure
+ * such as no server reachable, reason in the report), GRIT_ERR_INVALID_ARG
+ * (bad |dns_server| or |host| form). */
 GRIT_EXTERN grit_err grit_service_config_check_dns(const char *host,
                                                    const char *dns_server,
                                                    uint64_t timeout_ms,
                                                    char **report);
+
+/** grit_service_config_check_dns for a client of |language| with
+ * |hostname| (either NULL: "c" and this machine's name), as
+ * grit_service_config_check_txt_for. |target| is "host", "host:port",
+ * "dns:///host[:port]" or "dns://ADDR:PORT/host[:port]" (the port is not
+ * part of the TXT name; a server in the target is used when |dns_server|
+ * is NULL); grit_service_config_check_dns takes the same forms.
+ *
+ * Ownership: |*report| new (grit_free); may be NULL. Thread: any but a
+ * runtime's I/O thread.
+ * Returns what grit_service_config_check_dns returns. */
+GRIT_EXTERN grit_err grit_service_config_check_dns_for(
+    const char *target, const char *dns_server, uint64_t timeout_ms,
+    const char *hostname, const char *language, char **report);
 
 #ifdef __cplusplus
 }

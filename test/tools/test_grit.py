@@ -1214,6 +1214,98 @@ def dns_usage():
                  r)
 
 
+def dns_config_check_warnings():
+    """issue 20 point 5: accepted-but-suspect fields are warnings (exit 0)
+    that name the path: unknown fields (with a suggestion), integer and
+    non-canonical status codes, a zero timeout, a truncated tokenRatio,
+    skipped LB policies."""
+    cfg = ('{"methodConfig":[{"name":[{"service":"a.B"}],"timout":"1s",'
+           '"retryPolicy":{"maxAttemps":3,"maxAttempts":2,'
+           '"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,'
+           '"retryableStatusCodes":[14,"unavailable"]}},'
+           '{"name":[{"service":"c.D"}],"timeout":"0s"}],'
+           '"retryThrottling":{"maxTokens":10,"tokenRatio":0.5466},'
+           '"loadBalancingConfig":[{"grpclb":{}},{"round_robin":{}},'
+           '{"pick_first":{}}]}')
+    r = grit("config", "check", cfg)
+    check_rc(r, 0)
+    o = out(r)
+    check_in("8 warnings (accepted, but check):", o, "count", r)
+    for w in ('$.methodConfig[0]: unknown field "timout" ignored (did you '
+              'mean "timeout"?)',
+              '$.methodConfig[0].retryPolicy: unknown field "maxAttemps" '
+              'ignored (did you mean "maxAttempts"?)',
+              '$.methodConfig[0].retryPolicy.retryableStatusCodes[0]: '
+              'integer status code 14 accepted here; grpc-core rejects it',
+              '$.methodConfig[0].retryPolicy.retryableStatusCodes[1]: status '
+              'code "unavailable" accepted here',
+              '$.methodConfig[1].timeout: a zero timeout fails every call',
+              '$.loadBalancingConfig[0]: "grpclb" skipped',
+              '$.loadBalancingConfig[2]: "pick_first" not used',
+              '$.retryThrottling.tokenRatio: 0.5466 is kept as 0.546'):
+        check_in("  warning: " + w, o, "warning", r)
+    # Invalid because of the typo: the warning says why.
+    r = grit("config", "check", cfg.replace('"maxAttempts":2,', ''))
+    check_rc(r, 1)
+    check_in('unknown field "maxAttemps" ignored (did you mean '
+             '"maxAttempts"?)', err(r), "warning with the problem", r)
+
+
+def dns_config_check_txt_offline():
+    """--txt checks a TXT value offline (text or file, with or without the
+    grpc_config= prefix); every choice is validated and unreachable ones
+    are named; --hostname and --language pick the client."""
+    sc = '{"methodConfig":[{"name":[{}],"timeout":"%s"}]}'
+    three = ('{"clientLanguage":["go"],"serviceConfig":%s},'
+             '{"clientHostname":["web1"],"serviceConfig":%s},'
+             '{"serviceConfig":%s}' % (sc % "1s", sc % "2s", sc % "3s"))
+    value = '[%s,{"serviceConfig":%s}]' % (three, sc % "x")
+    r = grit("config", "check", "--txt", value, "--hostname", "web2")
+    check_rc(r, 1)  # choice [3] is invalid, though this client never gets it
+    e = err(r)
+    check_in("choice [0]: not for this client (clientLanguage", e, "[0]", r)
+    check_in("choice [1]: not for this client (clientHostname", e, "[1]", r)
+    check_in("choice [2]: chosen (every client that reaches it)", e, "[2]", r)
+    check_in("choice [3]: never reached", e, "[3]", r)
+    check_in("$[3].serviceConfig.methodConfig[0].timeout: must be a "
+             "duration", e, "[3] validated", r)
+    value = "[%s]" % three  # without choice [3]
+    path = write_tmp("grpc_config=" + value + "\n", suffix=".txt")
+    for who, chosen in ((["--hostname", "web1"], "choice [1]: chosen"),
+                        (["--language", "Go"], "choice [0]: chosen"),
+                        ([], "choice [2]: chosen")):
+        r = grit("config", "check", "--txt", "@" + path, *who)
+        check_rc(r, 0)
+        check_in(chosen, out(r), " ".join(who), r)
+
+
+def dns_config_check_dns_forms():
+    """--dns takes HOST, HOST:PORT, dns:///HOST:PORT and
+    dns://ADDR:PORT/HOST (the port is not part of the TXT name); a DNS
+    failure is reported as one; --dns-server errors exit 2."""
+    from dns_responder import DnsResponder, REFUSE
+    cfg = '{"methodConfig":[{"name":[{}],"timeout":"1s"}]}'
+    with DnsResponder(txt=txt_of(cfg)) as dns:
+        for t in ("svc.test", "svc.test:443", "dns:///svc.test:443"):
+            r = grit("config", "check", "--dns", t, "--dns-server",
+                     dns.server)
+            check_rc(r, 0)
+            check_in("TXT _grpc_config.svc.test:", out(r), t, r)
+        r = grit("config", "check", "--dns",
+                 "dns://%s/svc.test:443" % dns.server)
+        check_rc(r, 0)
+        dns.txt_mode = REFUSE
+        r = grit("config", "check", "--dns", "svc.test", "--dns-server",
+                 dns.server)
+        check_rc(r, 1)
+        check_in("DNS failure:", err(r), "a failure, not 'no record'", r)
+        check("no grpc_config record" not in err(r), "not 'no record'", r)
+    for bad in ("127.0.0.1", "127.0.0.1:x", "host.test:53"):
+        r = grit("config", "check", "--dns", "svc.test", "--dns-server", bad)
+        check_rc(r, 2)
+        check_in("ADDR:PORT", err(r), bad, r)
+
+
 # ---- group 'demo' ----
 
 
@@ -1239,7 +1331,8 @@ GROUPS = {
               usage_exit_codes],
     "demo": [demo_runs],
     "dns": [dns_txt_retry_policy, dns_show_config, dns_rejected_config_logged,
-            dns_txt_dropped, dns_usage],
+            dns_txt_dropped, dns_usage, dns_config_check_warnings,
+            dns_config_check_txt_offline, dns_config_check_dns_forms],
 }
 
 
