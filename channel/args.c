@@ -59,6 +59,8 @@ static const arg_spec specs[] = {
     INT_ARG(GRIT_ARG_IDEMPOTENCY_KEYS, idempotency_keys, 0, 1),
     INT_ARG(GRIT_ARG_HEALTH_CHECKS, health_checks, 0, 1),
     STR_ARG(GRIT_ARG_DEFAULT_COMPRESSION, default_compression), /* CP-01 */
+    INT_ARG(GRIT_ARG_DNS_TXT_TIMEOUT_MS, dns_txt_timeout_ms, 0, MS_MAX),
+    INT_ARG(GRIT_ARG_MAX_CONFIG_AGE_MS, max_config_age_ms, 0, MS_MAX),
 };
 
 #define NSPECS (sizeof(specs) / sizeof(specs[0]))
@@ -89,7 +91,8 @@ void grit_chan_opts_defaults(grit_chan_opts *o) {
   o->min_connect_timeout_ms = 20000;
   o->keepalive_timeout_ms = 20000; /* LB-04 */
   o->idle_timeout_ms = 30 * 60 * 1000;
-  o->read_spin_us = 0; /* no busy polling unless asked (issue 12) */
+  o->read_spin_us = 0;          /* no busy polling unless asked (issue 12) */
+  o->dns_txt_timeout_ms = 1000; /* DNS-07 */
 }
 
 static char **str_field(grit_chan_opts *o, const arg_spec *s) {
@@ -237,5 +240,15 @@ grit_err grit_channel_args_set_observer(grit_channel_args *a,
     return GRIT_ERR_INVALID_ARG;
   a->o.observer = cb;
   a->o.observer_data = user_data;
+  return GRIT_OK;
+}
+
+grit_err grit_channel_args_set_config_watcher(grit_channel_args *a,
+                                              grit_config_change_cb cb,
+                                              void *user_data) {
+  if (!a)
+    return GRIT_ERR_INVALID_ARG;
+  a->o.config_cb = cb;
+  a->o.config_cb_data = user_data;
   return GRIT_OK;
 }

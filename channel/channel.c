@@ -11,6 +11,8 @@ void grit_channel_ref(grit_channel *ch) {
 }
 
 static void ch_free(grit_channel *ch) {
+  grit_channel_config_free(ch);
+  pthread_mutex_destroy(&ch->cfg_mu);
   grit_throttle_table_put(ch->throttle);
   grit_svccfg_unref(ch->default_config);
   grit_svccfg_unref(ch->last_find.config);
@@ -157,16 +159,21 @@ static void ch_set_config(grit_channel *ch, grit_svccfg *cfg) {
   ch->config_error = NULL;
 }
 
+static void ch_use_default(grit_channel *ch) {
+  ch_set_config(ch, grit_svccfg_ref(ch->default_config));
+  grit_channel_config_applied(ch, GRIT_CONFIG_SOURCE_DEFAULT, NULL, 0);
+}
+
 /* SPEC SC-03: choose the config after a resolver result. */
 static void ch_apply_resolver_config(grit_channel *ch,
                                      const grit_resolver_result *r) {
   if (ch->o.ignore_resolver_config || r->txt == GRIT_TXT_NONE) {
-    ch_set_config(ch, grit_svccfg_ref(ch->default_config));
+    ch_use_default(ch);
     return;
   }
   if (r->txt == GRIT_TXT_KEEP) { /* DNS-04: a TXT timeout keeps the config */
     if (!ch->have_resolver_result)
-      ch_set_config(ch, grit_svccfg_ref(ch->default_config));
+      ch_use_default(ch);
     return;
   }
   grit_error_detail d = {0};
@@ -176,18 +183,17 @@ static void ch_apply_resolver_config(grit_channel *ch,
   else
     grit_error_set(&d, GRIT_ERR_INVALID_CONFIG, "", "%s", r->txt_error);
   if (cfg) {
-    GRIT_TRACE(GRIT_TRACE_CONFIG, GRIT_LEVEL_INFO,
-               "channel %s: new service config from DNS", ch->target.authority);
     ch_set_config(ch, cfg);
+    grit_channel_config_applied(ch, GRIT_CONFIG_SOURCE_DNS, r->config_json,
+                                r->config_len);
     return;
   }
-  GRIT_TRACE(GRIT_TRACE_CONFIG, GRIT_LEVEL_ERROR,
-             "channel %s: rejected service config: %s: %s",
-             ch->target.authority, d.path, d.reason);
+  bool keep = ch->config || ch->have_resolver_result || ch->default_config;
+  grit_channel_config_rejected(ch, d.path, d.reason, keep);
   if (ch->config || ch->have_resolver_result)
     return;                 /* keep the last good one */
   if (ch->default_config) { /* gRFC A21: no good one yet, use the default */
-    ch_set_config(ch, grit_svccfg_ref(ch->default_config));
+    ch_use_default(ch);
     return;
   }
   char buf[600];
@@ -201,12 +207,25 @@ static void ch_on_resolved(void *ctx, const grit_resolver_result *r) {
   grit_channel *ch = ctx;
   if (ch->shutting_down)
     return;
-  ch_apply_resolver_config(ch, r);
+  if (ch->resolver) {
+    __atomic_add_fetch(&ch->stats.dns_lookups, 1, __ATOMIC_RELAXED);
+    if (r->addr_error)
+      __atomic_add_fetch(&ch->stats.dns_lookup_failures, 1, __ATOMIC_RELAXED);
+    if (ch->o.dns_enable_txt && !ch->target.host_is_literal)
+      grit_channel_config_txt_timeout(ch, r->txt_timed_out);
+  }
+  /* A failed lookup says nothing about the config: keep it (as grpc-core). */
+  if (!r->addr_error || !ch->have_resolver_result)
+    ch_apply_resolver_config(ch, r);
   ch->have_resolver_result = true;
   if (r->addr_error) {
     snprintf(ch->resolve_error, sizeof(ch->resolve_error), "%s", r->addr_error);
-    if (!ch->lb || ch_state(ch) != GRIT_STATE_READY)
+    /* DNS-08: the policy keeps its last addresses, and the channel's state
+     * and picks stay its own; only with no policy yet is this an error. */
+    if (!ch->lb)
       grit_channel_set_state(ch, GRIT_STATE_TRANSIENT_FAILURE);
+    else
+      grit_channel_retry_queued(ch);
     return;
   }
   ch->resolve_error[0] = '\0';
@@ -263,7 +282,7 @@ static void ch_start(grit_channel *ch) {
     return;
   if (ch->target.kind == GRIT_TARGET_DNS && ch->target.naddrs == 0) {
     grit_channel_set_state(ch, GRIT_STATE_CONNECTING);
-    if (grit_resolver_create(&ch->rt->loop, &ch->target, &ch->o, &ch->rng,
+    if (grit_resolver_create(&ch->rt->loop, &ch->target, &ch->o, &ch->txt_draw,
                              ch_on_resolved, ch, &ch->resolver) != GRIT_OK) {
       snprintf(ch->resolve_error, sizeof(ch->resolve_error),
                "cannot start the DNS resolver");
@@ -288,7 +307,9 @@ grit_pick_result grit_channel_pick(grit_channel *ch) {
     r.message = ch->config_error;
     return r;
   }
-  if (ch->resolve_error[0] && (!ch->lb || ch_state(ch) != GRIT_STATE_READY)) {
+  /* DNS-08: only a channel with no addresses at all fails on the resolver's
+   * error; otherwise the policy picks (an IDLE one wakes up). */
+  if (ch->resolve_error[0] && !ch->lb) {
     r.kind = GRIT_PICK_FAIL;
     r.code = GRIT_STATUS_UNAVAILABLE;
     r.message = ch->resolve_error;
@@ -360,6 +381,11 @@ grit_err grit_channel_get_stats(grit_channel *ch, grit_channel_stats *out) {
   out->throttled = LOAD(throttled);
   for (int i = 0; i < GRIT_RETRY_BUCKETS; i++)
     out->retries_per_call[i] = LOAD(retries_hist[i]);
+  out->dns_lookups = LOAD(dns_lookups);
+  out->dns_lookup_failures = LOAD(dns_lookup_failures);
+  out->dns_txt_timeouts = LOAD(dns_txt_timeouts);
+  out->config_updates = LOAD(config_updates);
+  out->config_rejections = LOAD(config_rejections);
 #undef LOAD
   const grit_lb_shared *sh = &ch->lb_shared;
   out->ejections = __atomic_load_n(&sh->ejections, __ATOMIC_RELAXED);
@@ -528,6 +554,11 @@ static grit_err ch_init(grit_channel *ch, const char *target,
     grit_rng_seed(&ch->rng, (uint64_t)ch->o.rng_seed);
   else
     grit_rng_seed_os(&ch->rng);
+  /* DNS-09: the percentage draws come from a copy, so ch->rng's sequence
+   * (RT-03 replay by seed) is left as it was. */
+  ch->txt_draw = ch->rng;
+  grit_rng_seed(&ch->txt_draw, grit_rng_next(&ch->txt_draw) ^ 0x9e3779b9u);
+  grit_channel_config_init(ch);
   rv = ch_make_tls(ch, d);
   if (rv == GRIT_OK)
     rv = ch_make_user_agent(ch);
@@ -560,6 +591,7 @@ grit_err grit_channel_create(grit_runtime *rt, const char *target,
   ch->refs = 1;
   pthread_mutex_init(&ch->mu, NULL);
   pthread_cond_init(&ch->cv, NULL);
+  pthread_mutex_init(&ch->cfg_mu, NULL);
   grit_list_init(&ch->queued_attempts);
   grit_list_init(&ch->config_waiters);
   grit_list_init(&ch->live_calls);

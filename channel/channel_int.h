@@ -87,7 +87,11 @@ typedef struct grit_chan_opts {
   int64_t health_checks; /* HC-02 */
   grit_attempt_observer_cb observer;
   void *observer_data;
-  char *default_compression; /* CP-01: a codec name, validated */
+  char *default_compression;  /* CP-01: a codec name, validated */
+  int64_t dns_txt_timeout_ms; /* DNS-07 */
+  int64_t max_config_age_ms;  /* 0: off */
+  grit_config_change_cb config_cb;
+  void *config_cb_data;
 } grit_chan_opts;
 
 struct grit_channel_args {
@@ -117,13 +121,14 @@ typedef struct grit_resolver_result {
   const char *config_json;
   size_t config_len;
   const char *txt_error;
+  bool txt_timed_out; /* DNS-07: the TXT answer came too late */
 } grit_resolver_result;
 
 typedef void (*grit_resolver_cb)(void *ctx, const grit_resolver_result *r);
 typedef struct grit_resolver grit_resolver;
 
 grit_err grit_resolver_create(uv_loop_t *loop, const grit_target *t,
-                              const grit_chan_opts *o, grit_rng *rng,
+                              const grit_chan_opts *o, const grit_rng *draw,
                               grit_resolver_cb cb, void *ctx,
                               grit_resolver **out);
 /* Ask for a resolution; rate-limited (DNS-05), coalesced if one runs. */
@@ -188,6 +193,8 @@ typedef struct grit_chan_stats {
   uint64_t calls_started, calls_succeeded, calls_failed;
   uint64_t attempts, retries, transparent_retries, hedges, throttled;
   uint64_t retries_hist[GRIT_RETRY_BUCKETS];
+  uint64_t dns_lookups, dns_lookup_failures, dns_txt_timeouts;
+  uint64_t config_updates, config_rejections;
 } grit_chan_stats;
 
 struct grit_channel {
@@ -234,6 +241,15 @@ struct grit_channel {
 
   uint32_t state; /* grit_connectivity_state; atomic for any-thread reads */
 
+  /* config_state.c (DNS-10): the config in force as reported, under
+   * cfg_mu; json is borrowed from o.service_config for the default. */
+  pthread_mutex_t cfg_mu;
+  grit_service_config_info cfg_info;
+  uint64_t cfg_rejection_hash; /* loop: the last rejection logged */
+  bool txt_timing_out;         /* loop: the last TXT wait timed out */
+  grit_task config_task;       /* runs the config-change callback */
+  grit_rng txt_draw;           /* DNS-09: the percentage draws, fixed */
+
   /* destroy handshake with the user thread */
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -261,6 +277,21 @@ bool grit_channel_config_pending(grit_channel *ch);
 /* Drop the LB policy (and its connections) and the resolver; state IDLE.
  * The next pick starts over as on first use. No-op while calls live. */
 void grit_channel_enter_idle(grit_channel *ch);
+
+/* ---- config_state.c: the config in force as reported (DNS-10) ---- */
+
+/* At creation (after o is set) / at the end. */
+void grit_channel_config_init(grit_channel *ch);
+void grit_channel_config_free(grit_channel *ch);
+/* The config in force is now |json| from |src| (the default's text is
+ * taken from the channel); logs and counts it if it changed. */
+void grit_channel_config_applied(grit_channel *ch, grit_config_source src,
+                                 const char *json, size_t len);
+/* A config from the resolver was rejected; |kept|: a config stays. */
+void grit_channel_config_rejected(grit_channel *ch, const char *path,
+                                  const char *reason, bool kept);
+/* A resolution's TXT wait did (not) time out (DNS-07); logs streaks. */
+void grit_channel_config_txt_timeout(grit_channel *ch, bool timed_out);
 
 /* ---- idle.c: client idle timeout ---- */
 

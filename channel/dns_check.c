@@ -79,9 +79,11 @@ static grit_err report_text(char **report, const char *fmt, ...) {
   return *report ? GRIT_OK : GRIT_ERR_NOMEM;
 }
 
-static grit_err explain(const char *name, txt_query *q, char **report) {
+static grit_err explain(const char *name, txt_query *q, const char *hostname,
+                        const char *language, char **report) {
   char *body = NULL;
-  grit_err rv = grit_service_config_check_txt(q->value, q->len, NULL, &body);
+  grit_err rv = grit_service_config_check_txt_for(q->value, q->len, hostname,
+                                                  language, &body);
   if (report) {
     grit_buf buf;
     grit_buf_init(&buf);
@@ -94,11 +96,50 @@ static grit_err explain(const char *name, txt_query *q, char **report) {
   return rv;
 }
 
-grit_err grit_service_config_check_dns(const char *host, const char *dns_server,
-                                       uint64_t timeout_ms, char **report) {
+/* issue 20: |target| is "host", "host:port", "[v6]:port",
+ * "dns:///host[:port]" or "dns://server/host[:port]": the host into |host|,
+ * a server from the target into |server| ("" if none). */
+static bool split_target(const char *target, char *host, size_t hlen,
+                         char *server, size_t slen) {
+  server[0] = '\0';
+  const char *h = target;
+  if (strncmp(h, "dns:", 4) == 0) {
+    h += 4;
+    if (strncmp(h, "//", 2) == 0) {
+      h += 2;
+      const char *slash = strchr(h, '/');
+      if (!slash)
+        return false;
+      if (slash > h)
+        snprintf(server, slen, "%.*s", (int)(slash - h), h);
+      h = slash + 1;
+    }
+  }
+  const char *end = h + strlen(h);
+  if (*h == '[') { /* [v6]:port: the TXT name of a literal makes no sense */
+    return false;
+  }
+  const char *colon = strchr(h, ':');
+  if (colon)
+    end = colon;
+  if (end == h || (size_t)(end - h) >= hlen)
+    return false;
+  snprintf(host, hlen, "%.*s", (int)(end - h), h);
+  return true;
+}
+
+static grit_err check_dns(const char *target, const char *dns_server,
+                          uint64_t timeout_ms, const char *hostname,
+                          const char *language, char **report) {
   if (report)
     *report = NULL;
-  if (!host || !*host || (dns_server && !grit_dns_server_valid(dns_server)))
+  char host[256], tserver[256];
+  if (!target ||
+      !split_target(target, host, sizeof(host), tserver, sizeof(tserver)))
+    return GRIT_ERR_INVALID_ARG;
+  if (!dns_server && tserver[0])
+    dns_server = tserver;
+  if (dns_server && !grit_dns_server_valid(dns_server))
     return GRIT_ERR_INVALID_ARG;
   ares_channel ch;
   if (ares_init_options(&ch, NULL, 0) != ARES_SUCCESS)
@@ -119,20 +160,32 @@ grit_err grit_service_config_check_dns(const char *host, const char *dns_server,
     rv = GRIT_ERR_TIMEOUT;
     report_text(report, "TXT %s: no answer in time\n", name);
   } else if (q.status == ARES_ENOTFOUND || q.status == ARES_ENODATA ||
-             q.rv == GRIT_ERR_NOT_FOUND) {
+             (q.status == ARES_SUCCESS && q.rv == GRIT_ERR_NOT_FOUND)) {
     rv = GRIT_ERR_NOT_FOUND;
     report_text(report, "TXT %s: no grpc_config record (%s)\n", name,
                 q.status == ARES_SUCCESS ? "no grpc_config= prefix"
                                          : ares_strerror(q.status));
   } else if (q.status != ARES_SUCCESS) {
     rv = GRIT_ERR_SYSTEM;
-    report_text(report, "TXT %s: DNS error: %s\n", name,
+    report_text(report, "TXT %s: DNS failure: %s\n", name,
                 ares_strerror(q.status));
   } else if (q.rv != GRIT_OK) {
     rv = q.rv;
   } else {
-    rv = explain(name, &q, report);
+    rv = explain(name, &q, hostname, language, report);
   }
   grit_free(q.value);
   return rv;
+}
+
+grit_err grit_service_config_check_dns(const char *host, const char *dns_server,
+                                       uint64_t timeout_ms, char **report) {
+  return check_dns(host, dns_server, timeout_ms, NULL, NULL, report);
+}
+
+grit_err
+grit_service_config_check_dns_for(const char *target, const char *dns_server,
+                                  uint64_t timeout_ms, const char *hostname,
+                                  const char *language, char **report) {
+  return check_dns(target, dns_server, timeout_ms, hostname, language, report);
 }

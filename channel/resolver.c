@@ -3,7 +3,14 @@
  * enabled. c-ares reports socket interest through ARES_OPT_SOCK_STATE_CB;
  * each fd gets a uv_poll_t, and one uv_timer_t is re-armed from
  * ares_timeout() after every entry into c-ares. Re-resolution is rate
- * limited, and failures retry with backoff 1 s x1.6 up to 120 s. */
+ * limited, and failures retry with backoff 1 s x1.6 up to 120 s.
+ *
+ * The TXT query is separate from the address lookup, and its answer is
+ * waited for at most GRIT_ARG_DNS_TXT_TIMEOUT_MS after the addresses came
+ * (DNS-07): a resolver that drops TXT queries never holds the channel for
+ * c-ares' own 75 s. A late answer is ignored (each query carries the
+ * generation of the resolution that asked); the next resolution asks
+ * again. */
 #include "channel/channel_int.h"
 
 #include <ares.h>
@@ -28,19 +35,25 @@ struct grit_resolver {
   ares_channel ares;
   const grit_target *target; /* borrowed from the channel */
   bool want_txt;
-  grit_rng *rng;
+  const grit_rng *draw; /* DNS-09: copied for each choice, same draws */
   grit_resolver_cb cb;
   void *ctx;
   uint64_t min_interval_ms;
   uv_timer_t ares_timer;  /* c-ares' own timeouts */
   uv_timer_t sched_timer; /* rate limit and failure backoff */
+  uv_timer_t txt_timer;   /* DNS-07: the bound on the TXT wait */
+  uint64_t txt_timeout_ms;
+  uint64_t max_age_ms; /* GRIT_ARG_MAX_CONFIG_AGE_MS; 0 off */
+  unsigned gen;        /* of the resolution under way */
   grit_list polls;
   unsigned pending_closes;
   bool destroyed;
 
   bool running;
   bool again; /* a request came while running */
-  int outstanding;
+  bool addr_done;
+  bool txt_pending;
+  bool txt_timed_out;
   uint64_t last_start_ms;
   bool has_run;
   uint64_t retry_ms;
@@ -153,9 +166,31 @@ static void res_sock_state(void *data, ares_socket_t fd, int readable,
 
 static void res_deliver(grit_resolver *r);
 
-static void res_one_done(grit_resolver *r) {
-  if (--r->outstanding == 0)
+/* The answer to one TXT query, tagged with the resolution that asked. */
+typedef struct txt_req {
+  grit_resolver *r;
+  unsigned gen;
+} txt_req;
+
+static void res_maybe_deliver(grit_resolver *r) {
+  if (r->running && r->addr_done && !r->txt_pending)
     res_deliver(r);
+}
+
+static void res_txt_timer_fire(uv_timer_t *t) {
+  grit_resolver *r = t->data;
+  if (!r->running || !r->txt_pending)
+    return;
+  /* DNS-07: give the TXT up for this resolution; keep the config. */
+  r->txt_pending = false;
+  r->txt_timed_out = true;
+  r->txt = GRIT_TXT_KEEP;
+  r->gen++; /* its answer, if it ever comes, is for nobody */
+  GRIT_TRACE(GRIT_TRACE_DNS, GRIT_LEVEL_INFO,
+             "TXT _grpc_config.%s: no answer within %llu ms, using the "
+             "addresses",
+             r->target->host, (unsigned long long)r->txt_timeout_ms);
+  res_deliver(r);
 }
 
 static void res_addrinfo_cb(void *arg, int status, int timeouts,
@@ -192,7 +227,10 @@ static void res_addrinfo_cb(void *arg, int status, int timeouts,
              status == ARES_SUCCESS ? "no addresses" : ares_strerror(status));
   }
   ares_freeaddrinfo(ai);
-  res_one_done(r);
+  r->addr_done = true;
+  if (r->txt_pending && r->txt_timeout_ms > 0)
+    uv_timer_start(&r->txt_timer, res_txt_timer_fire, r->txt_timeout_ms, 0);
+  res_maybe_deliver(r);
 }
 
 /* DNS-02..04: turn a TXT answer into a config choice. */
@@ -227,7 +265,10 @@ static void res_txt_parse(grit_resolver *r, const unsigned char *abuf,
   char hostname[256] = "";
   gethostname(hostname, sizeof(hostname) - 1);
   grit_error_detail d = {0};
-  rv = grit_svccfg_choose_txt(value, vlen, hostname, r->rng, &r->config_json,
+  /* DNS-09: the same draws at every resolution, so a percentage choice is
+   * made once per channel. */
+  grit_rng draw = *r->draw;
+  rv = grit_svccfg_choose_txt(value, vlen, hostname, &draw, &r->config_json,
                               &r->config_len, &d);
   grit_free(value);
   if (rv == GRIT_OK) {
@@ -243,9 +284,18 @@ static void res_txt_parse(grit_resolver *r, const unsigned char *abuf,
 
 static void res_txt_cb(void *arg, int status, int timeouts, unsigned char *abuf,
                        int alen) {
-  grit_resolver *r = arg;
+  txt_req *q = arg;
+  grit_resolver *r = q->r;
+  bool stale = q->gen != r->gen || !r->running || !r->txt_pending;
+  grit_free(q);
   if (status == ARES_EDESTRUCTION || r->destroyed)
     return;
+  if (stale) {
+    GRIT_TRACE(GRIT_TRACE_DNS, GRIT_LEVEL_DEBUG,
+               "TXT _grpc_config.%s: late answer ignored (%s)", r->target->host,
+               ares_strerror(status));
+    return;
+  }
   if (status == ARES_SUCCESS)
     res_txt_parse(r, abuf, alen);
   else if (status == ARES_ENOTFOUND || status == ARES_ENODATA)
@@ -254,7 +304,9 @@ static void res_txt_cb(void *arg, int status, int timeouts, unsigned char *abuf,
     r->txt = GRIT_TXT_KEEP; /* timeout and the like: keep what we have */
   GRIT_TRACE(GRIT_TRACE_DNS, GRIT_LEVEL_INFO, "TXT _grpc_config.%s: %s",
              r->target->host, ares_strerror(status));
-  res_one_done(r);
+  r->txt_pending = false;
+  uv_timer_stop(&r->txt_timer);
+  res_maybe_deliver(r);
 }
 
 static void res_start(grit_resolver *r) {
@@ -265,19 +317,34 @@ static void res_start(grit_resolver *r) {
   r->naddrs = 0;
   r->addr_error[0] = '\0';
   r->txt = GRIT_TXT_NONE;
-  r->outstanding = 1 + (r->want_txt ? 1 : 0);
+  r->txt_error[0] = '\0';
+  r->gen++;
+  r->addr_done = false;
+  r->txt_pending = r->want_txt;
+  r->txt_timed_out = false;
   GRIT_TRACE(GRIT_TRACE_DNS, GRIT_LEVEL_INFO, "resolving %s%s", r->target->host,
              r->want_txt ? " (+TXT)" : "");
   char port[8];
   snprintf(port, sizeof(port), "%u", (unsigned)r->target->port);
   struct ares_addrinfo_hints hints = {.ai_family = AF_UNSPEC,
                                       .ai_socktype = SOCK_STREAM};
-  ares_getaddrinfo(r->ares, r->target->host, port, &hints, res_addrinfo_cb, r);
-  if (r->want_txt && !r->destroyed) {
-    char name[300];
-    snprintf(name, sizeof(name), "_grpc_config.%s", r->target->host);
-    ares_query(r->ares, name, ns_c_in, ns_t_txt, res_txt_cb, r);
+  /* The TXT query first: an address answer given at once (from c-ares'
+   * cache or a hosts file) must find it pending. */
+  if (r->want_txt) {
+    txt_req *q = grit_malloc(sizeof(*q));
+    if (q) {
+      *q = (txt_req){.r = r, .gen = r->gen};
+      char name[300];
+      snprintf(name, sizeof(name), "_grpc_config.%s", r->target->host);
+      ares_query(r->ares, name, ns_c_in, ns_t_txt, res_txt_cb, q);
+    } else {
+      r->txt_pending = false;
+      r->txt = GRIT_TXT_KEEP;
+    }
   }
+  if (!r->destroyed && r->running)
+    ares_getaddrinfo(r->ares, r->target->host, port, &hints, res_addrinfo_cb,
+                     r);
   res_rearm(r);
 }
 
@@ -289,7 +356,9 @@ static void res_sched_fire(uv_timer_t *t) {
 
 static void res_deliver(grit_resolver *r) {
   r->running = false;
+  uv_timer_stop(&r->txt_timer);
   grit_resolver_result res = {
+      .txt_timed_out = r->txt_timed_out,
       .addrs = r->addrs,
       .naddrs = r->naddrs,
       .addr_error = r->addr_error[0] ? r->addr_error : NULL,
@@ -310,6 +379,12 @@ static void res_deliver(grit_resolver *r) {
     r->retry_ms = 0;
     if (r->again)
       grit_resolver_request(r);
+    else if (r->max_age_ms > 0 && !uv_is_active((uv_handle_t *)&r->sched_timer))
+      /* GRIT_ARG_MAX_CONFIG_AGE_MS: look again even while connected. */
+      uv_timer_start(&r->sched_timer, res_sched_fire,
+                     r->max_age_ms > r->min_interval_ms ? r->max_age_ms
+                                                        : r->min_interval_ms,
+                     0);
   }
   r->cb(r->ctx, &res);
   grit_free(r->addrs);
@@ -331,8 +406,14 @@ void grit_resolver_request(grit_resolver *r) {
   uint64_t next = r->last_start_ms + r->min_interval_ms;
   if (!r->has_run || now >= next)
     res_start(r);
-  else
+  else {
+    GRIT_TRACE(GRIT_TRACE_DNS, GRIT_LEVEL_INFO,
+               "re-resolution of %s deferred %llu ms (at most one per %llu "
+               "ms)",
+               r->target->host, (unsigned long long)(next - now),
+               (unsigned long long)r->min_interval_ms);
     uv_timer_start(&r->sched_timer, res_sched_fire, next - now, 0);
+  }
 }
 
 void grit_resolver_result_rejected(grit_resolver *r) {
@@ -360,7 +441,7 @@ static void res_library_init(void) {
 }
 
 grit_err grit_resolver_create(uv_loop_t *loop, const grit_target *t,
-                              const grit_chan_opts *o, grit_rng *rng,
+                              const grit_chan_opts *o, const grit_rng *draw,
                               grit_resolver_cb cb, void *ctx,
                               grit_resolver **out) {
   *out = NULL;
@@ -371,7 +452,9 @@ grit_err grit_resolver_create(uv_loop_t *loop, const grit_target *t,
     return GRIT_ERR_NOMEM;
   r->loop = loop;
   r->target = t;
-  r->rng = rng;
+  r->draw = draw;
+  r->txt_timeout_ms = (uint64_t)o->dns_txt_timeout_ms;
+  r->max_age_ms = (uint64_t)o->max_config_age_ms;
   r->cb = cb;
   r->ctx = ctx;
   r->min_interval_ms = (uint64_t)o->dns_min_reresolve_ms;
@@ -392,8 +475,10 @@ grit_err grit_resolver_create(uv_loop_t *loop, const grit_target *t,
   }
   uv_timer_init(loop, &r->ares_timer);
   uv_timer_init(loop, &r->sched_timer);
+  uv_timer_init(loop, &r->txt_timer);
   r->ares_timer.data = r;
   r->sched_timer.data = r;
+  r->txt_timer.data = r;
   *out = r;
   return GRIT_OK;
 }
@@ -407,7 +492,8 @@ void grit_resolver_destroy(grit_resolver *r) {
   ares_destroy(r->ares);
   grit_free(r->addrs);
   grit_free(r->config_json);
-  r->pending_closes += 2;
+  r->pending_closes += 3;
   uv_close((uv_handle_t *)&r->ares_timer, res_handle_closed);
   uv_close((uv_handle_t *)&r->sched_timer, res_handle_closed);
+  uv_close((uv_handle_t *)&r->txt_timer, res_handle_closed);
 }

@@ -57,11 +57,33 @@ grit_err grit_service_config_check(const char *json, size_t len,
   }
   grit_svccfg_unref(cfg);
   grit_buf_free(&probs);
+  /* Warnings, valid or not (issue 20): a second, lenient load. */
+  if (rv == GRIT_OK || rv == GRIT_ERR_INVALID_CONFIG) {
+    json_t *root = json_loadb(json, len, JSON_DECODE_ANY, NULL);
+    grit_buf w;
+    grit_buf_init(&w);
+    size_t n = 0;
+    grit_err lrv = root ? grit_sc_lint(&w, root, "$", &n) : GRIT_OK;
+    if (lrv == GRIT_OK && n > 0)
+      lrv = grit_buf_appendf(&out, "%zu warning%s (accepted, but check):\n%s",
+                             n, n == 1 ? "" : "s", (const char *)w.data);
+    if (lrv != GRIT_OK)
+      rv = lrv;
+    grit_buf_free(&w);
+    json_decref(root);
+  }
   return finish(&out, rv, report);
 }
 
 grit_err grit_service_config_check_txt(const char *txt, size_t len,
                                        const char *hostname, char **report) {
+  return grit_service_config_check_txt_for(txt, len, hostname, NULL, report);
+}
+
+grit_err grit_service_config_check_txt_for(const char *txt, size_t len,
+                                           const char *hostname,
+                                           const char *language,
+                                           char **report) {
   if (report)
     *report = NULL;
   if (!txt)
@@ -76,7 +98,7 @@ grit_err grit_service_config_check_txt(const char *txt, size_t len,
   grit_err verdict = GRIT_OK;
   grit_err rv = grit_buf_reserve(&out, 0);
   if (rv == GRIT_OK)
-    rv = grit_sc_txt_report(&out, txt, len, hostname, &verdict);
+    rv = grit_sc_txt_report(&out, txt, len, hostname, language, &verdict);
   if (rv == GRIT_OK)
     rv = verdict;
   return finish(&out, rv, report);

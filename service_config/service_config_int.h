@@ -98,6 +98,14 @@ grit_err grit_sc_describe_into(grit_buf *b, const grit_svccfg *cfg,
  * or a config this client may choose is invalid) or GRIT_ERR_NOT_FOUND (no
  * choice can match this client). Returns GRIT_OK or GRIT_ERR_NOMEM. */
 grit_err grit_sc_txt_report(grit_buf *b, const char *txt, size_t len,
-                            const char *hostname, grit_err *verdict);
+                            const char *hostname, const char *language,
+                            grit_err *verdict);
+/* lint.c: append "  warning: <path>: <reason>" lines for what |root|
+ * holds that is accepted but likely wrong (unknown fields, integer status
+ * codes, a zero timeout, a truncated tokenRatio, skipped LB policies);
+ * |prefix| replaces the "$" of paths. *count: how many. GRIT_OK or
+ * GRIT_ERR_NOMEM. */
+grit_err grit_sc_lint(grit_buf *b, const json_t *root, const char *prefix,
+                      size_t *count);
 
 #endif

@@ -112,9 +112,10 @@ static void check_choice(sc_ctx *c, const json_t *ch) {
 }
 
 /* Whether the criteria other than percentage match this client. */
-static bool choice_static_match(const json_t *ch, const char *hostname) {
+static bool choice_static_match(const json_t *ch, const char *hostname,
+                                const char *language) {
   json_t *v;
-  if ((v = grit_sc_get(ch, "clientLanguage")) && !list_has(v, "c", true))
+  if ((v = grit_sc_get(ch, "clientLanguage")) && !list_has(v, language, true))
     return false;
   if ((v = grit_sc_get(ch, "clientHostname")) && !list_has(v, hostname, false))
     return false;
@@ -123,7 +124,7 @@ static bool choice_static_match(const json_t *ch, const char *hostname) {
 
 static bool choice_matches(const json_t *ch, const char *hostname,
                            grit_rng *rng) {
-  if (!choice_static_match(ch, hostname))
+  if (!choice_static_match(ch, hostname, "c"))
     return false;
   json_t *v = grit_sc_get(ch, "percentage");
   if (!v)
@@ -223,8 +224,10 @@ static void report_problem(const grit_error_detail *p, void *user_data) {
                              p->reason);
 }
 
+/* Validate choice |i|'s serviceConfig; describe it when |describe|, else
+ * only say whether it is valid. Lint warnings either way. */
 static grit_err report_choice_config(grit_buf *b, const json_t *sc, size_t i,
-                                     bool *valid) {
+                                     bool describe, bool *valid) {
   char prefix[48];
   snprintf(prefix, sizeof(prefix), "$[%zu].serviceConfig", i);
   report_ctx r = {.b = b, .prefix = prefix, .rv = GRIT_OK};
@@ -237,18 +240,30 @@ static grit_err report_choice_config(grit_buf *b, const json_t *sc, size_t i,
     grit_svccfg_unref(cfg);
     return GRIT_ERR_NOMEM;
   }
+  grit_err rv = GRIT_OK;
   if (!cfg) {
     *valid = false;
-    return grit_buf_appendf(b, "  its serviceConfig is invalid (a client "
-                               "choosing it keeps its previous config)\n");
+    rv = grit_buf_appendf(b, describe
+                                 ? "  its serviceConfig is invalid (a client "
+                                   "choosing it keeps its previous config)\n"
+                                 : "  its serviceConfig is invalid too\n");
+  } else if (describe) {
+    rv = grit_sc_describe_into(b, cfg, "    ");
+  } else {
+    rv = grit_buf_appendf(b, "  its serviceConfig is valid\n");
   }
-  grit_err rv = grit_sc_describe_into(b, cfg, "    ");
   grit_svccfg_unref(cfg);
+  size_t n = 0;
+  if (rv == GRIT_OK)
+    rv = grit_sc_lint(b, sc, prefix, &n);
   return rv;
 }
 
 grit_err grit_sc_txt_report(grit_buf *b, const char *txt, size_t len,
-                            const char *hostname, grit_err *verdict) {
+                            const char *hostname, const char *language,
+                            grit_err *verdict) {
+  if (!language)
+    language = "c";
   if (txt && len >= TXT_PREFIX_LEN &&
       memcmp(txt, TXT_PREFIX, TXT_PREFIX_LEN) == 0) {
     txt += TXT_PREFIX_LEN;
@@ -262,7 +277,7 @@ grit_err grit_sc_txt_report(grit_buf *b, const char *txt, size_t len,
   grit_sc_ctx_init(&c, NULL, &o);
   json_t *root = load_choices(&c, txt, len);
   grit_err rv = r.rv;
-  bool valid = root != NULL, reachable = false;
+  bool valid = root != NULL, reachable = false, others_valid = true;
   *verdict = GRIT_ERR_INVALID_CONFIG;
   if (rv == GRIT_OK && !root)
     rv = grit_buf_appendf(b, "invalid TXT config (no config from DNS):\n%s",
@@ -273,8 +288,9 @@ grit_err grit_sc_txt_report(grit_buf *b, const char *txt, size_t len,
 
   rv = grit_buf_appendf(b,
                         "TXT config: %zu choices, checked in order for "
-                        "language c, hostname %s\n",
-                        json_array_size(root), hostname ? hostname : "(none)");
+                        "language %s, hostname %s\n",
+                        json_array_size(root), language,
+                        hostname ? hostname : "(none)");
   bool decided = false; /* an earlier choice always matches */
   size_t i;
   json_t *ch;
@@ -283,15 +299,19 @@ grit_err grit_sc_txt_report(grit_buf *b, const char *txt, size_t len,
       break;
     json_t *pct = grit_sc_get(ch, "percentage");
     json_int_t p = pct ? json_integer_value(pct) : 100;
+    json_t *lang = grit_sc_get(ch, "clientLanguage");
+    bool mine = choice_static_match(ch, hostname, language);
+    bool chosen = false;
     if (decided) {
-      rv = grit_buf_appendf(b, "choice [%zu]: never reached\n", i);
-    } else if (!choice_static_match(ch, hostname)) {
-      rv = grit_buf_appendf(
-          b, "choice [%zu]: not for this client (%s)\n", i,
-          grit_sc_get(ch, "clientLanguage") &&
-                  !list_has(grit_sc_get(ch, "clientLanguage"), "c", true)
-              ? "clientLanguage does not list c"
-              : "clientHostname does not list this host");
+      rv = grit_buf_appendf(b,
+                            "choice [%zu]: never reached (an earlier choice "
+                            "always matches this client)\n",
+                            i);
+    } else if (!mine) {
+      rv = grit_buf_appendf(b, "choice [%zu]: not for this client (%s)\n", i,
+                            lang && !list_has(lang, language, true)
+                                ? "clientLanguage does not list it"
+                                : "clientHostname does not list this host");
     } else if (p == 0) {
       rv = grit_buf_appendf(b, "choice [%zu]: percentage 0, never chosen\n", i);
     } else {
@@ -305,19 +325,26 @@ grit_err grit_sc_txt_report(grit_buf *b, const char *txt, size_t len,
                               "choice [%zu]: chosen by %d%% of the "
                               "clients that reach it\n",
                               i, (int)p);
-      if (rv == GRIT_OK)
-        rv = report_choice_config(b, grit_sc_get(ch, "serviceConfig"), i,
-                                  &valid);
+      chosen = true;
       decided = p >= 100;
       reachable = true;
     }
+    /* Every choice is validated: another client may choose it. */
+    bool ok = true;
+    if (rv == GRIT_OK)
+      rv = report_choice_config(b, grit_sc_get(ch, "serviceConfig"), i, chosen,
+                                &ok);
+    if (!ok && chosen)
+      valid = false;
+    else if (!ok)
+      others_valid = false;
   }
   if (rv == GRIT_OK && !decided)
     rv = grit_buf_appendf(b, "a client that matches no choice gets no config "
                              "from DNS\n");
   json_decref(root);
-  *verdict = !valid      ? GRIT_ERR_INVALID_CONFIG
-             : reachable ? GRIT_OK
-                         : GRIT_ERR_NOT_FOUND;
+  *verdict = !valid || !others_valid ? GRIT_ERR_INVALID_CONFIG
+             : reachable             ? GRIT_OK
+                                     : GRIT_ERR_NOT_FOUND;
   return rv;
 }

@@ -133,6 +133,10 @@ typedef struct call_tally {
 void tally_add(call_tally *t, grit_status_code code, const char *peer);
 void out_summary(const call_out *o, const call_tally *t, uint64_t *lat_us,
                  uint64_t elapsed_us);
+/* --show-config: the service config in force, its source, when it was
+ * applied and the last rejection (one JSON line with --json). */
+void out_service_config(const call_out *o,
+                        const grit_service_config_info *info);
 
 /* ---- running calls ---- */
 

@@ -9,6 +9,7 @@
 
 #include <inttypes.h>
 #include <string.h>
+#include <time.h>
 
 /* Length of the well-formed UTF-8 sequence at |s| (|n| bytes left), or 0:
  * no overlong forms, surrogates or code points past U+10FFFF (RFC 3629
@@ -363,4 +364,53 @@ void out_summary(const call_out *o, const call_tally *t, uint64_t *lat_us,
   for (int i = 0; i < MAX_PEERS && t->peers[i][0]; i++)
     printf(" %s=%" PRIu64, t->peers[i], t->peer_calls[i]);
   printf("\n");
+}
+
+/* ---- --show-config (issue 20) ---- */
+
+/* Unix ms as ISO 8601 UTC with milliseconds, or "never". */
+static void format_wall_ms(uint64_t ms, char *buf, size_t len) {
+  if (ms == 0) {
+    snprintf(buf, len, "never");
+    return;
+  }
+  time_t s = (time_t)(ms / 1000);
+  struct tm tm;
+  gmtime_r(&s, &tm);
+  char day[32];
+  strftime(day, sizeof(day), "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(buf, len, "%s.%03uZ", day, (unsigned)(ms % 1000));
+}
+
+void out_service_config(const call_out *o,
+                        const grit_service_config_info *info) {
+  FILE *f = stdout;
+  char applied[48], rejected[48];
+  format_wall_ms(info->applied_at_ms, applied, sizeof(applied));
+  format_wall_ms(info->rejected_at_ms, rejected, sizeof(rejected));
+  const char *src = grit_config_source_name(info->source);
+  if (o->json) {
+    fprintf(f, "{\"service_config\":%s,\"source\":\"%s\",\"applied_at\":",
+            info->json ? info->json : "null", src);
+    print_json_cstr(f, applied);
+    fprintf(f, ",\"hash\":\"%016" PRIx64 "\",\"last_rejection\":", info->hash);
+    if (info->last_rejection)
+      print_json_cstr(f, info->last_rejection);
+    else
+      fputs("null", f);
+    fprintf(f, ",\"rejected_at\":");
+    print_json_cstr(f, rejected);
+    fprintf(f, "}\n");
+    return;
+  }
+  if (info->json)
+    fprintf(
+        f, "service config: source %s, applied %s, hash %016" PRIx64 "\n  %s\n",
+        src, applied, info->hash, info->json);
+  else
+    fprintf(f, "service config: none (the empty config)\n");
+  if (info->last_rejection)
+    fprintf(f, "last rejection: %s (at %s)\n", info->last_rejection, rejected);
+  else
+    fprintf(f, "last rejection: none\n");
 }

@@ -48,6 +48,16 @@ static const opt_row OPTS[] = {
      "compress request messages (grpc-encoding);\n"
      "responses in gzip or deflate are always\n"
      "decoded"},
+    {"dns-txt", 'X', NULL,
+     "look up _grpc_config TXT records (service config\n"
+     "from DNS, as GRIT_ARG_DNS_ENABLE_TXT)"},
+    {"dns-server", 'D', "ADDR:PORT",
+     "DNS server for dns: targets (IPv4 or [IPv6],\n"
+     "comma-separated); dns://ADDR:PORT/host in the\n"
+     "target does the same"},
+    {"show-config", 'S', NULL,
+     "after the calls, print the service config in\n"
+     "force, its source, when applied, last rejection"},
     {"help", 'h', NULL, "this text (also -h)"},
 };
 #define N_OPTS (sizeof(OPTS) / sizeof(OPTS[0]))
@@ -78,6 +88,8 @@ void call_usage(FILE *f) {
 
 typedef struct call_flags {
   const char *service_config, *ca, *authority;
+  const char *dns_server; /* --dns-server */
+  bool dns_txt, show_config;
   grit_metadata *md;
   req_source *src;
   uint64_t deadline_ms, count, concurrency;
@@ -253,6 +265,15 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
         return 2;
       }
       break;
+    case 'X':
+      fl->dns_txt = true;
+      break;
+    case 'D':
+      fl->dns_server = optarg;
+      break;
+    case 'S':
+      fl->show_config = true;
+      break;
     case 'h':
       call_usage(stdout);
       return 1;
@@ -304,6 +325,10 @@ static grit_err make_args(const call_flags *fl, const char *sc,
   if (rv == GRIT_OK && fl->authority)
     rv = grit_channel_args_set_string(a, GRIT_ARG_TLS_TARGET_NAME_OVERRIDE,
                                       fl->authority);
+  if (rv == GRIT_OK && fl->dns_txt)
+    rv = grit_channel_args_set_int(a, GRIT_ARG_DNS_ENABLE_TXT, 1);
+  if (rv == GRIT_OK && fl->dns_server)
+    rv = grit_channel_args_set_string(a, GRIT_ARG_DNS_SERVER, fl->dns_server);
   if (rv != GRIT_OK) {
     grit_channel_args_destroy(a);
     return rv;
@@ -380,6 +405,13 @@ int cmd_call(int argc, char **argv) {
     rc = call_run_unary(&cs, fl.count, fl.concurrency);
   else
     rc = call_run_stream(&cs);
+  if (fl.show_config) {
+    grit_service_config_info info;
+    if (grit_channel_get_service_config(ch, &info) == GRIT_OK) {
+      out_service_config(&cs.out, &info);
+      grit_service_config_info_free(&info);
+    }
+  }
 done:
   grit_channel_destroy(ch);
   grit_metadata_destroy(fl.md);

@@ -1,17 +1,30 @@
 /* grit config check: validate a service config (file or inline JSON) or
- * the one published in DNS, and explain it in plain words. Exit status: 0
- * valid, 1 invalid (report on stderr) or the DNS record not fetched, 2
- * usage (an unreadable file too). */
+ * the one published in DNS or given as a TXT value, and explain it in plain
+ * words, with warnings for what is accepted but likely wrong. Exit status:
+ * 0 valid (warnings too), 1 invalid (report on stderr) or the DNS record
+ * not fetched, 2 usage (an unreadable file too). */
 #include "tools.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 void config_usage(FILE *f) {
-  fprintf(f, "usage: grit config check FILE_OR_JSON\n"
-             "       grit config check --dns HOST [--dns-server ADDR:PORT]\n"
-             "FILE_OR_JSON: a path, @path, or JSON text starting with '{'\n");
+  fprintf(f,
+          "usage: grit config check FILE_OR_JSON\n"
+          "       grit config check --dns TARGET [--dns-server ADDR:PORT]\n"
+          "                         [--hostname NAME] [--language LANG]\n"
+          "       grit config check --txt FILE_OR_TEXT [--hostname NAME]\n"
+          "                         [--language LANG]\n"
+          "FILE_OR_JSON: a path, @path, or JSON text starting with '{'\n"
+          "TARGET: HOST, HOST:PORT, dns:///HOST:PORT or "
+          "dns://ADDR:PORT/HOST:PORT\n"
+          "FILE_OR_TEXT: a TXT value (a grpc_config= JSON array of choices), "
+          "as\n"
+          "  text starting with '[' or 'grpc_config=', or a path or @path\n"
+          "--hostname, --language: check as a client on that host in that\n"
+          "  language would (default: this host, c)\n");
 }
 
 static int usage_error(void) {
@@ -30,20 +43,111 @@ static int print_report(grit_err rv, char *report) {
   return 1;
 }
 
-static int check_dns(int argc, char **argv) {
-  const char *host = NULL, *server = NULL;
+/* A TXT value given on the command line or in a file (issue 20). */
+static char *read_txt_arg(const char *arg, size_t *len) {
+  if (arg[0] == '[' || strncmp(arg, "grpc_config=", 12) == 0) {
+    *len = strlen(arg);
+    return strdup(arg);
+  }
+  const char *path = arg[0] == '@' ? arg + 1 : arg;
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "grit: cannot open %s: %s\n", path, strerror(errno));
+    return NULL;
+  }
+  char *buf = NULL;
+  size_t cap = 0, n = 0;
+  for (;;) {
+    if (n + 4096 > cap) {
+      char *nb = realloc(buf, cap = cap * 2 + 4096);
+      if (!nb) {
+        free(buf);
+        fclose(f);
+        return NULL;
+      }
+      buf = nb;
+    }
+    size_t k = fread(buf + n, 1, cap - n - 1, f);
+    n += k;
+    if (k == 0)
+      break;
+  }
+  fclose(f);
+  while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+    n--;
+  buf[n] = '\0';
+  *len = n;
+  return buf;
+}
+
+/* "ADDR:PORT[,...]" roughly: each entry ends in :digits. The library
+ * checks the rest. */
+static bool server_form_ok(const char *s) {
+  while (*s) {
+    const char *end = strchr(s, ',');
+    size_t n = end ? (size_t)(end - s) : strlen(s);
+    const char *colon = NULL;
+    for (size_t i = 0; i < n; i++)
+      if (s[i] == ':')
+        colon = s + i;
+    if (!colon || colon + 1 == s + n)
+      return false;
+    for (const char *p = colon + 1; p < s + n; p++)
+      if (*p < '0' || *p > '9')
+        return false;
+    s += n + (end ? 1 : 0);
+  }
+  return true;
+}
+
+static int check_dns_or_txt(int argc, char **argv) {
+  const char *host = NULL, *server = NULL, *txt = NULL, *hostname = NULL,
+             *language = NULL;
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--dns") == 0 && i + 1 < argc)
       host = argv[++i];
+    else if (strcmp(argv[i], "--txt") == 0 && i + 1 < argc)
+      txt = argv[++i];
     else if (strcmp(argv[i], "--dns-server") == 0 && i + 1 < argc)
       server = argv[++i];
+    else if (strcmp(argv[i], "--hostname") == 0 && i + 1 < argc)
+      hostname = argv[++i];
+    else if (strcmp(argv[i], "--language") == 0 && i + 1 < argc)
+      language = argv[++i];
     else
       return usage_error();
   }
-  if (!host)
+  if (!host == !txt || (txt && server))
     return usage_error();
+  if (server && !server_form_ok(server)) {
+    fprintf(stderr,
+            "grit: --dns-server wants ADDR:PORT (IPv4, or [IPv6]:PORT; "
+            "comma-separated), got '%s'\n",
+            server);
+    return TOOL_EXIT_USAGE;
+  }
   char *report = NULL;
-  grit_err rv = grit_service_config_check_dns(host, server, 5000, &report);
+  grit_err rv;
+  if (txt) {
+    size_t len = 0;
+    char *value = read_txt_arg(txt, &len);
+    if (!value)
+      return TOOL_EXIT_USAGE;
+    rv = grit_service_config_check_txt_for(value, len, hostname, language,
+                                           &report);
+    free(value);
+  } else {
+    rv = grit_service_config_check_dns_for(host, server, 5000, hostname,
+                                           language, &report);
+    if (rv == GRIT_ERR_INVALID_ARG) {
+      fprintf(stderr,
+              "grit: --dns wants HOST, HOST:PORT, dns:///HOST:PORT or "
+              "dns://ADDR:PORT/HOST:PORT, and --dns-server ADDR:PORT; got "
+              "'%s'%s%s\n",
+              host, server ? " and " : "", server ? server : "");
+      return TOOL_EXIT_USAGE;
+    }
+  }
   return print_report(rv, report);
 }
 
@@ -55,8 +159,9 @@ int cmd_config(int argc, char **argv) {
   }
   if (argc < 3 || strcmp(argv[1], "check") != 0)
     return usage_error();
-  if (strncmp(argv[2], "--dns", 5) == 0)
-    return check_dns(argc - 2, argv + 2);
+  if (strncmp(argv[2], "--dns", 5) == 0 || strcmp(argv[2], "--txt") == 0 ||
+      strcmp(argv[2], "--hostname") == 0 || strcmp(argv[2], "--language") == 0)
+    return check_dns_or_txt(argc - 2, argv + 2);
   /* An option we do not know is a usage error, not a file name. */
   if (argc != 3 || argv[2][0] == '-')
     return usage_error();

@@ -32,6 +32,8 @@ static void usage(FILE *f) {
           "config\n"
           "  config check --dns HOST [--dns-server A:P]  validate the DNS TXT "
           "config\n"
+          "  config check --txt FILE_OR_TEXT             validate a TXT value "
+          "offline\n"
           "  demo                                        calls against "
           "embedded backends\n"
           "  version                                     print the version\n"

@@ -11,6 +11,7 @@
 static pthread_once_t trace_once = PTHREAD_ONCE_INIT;
 static unsigned trace_flags;
 static grit_trace_level trace_level = GRIT_LEVEL_INFO;
+static bool trace_silent; /* GRIT_VERBOSITY=none: not even NOTICE lines */
 
 static const struct {
   const char *name;
@@ -40,7 +41,13 @@ static void trace_init(void) {
   const char *env = getenv("GRIT_TRACE");
   while (env && *env) {
     size_t n = strcspn(env, ", ");
-    trace_flags |= trace_parse_one(env, n);
+    unsigned f = trace_parse_one(env, n);
+    if (f == 0 && n > 0)
+      fprintf(stderr,
+              "W grit: GRIT_TRACE: unknown category '%.*s' ignored (known: "
+              "retry,hedging,transport,lb,dns,config,channel,all)\n",
+              (int)n, env);
+    trace_flags |= f;
     env += n;
     env += strspn(env, ", ");
   }
@@ -49,10 +56,14 @@ static void trace_init(void) {
     trace_level = GRIT_LEVEL_DEBUG;
   else if (v && strcasecmp(v, "error") == 0)
     trace_level = GRIT_LEVEL_ERROR;
+  else if (v && strcasecmp(v, "none") == 0)
+    trace_silent = true;
 }
 
 bool grit_trace_on(grit_trace_flag flag, grit_trace_level level) {
   pthread_once(&trace_once, trace_init);
+  if (level == GRIT_LEVEL_NOTICE)
+    return !trace_silent;
   return (trace_flags & (unsigned)flag) && level >= trace_level;
 }
 
@@ -66,7 +77,7 @@ static const char *trace_flag_name(grit_trace_flag flag) {
 
 void grit_trace_log(grit_trace_flag flag, grit_trace_level level,
                     const char *fmt, ...) {
-  static const char lv[] = {'D', 'I', 'E'};
+  static const char lv[] = {'D', 'I', 'E', 'W'};
   char line[1024];
   uint64_t us = grit_clock_now_us();
   int n = snprintf(line, sizeof(line), "%c %llu.%06llu grit %s: ", lv[level],

@@ -98,8 +98,9 @@ double grit_rng_uniform(grit_rng *r, double lo, double hi); /* [lo, hi) */
 uint32_t grit_rng_below(grit_rng *r, uint32_t n);           /* [0, n) */
 
 /* Tracing to stderr (SPEC MX-04). GRIT_TRACE=retry,hedging,transport,lb,
- * dns,config,channel or all; GRIT_VERBOSITY=debug|info|error (default info
- * when GRIT_TRACE is set). The environment is read once. */
+ * dns,config,channel or all; GRIT_VERBOSITY=debug|info|error|none (default
+ * info when GRIT_TRACE is set). An unknown category is reported once on
+ * stderr. The environment is read once. */
 typedef enum grit_trace_flag {
   GRIT_TRACE_RETRY = 1u << 0,
   GRIT_TRACE_HEDGING = 1u << 1,
@@ -114,6 +115,10 @@ typedef enum grit_trace_level {
   GRIT_LEVEL_DEBUG = 0,
   GRIT_LEVEL_INFO = 1,
   GRIT_LEVEL_ERROR = 2,
+  /* An operator's line (SPEC DNS-10): printed whatever GRIT_TRACE says,
+   * unless GRIT_VERBOSITY=none. Use for events rare by construction
+   * (once per change), never per call or per lookup. */
+  GRIT_LEVEL_NOTICE = 3,
 } grit_trace_level;
 
 bool grit_trace_on(grit_trace_flag flag, grit_trace_level level);

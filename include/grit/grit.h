@@ -459,6 +459,17 @@ typedef struct grit_channel_args grit_channel_args;
  * their request messages unless grit_call_opts.compression says otherwise
  * (SPEC CP-01). Any other value: GRIT_ERR_INVALID_ARG from the setter. */
 #define GRIT_ARG_DEFAULT_COMPRESSION "grit.default_compression"
+/** Int ms, default 1000; 0 waits as long as c-ares does (about 75 s). How
+ * long a resolution waits for the _grpc_config TXT answer after the
+ * address answer (SPEC DNS-07). Past it the addresses are used, the config
+ * in force stays (on a first resolution: the default config, else none),
+ * a line is logged, and the TXT is asked again on the next resolution. */
+#define GRIT_ARG_DNS_TXT_TIMEOUT_MS "grit.dns_txt_timeout_ms"
+/** Int ms, default 0 (off). Re-resolve once the last resolution is this
+ * old, even while connected, so a changed TXT record spreads without a
+ * connection drop. Still at most one resolution per
+ * GRIT_ARG_DNS_MIN_RERESOLVE_MS. */
+#define GRIT_ARG_MAX_CONFIG_AGE_MS "grit.max_config_age_ms"
 
 /** Create an empty argument set.
  *
@@ -496,6 +507,45 @@ GRIT_EXTERN grit_err grit_channel_args_set_string(grit_channel_args *a,
 GRIT_EXTERN grit_err grit_channel_args_set_observer(grit_channel_args *a,
                                                     grit_attempt_observer_cb cb,
                                                     void *user_data);
+
+typedef struct grit_channel grit_channel; /* repeated below; C11 allows it */
+
+/** Where the service config in force came from (SPEC DNS-10). */
+typedef enum grit_config_source {
+  GRIT_CONFIG_SOURCE_NONE = 0,    /* the empty config (or none valid yet) */
+  GRIT_CONFIG_SOURCE_DEFAULT = 1, /* GRIT_ARG_SERVICE_CONFIG */
+  GRIT_CONFIG_SOURCE_DNS = 2,     /* a _grpc_config TXT record */
+} grit_config_source;
+
+/** The service config a channel uses, and its history (SPEC DNS-10). */
+typedef struct grit_service_config_info {
+  /** The config in force as compact JSON, NUL-terminated; NULL when none
+   * (the empty config). */
+  char *json;
+  grit_config_source source;
+  /** Wall-clock time (Unix ms) the config in force was applied; 0: never. */
+  uint64_t applied_at_ms;
+  /** The last rejected config's JSON path and reason; NULL: none so far. */
+  char *last_rejection;
+  uint64_t rejected_at_ms; /* Unix ms of that rejection; 0: none */
+  /** Fingerprint of |json| (FNV-1a 64), the one logged on a change. */
+  uint64_t hash;
+} grit_service_config_info;
+
+/** Config-change callback: runs on the I/O thread after the config in
+ * force changed (content or source) or a config was rejected. |info| and
+ * its strings are borrowed, valid during the call only. */
+typedef void (*grit_config_change_cb)(grit_channel *ch,
+                                      const grit_service_config_info *info,
+                                      void *user_data);
+
+/** Install |cb| as the config-change callback of channels made with |a|
+ * (NULL removes it).
+ * Ownership: |user_data| is never dereferenced by grit. Thread: any, one
+ * thread at a time per set.
+ * Returns GRIT_OK or GRIT_ERR_INVALID_ARG (|a| NULL). */
+GRIT_EXTERN grit_err grit_channel_args_set_config_watcher(
+    grit_channel_args *a, grit_config_change_cb cb, void *user_data);
 
 /* ------------------------------------------------------------------------
  * Channel.
@@ -585,6 +635,12 @@ typedef struct grit_channel_stats {
   uint64_t ejections;          /* outlier detection ejected an address */
   uint64_t unejections;        /* ... and let one back in */
   uint64_t health_not_serving; /* a READY backend's health left SERVING */
+  /** Resolver and config counters (SPEC DNS-10): DNS resolutions
+   * finished, those whose address lookup failed, those whose TXT answer
+   * came too late (GRIT_ARG_DNS_TXT_TIMEOUT_MS), changes of the config in
+   * force, and configs rejected. */
+  uint64_t dns_lookups, dns_lookup_failures, dns_txt_timeouts;
+  uint64_t config_updates, config_rejections;
 } grit_channel_stats;
 
 /** Read |ch|'s counters into |out|. Each is read atomically; together they
@@ -592,6 +648,23 @@ typedef struct grit_channel_stats {
  * Returns GRIT_OK or GRIT_ERR_INVALID_ARG. */
 GRIT_EXTERN grit_err grit_channel_get_stats(grit_channel *ch,
                                             grit_channel_stats *out);
+
+/** Read the service config |ch| uses now, where it came from, when it was
+ * applied and the last rejection, into |out| (SPEC DNS-10). Before the
+ * first resolution it reports the default config (or none).
+ * Ownership: |out|'s strings are new; release with
+ * grit_service_config_info_free. Thread: any.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (|ch| or |out| NULL);
+ * GRIT_ERR_NOMEM (|out| zeroed). */
+GRIT_EXTERN grit_err grit_channel_get_service_config(
+    grit_channel *ch, grit_service_config_info *out);
+
+/** Free the strings of |info| (not |info| itself) and zero it. Thread: any.
+ * NULL is a no-op. */
+GRIT_EXTERN void grit_service_config_info_free(grit_service_config_info *info);
+
+/** The source's name: "none", "default" or "dns". Thread: any. */
+GRIT_EXTERN const char *grit_config_source_name(grit_config_source s);
 
 /* ------------------------------------------------------------------------
  * Calls.
@@ -920,6 +993,20 @@ GRIT_EXTERN grit_err grit_service_config_check_txt(const char *txt, size_t len,
                                                    const char *hostname,
                                                    char **report);
 
+/** grit_service_config_check_txt for a client of |language| (NULL: "c",
+ * grit's own; clientLanguage lists are matched case-insensitively), to see
+ * which choice a Go or Java client with |hostname| gets. Every choice's
+ * serviceConfig is validated, reachable or not; an invalid one anywhere
+ * makes the verdict GRIT_ERR_INVALID_CONFIG.
+ *
+ * Ownership: |*report| new (grit_free); may be NULL. Thread: any.
+ * Returns what grit_service_config_check_txt returns. */
+GRIT_EXTERN grit_err grit_service_config_check_txt_for(const char *txt,
+                                                       size_t len,
+                                                       const char *hostname,
+                                                       const char *language,
+                                                       char **report);
+
 /** Fetch the _grpc_config.<host> TXT record through DNS (server
  * |dns_server| "addr:port", or NULL for the system's) and explain it like
  * grit_service_config_check_txt. Blocks up to |timeout_ms| (0: 5000).
@@ -928,12 +1015,27 @@ GRIT_EXTERN grit_err grit_service_config_check_txt(const char *txt, size_t len,
  * runtime's I/O thread.
  * Returns what grit_service_config_check_txt returns, plus
  * GRIT_ERR_NOT_FOUND when there is no such record (NXDOMAIN, no TXT, no
- * "grpc_config=" record), GRIT_ERR_TIMEOUT, GRIT_ERR_SYSTEM (DNS failure,
- * reason in the report), GRIT_ERR_INVALID_ARG (bad |dns_server|). */
+ * "grpc_config=" record), GRIT_ERR_TIMEOUT, GRIT_ERR_SYSTEM (DNS failure
+ * such as no server reachable, reason in the report), GRIT_ERR_INVALID_ARG
+ * (bad |dns_server| or |host| form). */
 GRIT_EXTERN grit_err grit_service_config_check_dns(const char *host,
                                                    const char *dns_server,
                                                    uint64_t timeout_ms,
                                                    char **report);
+
+/** grit_service_config_check_dns for a client of |language| with
+ * |hostname| (either NULL: "c" and this machine's name), as
+ * grit_service_config_check_txt_for. |target| is "host", "host:port",
+ * "dns:///host[:port]" or "dns://ADDR:PORT/host[:port]" (the port is not
+ * part of the TXT name; a server in the target is used when |dns_server|
+ * is NULL); grit_service_config_check_dns takes the same forms.
+ *
+ * Ownership: |*report| new (grit_free); may be NULL. Thread: any but a
+ * runtime's I/O thread.
+ * Returns what grit_service_config_check_dns returns. */
+GRIT_EXTERN grit_err grit_service_config_check_dns_for(
+    const char *target, const char *dns_server, uint64_t timeout_ms,
+    const char *hostname, const char *language, char **report);
 
 #ifdef __cplusplus
 }

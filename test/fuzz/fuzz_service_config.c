@@ -27,6 +27,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                           .on_problem = count_problem,
                           .user_data = &problems};
   grit_svccfg *cfg2 = grit_svccfg_parse(json, len, &all, NULL);
+  /* The checker's report, warnings (lint.c, issue 20) included. */
+  char *report = NULL;
+  grit_err crv = grit_service_config_check(json, len, &report);
+  GRIT_ASSERT(crv == GRIT_ERR_NOMEM || report != NULL);
+  GRIT_ASSERT(crv != GRIT_OK || cfg2 != NULL);
+  grit_free(report);
   /* Collecting problems never changes the verdict. */
   GRIT_ASSERT((cfg == NULL) == (cfg2 == NULL));
   GRIT_ASSERT(cfg != NULL || problems > 0 || d.code == GRIT_ERR_NOMEM);

@@ -50,6 +50,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   rv = grit_service_config_check_txt(txt, txt_len, NULL, &report);
   GRIT_ASSERT(rv == GRIT_ERR_NOMEM || report != NULL);
   grit_free(report);
+  report = NULL;
+  rv = grit_service_config_check_txt_for(txt, txt_len, "web1", "Go", &report);
+  GRIT_ASSERT(rv == GRIT_ERR_NOMEM || report != NULL);
+  grit_free(report);
   grit_free(value);
   return 0;
 }

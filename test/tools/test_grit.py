@@ -65,16 +65,18 @@ def grit_env():
     return {k: v for k, v in os.environ.items() if not k.startswith("GRIT_")}
 
 
-def grit(*argv, timeout=CALL_TIMEOUT_S, stdin=None):
+def grit(*argv, timeout=CALL_TIMEOUT_S, stdin=None, env=None):
     """Run grit with |argv| (str or bytes) and |stdin| (bytes; None: an
-    empty stdin); a run past |timeout| fails."""
+    empty stdin), GRIT_* variables removed and |env| added; a run past
+    |timeout| fails."""
     t0 = time.monotonic()
     try:
         p = subprocess.run([ARGS.grit] + list(argv),
                            stdin=None if stdin is not None else
                            subprocess.DEVNULL, input=stdin,
                            capture_output=True, timeout=timeout,
-                           env=grit_env(), preexec_fn=die_with_parent)
+                           env=dict(grit_env(), **(env or {})),
+                           preexec_fn=die_with_parent)
     except subprocess.TimeoutExpired as e:
         raise AssertionError("grit %s: still running after %ss (killed)\n"
                              "  stdout: %r" % (" ".join(fmt(a) for a in argv),
@@ -1132,6 +1134,212 @@ def usage_exit_codes():
         check_in(missing, err(r), "names the file", r)
 
 
+# ---- group 'dns': service config through DNS (issue 20) ----
+# A scripted DNS responder (test/peers/dns_responder.py) answers every name
+# with A 127.0.0.1 and the TXT given, or drops or refuses.
+
+
+def dns_target(srv):
+    return "dns:///svc.test:%d" % srv.port
+
+
+def txt_of(config):
+    return "grpc_config=[{\"serviceConfig\":%s}]" % config
+
+
+def dns_txt_retry_policy():
+    """SPEC DNS-01..03, issue 20 point 1: --dns-txt applies a retry policy
+    published in TXT; without it the first UNAVAILABLE is final."""
+    from dns_responder import DnsResponder
+    with DnsResponder(txt=txt_of(RETRY_CONFIG % "pkg.Svc")) as dns:
+        with H2Server(FLAKY) as s:
+            r = grit("call", "--json", "--dns-txt", "--dns-server",
+                     dns.server, dns_target(s), "/pkg.Svc/Flaky")
+            check_rc(r, 0)
+            end = end_line(r)
+            check_eq(end["attempts"], 2, "attempts", r)
+            check(dns.counts["TXT"] >= 1, "a TXT query was made", r)
+        with H2Server(FLAKY) as s:
+            r = grit("call", "--json", "--dns-server", dns.server,
+                     dns_target(s), "/pkg.Svc/Flaky")
+            check_rc(r, 1)
+            check_eq(end_line(r)["code_name"], "UNAVAILABLE", "code", r)
+
+
+def dns_show_config():
+    """--show-config: the config in force, its source, when applied and
+    the last rejection, as text and as a JSON line (DNS-10)."""
+    from dns_responder import DnsResponder
+    cfg = RETRY_CONFIG % "pkg.Svc"
+    with DnsResponder(txt=txt_of(cfg)) as dns, H2Server() as s:
+        r = grit("call", "--dns-txt", "--dns-server", dns.server,
+                 "--show-config", dns_target(s), "/pkg.Svc/Echo")
+        check_rc(r, 0)
+        lines = out(r).splitlines()
+        head = [i for i, l in enumerate(lines)
+                if l.startswith("service config: source dns, applied 20")]
+        check_eq(len(head), 1, "one 'service config: source dns' line", r)
+        check_eq(json.loads(lines[head[0] + 1]), json.loads(cfg),
+                 "the config JSON on the next line", r)
+        check_eq(lines[head[0] + 2], "last rejection: none", "rejection", r)
+        r = grit("call", "--json", "--dns-txt", "--dns-server", dns.server,
+                 "--show-config", dns_target(s), "/pkg.Svc/Echo")
+        check_rc(r, 0)
+        sc = [o for o in json_lines(r) if "service_config" in o]
+        check_eq(len(sc), 1, "one service_config line", r)
+        check_eq(sc[0]["source"], "dns", "source", r)
+        check_eq(sc[0]["service_config"], json.loads(cfg), "config", r)
+        check_eq(sc[0]["last_rejection"], None, "last_rejection", r)
+        check_eq(len(sc[0]["hash"]), 16, "hash digits", r)
+        # No TXT: the default config from --service-config.
+        r = grit("call", "--json", "--dns-server", dns.server,
+                 "--service-config", TIMEOUT_CONFIG, "--show-config",
+                 dns_target(s), "/pkg.Svc/Echo")
+        sc = [o for o in json_lines(r) if "service_config" in o]
+        check_eq(sc[0]["source"], "default", "source", r)
+        check_eq(sc[0]["service_config"], json.loads(TIMEOUT_CONFIG),
+                 "config", r)
+
+
+def dns_rejected_config_logged():
+    """DNS-10, issue 20 point 3: a rejected TXT config prints on stderr
+    with no GRIT_TRACE set, with its JSON path; --show-config names it."""
+    from dns_responder import DnsResponder
+    bad = RETRY_CONFIG.replace('"maxAttempts":3', '"maxAttempts":1')
+    with DnsResponder(txt=txt_of(bad % "pkg.Svc")) as dns, H2Server() as s:
+        r = grit("call", "--dns-txt", "--dns-server", dns.server,
+                 "--show-config", dns_target(s), "/pkg.Svc/Echo")
+        check_rc(r, 1)  # no valid config yet: UNAVAILABLE (SC-03)
+        check_in("rejected service config from DNS: "
+                 "$.methodConfig[0].retryPolicy.maxAttempts", err(r),
+                 "stderr", r)
+        check_eq(err(r).count("rejected service config"), 1,
+                 "printed once", r)
+        check_in("last rejection: $.methodConfig[0].retryPolicy.maxAttempts",
+                 out(r), "--show-config", r)
+        check_in("service config: none", out(r), "--show-config", r)
+
+
+def dns_txt_dropped():
+    """DNS-07, issue 20 point 2: TXT queries dropped, A answered: the call
+    succeeds after the 1 s TXT bound, and stderr says why it waited."""
+    from dns_responder import DnsResponder, DROP
+    with DnsResponder(txt_mode=DROP) as dns, H2Server() as s:
+        r = grit("call", "--dns-txt", "--dns-server", dns.server,
+                 "--deadline", "20000", dns_target(s), "/pkg.Svc/Echo")
+        check_rc(r, 0)
+        check(r.secs < 10, "done well before c-ares' 75 s", r)
+        check_in("no TXT answer for _grpc_config.svc.test within 1000 ms",
+                 err(r), "stderr", r)
+
+
+def dns_usage():
+    """--dns-server forms: a malformed one is a usage error (exit 2) that
+    names the form; GRIT_TRACE with an unknown category says so once."""
+    with H2Server() as s:
+        r = grit("call", "--dns-server", "127.0.0.1", "dns:///svc.test:1",
+                 "/pkg.Svc/Echo")
+        check_rc(r, 2)
+        check_in("addr:port", err(r), "stderr", r)
+        r = grit("call", s.target, "/pkg.Svc/Echo",
+                 env={"GRIT_TRACE": "bogus,dns"})
+        check_rc(r, 0)
+        check_eq(err(r).count("unknown category 'bogus'"), 1, "warned once",
+                 r)
+
+
+def dns_config_check_warnings():
+    """issue 20 point 5: accepted-but-suspect fields are warnings (exit 0)
+    that name the path: unknown fields (with a suggestion), integer and
+    non-canonical status codes, a zero timeout, a truncated tokenRatio,
+    skipped LB policies."""
+    cfg = ('{"methodConfig":[{"name":[{"service":"a.B"}],"timout":"1s",'
+           '"retryPolicy":{"maxAttemps":3,"maxAttempts":2,'
+           '"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,'
+           '"retryableStatusCodes":[14,"unavailable"]}},'
+           '{"name":[{"service":"c.D"}],"timeout":"0s"}],'
+           '"retryThrottling":{"maxTokens":10,"tokenRatio":0.5466},'
+           '"loadBalancingConfig":[{"grpclb":{}},{"round_robin":{}},'
+           '{"pick_first":{}}]}')
+    r = grit("config", "check", cfg)
+    check_rc(r, 0)
+    o = out(r)
+    check_in("8 warnings (accepted, but check):", o, "count", r)
+    for w in ('$.methodConfig[0]: unknown field "timout" ignored (did you '
+              'mean "timeout"?)',
+              '$.methodConfig[0].retryPolicy: unknown field "maxAttemps" '
+              'ignored (did you mean "maxAttempts"?)',
+              '$.methodConfig[0].retryPolicy.retryableStatusCodes[0]: '
+              'integer status code 14 accepted here; grpc-core rejects it',
+              '$.methodConfig[0].retryPolicy.retryableStatusCodes[1]: status '
+              'code "unavailable" accepted here',
+              '$.methodConfig[1].timeout: a zero timeout fails every call',
+              '$.loadBalancingConfig[0]: "grpclb" skipped',
+              '$.loadBalancingConfig[2]: "pick_first" not used',
+              '$.retryThrottling.tokenRatio: 0.5466 is kept as 0.546'):
+        check_in("  warning: " + w, o, "warning", r)
+    # Invalid because of the typo: the warning says why.
+    r = grit("config", "check", cfg.replace('"maxAttempts":2,', ''))
+    check_rc(r, 1)
+    check_in('unknown field "maxAttemps" ignored (did you mean '
+             '"maxAttempts"?)', err(r), "warning with the problem", r)
+
+
+def dns_config_check_txt_offline():
+    """--txt checks a TXT value offline (text or file, with or without the
+    grpc_config= prefix); every choice is validated and unreachable ones
+    are named; --hostname and --language pick the client."""
+    sc = '{"methodConfig":[{"name":[{}],"timeout":"%s"}]}'
+    three = ('{"clientLanguage":["go"],"serviceConfig":%s},'
+             '{"clientHostname":["web1"],"serviceConfig":%s},'
+             '{"serviceConfig":%s}' % (sc % "1s", sc % "2s", sc % "3s"))
+    value = '[%s,{"serviceConfig":%s}]' % (three, sc % "x")
+    r = grit("config", "check", "--txt", value, "--hostname", "web2")
+    check_rc(r, 1)  # choice [3] is invalid, though this client never gets it
+    e = err(r)
+    check_in("choice [0]: not for this client (clientLanguage", e, "[0]", r)
+    check_in("choice [1]: not for this client (clientHostname", e, "[1]", r)
+    check_in("choice [2]: chosen (every client that reaches it)", e, "[2]", r)
+    check_in("choice [3]: never reached", e, "[3]", r)
+    check_in("$[3].serviceConfig.methodConfig[0].timeout: must be a "
+             "duration", e, "[3] validated", r)
+    value = "[%s]" % three  # without choice [3]
+    path = write_tmp("grpc_config=" + value + "\n", suffix=".txt")
+    for who, chosen in ((["--hostname", "web1"], "choice [1]: chosen"),
+                        (["--language", "Go"], "choice [0]: chosen"),
+                        ([], "choice [2]: chosen")):
+        r = grit("config", "check", "--txt", "@" + path, *who)
+        check_rc(r, 0)
+        check_in(chosen, out(r), " ".join(who), r)
+
+
+def dns_config_check_dns_forms():
+    """--dns takes HOST, HOST:PORT, dns:///HOST:PORT and
+    dns://ADDR:PORT/HOST (the port is not part of the TXT name); a DNS
+    failure is reported as one; --dns-server errors exit 2."""
+    from dns_responder import DnsResponder, REFUSE
+    cfg = '{"methodConfig":[{"name":[{}],"timeout":"1s"}]}'
+    with DnsResponder(txt=txt_of(cfg)) as dns:
+        for t in ("svc.test", "svc.test:443", "dns:///svc.test:443"):
+            r = grit("config", "check", "--dns", t, "--dns-server",
+                     dns.server)
+            check_rc(r, 0)
+            check_in("TXT _grpc_config.svc.test:", out(r), t, r)
+        r = grit("config", "check", "--dns",
+                 "dns://%s/svc.test:443" % dns.server)
+        check_rc(r, 0)
+        dns.txt_mode = REFUSE
+        r = grit("config", "check", "--dns", "svc.test", "--dns-server",
+                 dns.server)
+        check_rc(r, 1)
+        check_in("DNS failure:", err(r), "a failure, not 'no record'", r)
+        check("no grpc_config record" not in err(r), "not 'no record'", r)
+    for bad in ("127.0.0.1", "127.0.0.1:x", "host.test:53"):
+        r = grit("config", "check", "--dns", "svc.test", "--dns-server", bad)
+        check_rc(r, 2)
+        check_in("ADDR:PORT", err(r), bad, r)
+
+
 # ---- group 'demo' ----
 
 
@@ -1156,6 +1364,9 @@ GROUPS = {
     "usage": [usage_commands, usage_call, usage_help_everywhere,
               usage_exit_codes],
     "demo": [demo_runs],
+    "dns": [dns_txt_retry_policy, dns_show_config, dns_rejected_config_logged,
+            dns_txt_dropped, dns_usage, dns_config_check_warnings,
+            dns_config_check_txt_offline, dns_config_check_dns_forms],
 }
 
 
@@ -1171,6 +1382,7 @@ def main():
     ap.add_argument("--peers", required=True)
     ap.add_argument("group", choices=sorted(GROUPS))
     ARGS = ap.parse_args()
+    sys.path.insert(0, ARGS.peers)  # dns_responder.py
     signal.signal(signal.SIGTERM, on_sigterm)
     failed = skipped = 0
     with tempfile.TemporaryDirectory(prefix="grit-tools-") as tmp:

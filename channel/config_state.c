@@ -1,0 +1,200 @@
+/* The service config as an operator sees it (SPEC DNS-10): which config is
+ * in force, where it came from, when it was applied and the last
+ * rejection, readable from any thread; a line at the default verbosity
+ * when it changes, is dropped or is rejected (once per change, never per
+ * lookup); the channel's config counters; the config-change callback,
+ * run from a posted task so it never runs inside a c-ares callback. */
+#include "channel/channel_int.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/* FNV-1a 64: a short fingerprint for logs; not a security property. */
+static uint64_t cfg_hash(const char *s, size_t len) {
+  uint64_t h = UINT64_C(14695981039346656037);
+  for (size_t i = 0; i < len; i++) {
+    h ^= (unsigned char)s[i];
+    h *= UINT64_C(1099511628211);
+  }
+  return h;
+}
+
+/* Wall-clock ms, for people reading "applied at"; never for durations. */
+static uint64_t wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+const char *grit_config_source_name(grit_config_source s) {
+  switch (s) {
+  case GRIT_CONFIG_SOURCE_NONE:
+    return "none";
+  case GRIT_CONFIG_SOURCE_DEFAULT:
+    return "default";
+  case GRIT_CONFIG_SOURCE_DNS:
+    return "dns";
+  }
+  return "?";
+}
+
+static void cfg_notify_on_loop(grit_task *t) {
+  grit_channel *ch = GRIT_CONTAINER_OF(t, grit_channel, config_task);
+  if (!ch->shutting_down && ch->o.config_cb) {
+    grit_service_config_info info;
+    if (grit_channel_get_service_config(ch, &info) == GRIT_OK) {
+      ch->o.config_cb(ch, &info, ch->o.config_cb_data);
+      grit_service_config_info_free(&info);
+    }
+  }
+  grit_channel_unref(ch);
+}
+
+static void cfg_notify(grit_channel *ch) {
+  if (!ch->o.config_cb)
+    return;
+  grit_channel_ref(ch);
+  if (!grit_rt_post(ch->rt, &ch->config_task))
+    grit_channel_unref(ch); /* already queued: it reports the latest */
+}
+
+void grit_channel_config_init(grit_channel *ch) {
+  ch->config_task.fn = cfg_notify_on_loop;
+  ch->cfg_info.source = GRIT_CONFIG_SOURCE_NONE;
+  if (ch->o.service_config) {
+    ch->cfg_info.source = GRIT_CONFIG_SOURCE_DEFAULT;
+    ch->cfg_info.json = ch->o.service_config; /* borrowed from ch->o */
+    ch->cfg_info.hash =
+        cfg_hash(ch->o.service_config, strlen(ch->o.service_config));
+    ch->cfg_info.applied_at_ms = wall_ms();
+  }
+}
+
+void grit_channel_config_free(grit_channel *ch) {
+  if (ch->cfg_info.json != ch->o.service_config)
+    grit_free(ch->cfg_info.json);
+  ch->cfg_info.json = NULL;
+  grit_free(ch->cfg_info.last_rejection);
+  ch->cfg_info.last_rejection = NULL;
+}
+
+void grit_channel_config_applied(grit_channel *ch, grit_config_source src,
+                                 const char *json, size_t len) {
+  if (src == GRIT_CONFIG_SOURCE_DEFAULT) {
+    json = ch->o.service_config;
+    len = json ? strlen(json) : 0;
+  }
+  if (!json)
+    src = GRIT_CONFIG_SOURCE_NONE;
+  uint64_t h = json ? cfg_hash(json, len) : 0;
+  grit_service_config_info *cur = &ch->cfg_info;
+  if (cur->source == src && cur->hash == h)
+    return; /* the same config again: nothing to say (DNS-10) */
+  char *copy = NULL;
+  if (src == GRIT_CONFIG_SOURCE_DNS) {
+    copy = grit_malloc(len + 1);
+    if (!copy)
+      return; /* only the report is lost; the config itself is applied */
+    memcpy(copy, json, len);
+    copy[len] = '\0';
+  }
+  grit_config_source old = cur->source;
+  pthread_mutex_lock(&ch->cfg_mu);
+  if (cur->json != ch->o.service_config)
+    grit_free(cur->json);
+  cur->json = copy ? copy : (char *)json;
+  cur->source = src;
+  cur->hash = h;
+  cur->applied_at_ms = wall_ms();
+  pthread_mutex_unlock(&ch->cfg_mu);
+  __atomic_add_fetch(&ch->stats.config_updates, 1, __ATOMIC_RELAXED);
+  if (old == GRIT_CONFIG_SOURCE_DNS && src != GRIT_CONFIG_SOURCE_DNS)
+    GRIT_TRACE(GRIT_TRACE_CONFIG, GRIT_LEVEL_NOTICE,
+               "channel %s: service config from DNS dropped (no "
+               "_grpc_config record or no matching choice); now using %s",
+               ch->target.authority,
+               src == GRIT_CONFIG_SOURCE_DEFAULT ? "the default config"
+                                                 : "no config");
+  else
+    GRIT_TRACE(GRIT_TRACE_CONFIG, GRIT_LEVEL_NOTICE,
+               "channel %s: service config changed (source %s, hash "
+               "%016llx): %.600s",
+               ch->target.authority, grit_config_source_name(src),
+               (unsigned long long)h, json ? json : "{}");
+  cfg_notify(ch);
+}
+
+void grit_channel_config_rejected(grit_channel *ch, const char *path,
+                                  const char *reason, bool kept) {
+  char buf[700];
+  snprintf(buf, sizeof(buf), "%s%s%s", path, path[0] ? ": " : "", reason);
+  __atomic_add_fetch(&ch->stats.config_rejections, 1, __ATOMIC_RELAXED);
+  uint64_t h = cfg_hash(buf, strlen(buf));
+  bool same = ch->cfg_rejection_hash == h;
+  char *copy = grit_strdup(buf);
+  pthread_mutex_lock(&ch->cfg_mu);
+  if (copy) {
+    grit_free(ch->cfg_info.last_rejection);
+    ch->cfg_info.last_rejection = copy;
+  }
+  ch->cfg_info.rejected_at_ms = wall_ms();
+  pthread_mutex_unlock(&ch->cfg_mu);
+  if (same)
+    return; /* once per change, not per lookup (DNS-10) */
+  ch->cfg_rejection_hash = h;
+  GRIT_TRACE(GRIT_TRACE_CONFIG, GRIT_LEVEL_NOTICE,
+             "channel %s: rejected service config from DNS: %s; %s",
+             ch->target.authority, buf,
+             kept ? "keeping the config in force"
+                  : "no valid config yet: calls fail UNAVAILABLE");
+  cfg_notify(ch);
+}
+
+void grit_channel_config_txt_timeout(grit_channel *ch, bool timed_out) {
+  if (timed_out) {
+    __atomic_add_fetch(&ch->stats.dns_txt_timeouts, 1, __ATOMIC_RELAXED);
+    if (!ch->txt_timing_out)
+      GRIT_TRACE(GRIT_TRACE_DNS, GRIT_LEVEL_NOTICE,
+                 "channel %s: no TXT answer for _grpc_config.%s within %lld "
+                 "ms; addresses used, config kept (source %s); asked again "
+                 "on the next resolution",
+                 ch->target.authority, ch->target.host,
+                 (long long)ch->o.dns_txt_timeout_ms,
+                 grit_config_source_name(ch->cfg_info.source));
+  } else if (ch->txt_timing_out) {
+    GRIT_TRACE(GRIT_TRACE_DNS, GRIT_LEVEL_NOTICE,
+               "channel %s: TXT answers for _grpc_config.%s arrive again",
+               ch->target.authority, ch->target.host);
+  }
+  ch->txt_timing_out = timed_out;
+}
+
+grit_err grit_channel_get_service_config(grit_channel *ch,
+                                         grit_service_config_info *out) {
+  if (!ch || !out)
+    return GRIT_ERR_INVALID_ARG;
+  memset(out, 0, sizeof(*out));
+  grit_err rv = GRIT_OK;
+  pthread_mutex_lock(&ch->cfg_mu);
+  *out = ch->cfg_info;
+  out->json = NULL;
+  out->last_rejection = NULL;
+  if (ch->cfg_info.json && !(out->json = grit_strdup(ch->cfg_info.json)))
+    rv = GRIT_ERR_NOMEM;
+  if (ch->cfg_info.last_rejection &&
+      !(out->last_rejection = grit_strdup(ch->cfg_info.last_rejection)))
+    rv = GRIT_ERR_NOMEM;
+  pthread_mutex_unlock(&ch->cfg_mu);
+  if (rv != GRIT_OK)
+    grit_service_config_info_free(out);
+  return rv;
+}
+
+void grit_service_config_info_free(grit_service_config_info *info) {
+  if (!info)
+    return;
+  grit_free(info->json);
+  grit_free(info->last_rejection);
+  memset(info, 0, sizeof(*info));
+}
