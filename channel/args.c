@@ -57,6 +57,7 @@ static const arg_spec specs[] = {
     INT_ARG(GRIT_ARG_READ_SPIN_US, read_spin_us, 0, 10000),
     STR_ARG(GRIT_ARG_USER_AGENT, user_agent),
     INT_ARG(GRIT_ARG_IDEMPOTENCY_KEYS, idempotency_keys, 0, 1),
+    INT_ARG(GRIT_ARG_TRACE_CONTEXT, trace_context, 0, 1),
 };
 
 #define NSPECS (sizeof(specs) / sizeof(specs[0]))

@@ -526,6 +526,9 @@ static grit_err ch_init(grit_channel *ch, const char *target,
     rv = ch_make_user_agent(ch);
   if (rv == GRIT_OK)
     ch_fill_transport_opts(ch);
+  /* OB-01: the target's series; without them (no memory) the channel
+   * works and records nothing. */
+  ch->obs = grit_obs_target_get(target);
   return rv;
 }
 

@@ -195,9 +195,16 @@ static void print_json_timeline(FILE *f, const att_rec *a, size_t n) {
             a[i].start_us - t0, a[i].end_us - a[i].start_us, a[i].code,
             grit_status_code_name(a[i].code));
     print_json_cstr(f, a[i].message);
-    fprintf(f, ",\"backoff_ms\":%" PRIu64 ",\"pushback\":%s,\"reason\":\"%s\"}",
+    fprintf(f, ",\"backoff_ms\":%" PRIu64 ",\"pushback\":%s,\"reason\":\"%s\"",
             a[i].backoff_ms, a[i].pushback ? "true" : "false",
             grit_attempt_reason_name(a[i].reason));
+    if (a[i].trace_id[0]) /* OB-02, gRFC A72 */
+      fprintf(f,
+              ",\"trace_id\":\"%s\",\"span_id\":\"%s\""
+              ",\"previous_rpc_attempts\":%u,\"transparent_retry\":%s",
+              a[i].trace_id, a[i].span_id, a[i].previous_rpc_attempts,
+              a[i].transparent_retry ? "true" : "false");
+    fprintf(f, "}");
   }
   fprintf(f, "]");
 }
@@ -208,9 +215,10 @@ static void print_plain_timeline(const call_result *r) {
   const att_rec *a = r->att;
   size_t n = r->n_att;
   grit_attempt_reason why = att_call_reason(a, n, r->st->code);
-  printf("call %" PRIu64 ": %s after %zu attempt%s (%s: %s)\n",
+  printf("call %" PRIu64 ": %s after %zu attempt%s (%s: %s)%s%s\n",
          r->info->call_id, grit_status_code_name(r->st->code), n,
-         n == 1 ? "" : "s", grit_attempt_reason_name(why), reason_text(why));
+         n == 1 ? "" : "s", grit_attempt_reason_name(why), reason_text(why),
+         n && a[0].trace_id[0] ? ", trace " : "", n ? a[0].trace_id : "");
   uint64_t t0 = first_start(a, n);
   for (size_t i = 0; i < n; i++) {
     char wait[48] = "";
@@ -229,6 +237,8 @@ static void print_plain_timeline(const call_result *r) {
     printf("%s", wait);
     if (a[i].reason != GRIT_REASON_NONE)
       printf("  -> %s", grit_attempt_reason_name(a[i].reason));
+    if (a[i].span_id[0])
+      printf("  span %s", a[i].span_id);
     printf("\n");
   }
 }

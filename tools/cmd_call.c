@@ -44,6 +44,15 @@ static const opt_row OPTS[] = {
     {"concurrency", 'C', "C", "with --count: C calls in flight"},
     {"attempts", 'A', NULL, "print each call's attempts"},
     {"json", 'j', NULL, "JSON lines on stdout"},
+    {"metrics", 'M', NULL,
+     "print the channel's metrics (Prometheus text)\n"
+     "on stdout after the run"},
+    {"trace-context", 'R', NULL,
+     "W3C traceparent on every attempt (a trace per\n"
+     "call; ids in --attempts)"},
+    {"traceparent", 'P', "VALUE",
+     "the caller's traceparent (implies\n"
+     "--trace-context)"},
     {"help", 'h', NULL, "this text (also -h)"},
 };
 #define N_OPTS (sizeof(OPTS) / sizeof(OPTS[0]))
@@ -78,6 +87,8 @@ typedef struct call_flags {
   req_source *src;
   uint64_t deadline_ms, count, concurrency;
   bool tls, json, wfr, attempts, show_headers;
+  bool metrics, trace_context; /* --metrics, --trace-context (OB-01, 02) */
+  const char *traceparent;
 } call_flags;
 
 /* A count or a number of milliseconds: at least 1, at most 2^53 so that
@@ -233,6 +244,16 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
     case 'j':
       fl->json = true;
       break;
+    case 'M':
+      fl->metrics = true;
+      break;
+    case 'R':
+      fl->trace_context = true;
+      break;
+    case 'P':
+      fl->traceparent = optarg;
+      fl->trace_context = true;
+      break;
     case 'h':
       call_usage(stdout);
       return 1;
@@ -284,6 +305,8 @@ static grit_err make_args(const call_flags *fl, const char *sc,
   if (rv == GRIT_OK && fl->authority)
     rv = grit_channel_args_set_string(a, GRIT_ARG_TLS_TARGET_NAME_OVERRIDE,
                                       fl->authority);
+  if (rv == GRIT_OK && fl->trace_context)
+    rv = grit_channel_args_set_int(a, GRIT_ARG_TRACE_CONTEXT, 1);
   if (rv != GRIT_OK) {
     grit_channel_args_destroy(a);
     return rv;
@@ -346,7 +369,8 @@ int cmd_call(int argc, char **argv) {
       .method = method,
       .opts = {.version = GRIT_CALL_OPTS_VERSION,
                .timeout_ms = fl.deadline_ms,
-               .metadata = fl.md},
+               .metadata = fl.md,
+               .traceparent = fl.traceparent},
       .src = fl.src,
       .store = &store,
       .out = {.json = fl.json,
@@ -359,6 +383,8 @@ int cmd_call(int argc, char **argv) {
     rc = call_run_unary(&cs, fl.count, fl.concurrency);
   else
     rc = call_run_stream(&cs);
+  if (fl.metrics) /* OB-01: after the result and any summary line */
+    call_print_metrics(ch);
 done:
   grit_channel_destroy(ch);
   grit_metadata_destroy(fl.md);
