@@ -206,9 +206,14 @@ void grit_obs_record(grit_obs_method *m, grit_obs_id id, int status,
     __atomic_add_fetch(cells, value, __ATOMIC_RELAXED);
     return;
   }
-  size_t i = 0;
-  while (i < n && value > bounds[i]) /* le is inclusive */
-    i++;
+  size_t i = 0, hi = n; /* the first bound >= value: le is inclusive */
+  while (i < hi) {
+    size_t mid = (i + hi) / 2;
+    if (bounds[mid] < value)
+      i = mid + 1;
+    else
+      hi = mid;
+  }
   __atomic_add_fetch(&cells[0], value, __ATOMIC_RELAXED);
   __atomic_add_fetch(&cells[1 + i], 1, __ATOMIC_RELAXED);
 }
