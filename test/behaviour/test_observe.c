@@ -5,9 +5,9 @@
  * is retried transparently). One scripted run makes a transparent retry,
  * a call with two retries and a hedged call, then checks the Prometheus
  * text with promtool and its counters and histogram counts against the
- * run, and checks that the server saw one trace id per call and a new
- * span id on every attempt. Exits 77 (skipped) when /usr/bin/python3
- * lacks grpc.
+ * run (grit's throttle gauge too), and checks that the server saw one trace id
+ * per call and a new span id on every attempt. Exits 77 (skipped) when
+ * /usr/bin/python3 lacks grpc.
  */
 #include <grit/grit.h>
 #include <pthread.h>
@@ -79,7 +79,8 @@ static grit_channel *chan(bool trace) {
       "\"maxBackoff\":\"0.01s\",\"backoffMultiplier\":1,"
       "\"retryableStatusCodes\":[\"UNAVAILABLE\"]}},"
       "{\"name\":[{\"service\":\"obs.Svc\",\"method\":\"Hedge\"}],"
-      "\"hedgingPolicy\":{\"maxAttempts\":2,\"hedgingDelay\":\"0.05s\"}}]}";
+      "\"hedgingPolicy\":{\"maxAttempts\":2,\"hedgingDelay\":\"0.05s\"}}],"
+      "\"retryThrottling\":{\"maxTokens\":10,\"tokenRatio\":0.1}}";
   grit_channel_args *a = NULL;
   grit_channel_args_create(&a);
   grit_channel_args_set_string(a, GRIT_ARG_SERVICE_CONFIG, cfg);
@@ -293,6 +294,17 @@ static void test_scripted_run(void) {
   ASSERT_CMP(sample(text, "grpc_client_call_retry_delay_seconds_sum",
                     lbl("Retry", NULL)),
              >=, 0.02);
+  /* grit's own: nothing throttled; the bucket lost a token per failure
+   * (two UNAVAILABLE, TH-02) and won 0.1 per success, so it is below its
+   * maximum of 10 and well above half. */
+  ASSERT_EQ(
+      sample(text, "grit_client_call_throttled_total", lbl("Retry", NULL)),
+      0.0);
+  const char *tok = strstr(text, "\ngrit_client_retry_throttle_tokens{");
+  ASSERT_NOT_NULL(tok);
+  double tokens = strtod(strstr(tok, "} ") + 2, NULL);
+  ASSERT_CMP(tokens, <, 10.0);
+  ASSERT_CMP(tokens, >, 7.0);
   free(text);
 
   /* Trace context: per call, one trace id in every attempt's single
