@@ -189,6 +189,28 @@ static char *method_path(const char *m) {
   return path;
 }
 
+/* --traceparent: the W3C form the library accepts (lower-case hex, version
+ * not ff, version 00 exactly 55 characters, ids not all zero), checked
+ * here so that a bad value is a usage error. */
+static bool traceparent_ok(const char *s) {
+  size_t len = strlen(s);
+  if (len < 55 || (len > 55 && (strncmp(s, "00", 2) == 0 || s[55] != '-')) ||
+      strncmp(s, "ff", 2) == 0)
+    return false;
+  bool trace_zero = true, span_zero = true;
+  for (size_t i = 0; i < 55; i++) {
+    bool dash = i == 2 || i == 35 || i == 52;
+    if (dash ? s[i] != '-'
+             : !isxdigit((unsigned char)s[i]) || isupper((unsigned char)s[i]))
+      return false;
+    if (!dash && s[i] != '0' && i > 2 && i < 35)
+      trace_zero = false;
+    if (!dash && s[i] != '0' && i > 35 && i < 52)
+      span_zero = false;
+  }
+  return !trace_zero && !span_zero;
+}
+
 /* 0 to go on, 1 after --help, 2 on a usage error (message printed). */
 static int parse_flags(int argc, char **argv, call_flags *fl) {
   struct option longopts[N_OPTS + 1];
@@ -251,6 +273,13 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
       fl->trace_context = true;
       break;
     case 'P':
+      if (!traceparent_ok(optarg)) {
+        fprintf(stderr,
+                "grit: --traceparent wants a W3C traceparent, "
+                "00-<32 hex>-<16 hex>-<2 hex> in lower case, got '%s'\n",
+                optarg);
+        return 2;
+      }
       fl->traceparent = optarg;
       fl->trace_context = true;
       break;
