@@ -529,6 +529,7 @@ static grit_err ch_init(grit_channel *ch, const char *target,
   /* OB-01: the target's series; without them (no memory) the channel
    * works and records nothing. */
   ch->obs = grit_obs_target_get(target);
+  grit_obs_target_add(ch->obs, GRIT_OBS_CHANNELS_CREATED, 1);
   return rv;
 }
 

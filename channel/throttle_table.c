@@ -19,7 +19,7 @@ static grit_list table = {&table, &table};
 /* OB-01: the tokens of every bucket, as a gauge per server name, at
  * scrape time. Buckets are process-wide, so any target's scrape shows all;
  * at most 64 names per scrape. */
-static void throttle_collect(grit_buf *out, const char *target) {
+static grit_err throttle_collect(grit_buf *out, const char *target) {
   const char *names[64];
   double tokens[64];
   size_t n = 0;
@@ -31,11 +31,13 @@ static void throttle_collect(grit_buf *out, const char *target) {
       tokens[n++] = te->t.tokens_milli / 1000.0;
   }
   pthread_mutex_unlock(&table_mu);
-  grit_obs_write_gauge(out, "grit_client_retry_throttle_tokens",
-                       "Retry throttling tokens left per server name.",
-                       "grpc_server_name", n, names, tokens);
+  grit_err rv =
+      grit_obs_write_gauge(out, "grit_client_retry_throttle_tokens",
+                           "Retry throttling tokens left per server name.",
+                           "grpc_server_name", n, names, tokens);
   for (size_t i = 0; i < n; i++)
     grit_free((char *)names[i]);
+  return rv;
 }
 
 grit_throttle_handle *grit_throttle_table_get(const char *name,

@@ -26,7 +26,7 @@ static const uint64_t counts[] = {1, 2, 3, 4, 5, 10, 100, 1000};
 
 const grit_obs_inst grit_obs_insts[GRIT_OBS_N] = {
 #define GRIT_OBS_INST_GEN(id, nm, un, b, st, hp)                               \
-  {.name = nm, .unit = un, .buckets = b, .by_status = st, .help = hp},
+  {.name = nm, .unit = un, .buckets = b, .scope = st, .help = hp},
     GRIT_OBS_INSTRUMENTS(GRIT_OBS_INST_GEN)
 #undef GRIT_OBS_INST_GEN
 };
@@ -65,24 +65,27 @@ static grit_obs_target *targets; /* atomic head; the list only grows */
  * block) and the blocks' sizes: computed under the mutex before the first
  * target is published, so every reader of a series sees them. */
 static size_t offsets[GRIT_OBS_N];
-static size_t block_size[2];
+static size_t block_size[3]; /* by grit_obs_scope */
 
 static void layout_init_locked(void) {
-  if (block_size[0] || block_size[1])
+  if (block_size[GRIT_OBS_S_METHOD])
     return;
   for (int i = 0; i < GRIT_OBS_N; i++) {
-    bool st = grit_obs_insts[i].by_status;
-    offsets[i] = block_size[st];
-    block_size[st] += grit_obs_cells((grit_obs_id)i);
+    grit_obs_scope sc = grit_obs_insts[i].scope;
+    offsets[i] = block_size[sc];
+    block_size[sc] += grit_obs_cells((grit_obs_id)i);
   }
+  for (int sc = 0; sc < 3; sc++)
+    if (block_size[sc] == 0)
+      block_size[sc] = 1; /* never a zero-size allocation */
 }
 
 size_t grit_obs_offset(grit_obs_id id) {
   return offsets[id];
 }
 
-static size_t block_cells(bool by_status) {
-  return block_size[by_status];
+static size_t block_cells(grit_obs_scope sc) {
+  return block_size[sc];
 }
 
 grit_obs_target *grit_obs_targets(void) {
@@ -105,7 +108,11 @@ grit_obs_target *grit_obs_target_get(const char *target) {
   layout_init_locked();
   t = target_find(target);
   if (!t && (t = grit_calloc(1, sizeof(*t))) != NULL) {
-    if (!(t->name = grit_strdup(target))) {
+    t->name = grit_strdup(target);
+    t->cells = grit_calloc(block_cells(GRIT_OBS_S_TARGET), sizeof(uint64_t));
+    if (!t->name || !t->cells) {
+      grit_free(t->name);
+      grit_free(t->cells);
       grit_free(t);
       t = NULL;
     } else {
@@ -146,7 +153,7 @@ grit_obs_method *grit_obs_method_get(grit_obs_target *t, const char *method) {
   m = method_find(t, method);
   if (!m && (m = grit_calloc(1, sizeof(*m))) != NULL) {
     m->name = grit_strdup(method);
-    m->plain = grit_calloc(block_cells(false), sizeof(uint64_t));
+    m->plain = grit_calloc(block_cells(GRIT_OBS_S_METHOD), sizeof(uint64_t));
     if (!m->name || !m->plain) {
       grit_free(m->name);
       grit_free(m->plain);
@@ -164,9 +171,25 @@ grit_obs_method *grit_obs_method_get(grit_obs_target *t, const char *method) {
 }
 
 void grit_obs_add(grit_obs_method *m, grit_obs_id id, uint64_t n) {
-  if (!m || grit_obs_insts[id].by_status)
+  if (!m || grit_obs_insts[id].scope != GRIT_OBS_S_METHOD)
     return;
   __atomic_add_fetch(&m->plain[grit_obs_offset(id)], n, __ATOMIC_RELAXED);
+}
+
+/* Add |value| to a counter, or observe it in a histogram, at |cells|. */
+static void cells_record(uint64_t *cells, const grit_obs_inst *in,
+                         uint64_t value);
+
+void grit_obs_target_add(grit_obs_target *t, grit_obs_id id, uint64_t n) {
+  if (t && grit_obs_insts[id].scope == GRIT_OBS_S_TARGET &&
+      grit_obs_insts[id].buckets == GRIT_OBS_B_NONE)
+    __atomic_add_fetch(&t->cells[grit_obs_offset(id)], n, __ATOMIC_RELAXED);
+}
+
+void grit_obs_target_record(grit_obs_target *t, grit_obs_id id,
+                            uint64_t value) {
+  if (t && grit_obs_insts[id].scope == GRIT_OBS_S_TARGET)
+    cells_record(t->cells + grit_obs_offset(id), &grit_obs_insts[id], value);
 }
 
 /* The per-status block, made on first use; a racing maker frees its own. */
@@ -174,7 +197,7 @@ static uint64_t *status_block(grit_obs_method *m, int status) {
   uint64_t *b = __atomic_load_n(&m->by_status[status], __ATOMIC_ACQUIRE);
   if (b)
     return b;
-  uint64_t *nb = grit_calloc(block_cells(true), sizeof(uint64_t));
+  uint64_t *nb = grit_calloc(block_cells(GRIT_OBS_S_STATUS), sizeof(uint64_t));
   if (!nb)
     return NULL;
   uint64_t *expected = NULL;
@@ -191,7 +214,9 @@ void grit_obs_record(grit_obs_method *m, grit_obs_id id, int status,
     return;
   const grit_obs_inst *in = &grit_obs_insts[id];
   uint64_t *cells;
-  if (in->by_status) {
+  if (in->scope == GRIT_OBS_S_TARGET)
+    return;
+  if (in->scope == GRIT_OBS_S_STATUS) {
     if (status < 0 || status >= GRIT_OBS_STATUSES)
       status = 2; /* UNKNOWN */
     if (!(cells = status_block(m, status)))
@@ -199,7 +224,11 @@ void grit_obs_record(grit_obs_method *m, grit_obs_id id, int status,
   } else {
     cells = m->plain;
   }
-  cells += grit_obs_offset(id);
+  cells_record(cells + grit_obs_offset(id), in, value);
+}
+
+static void cells_record(uint64_t *cells, const grit_obs_inst *in,
+                         uint64_t value) {
   size_t n;
   const uint64_t *bounds = grit_obs_bounds(in->buckets, &n);
   if (!bounds) {
@@ -239,4 +268,21 @@ size_t grit_obs_collectors(grit_obs_collector_fn *out, size_t cap) {
   for (unsigned i = 0; i < n && k < cap; i++)
     out[k++] = collectors[i];
   return k;
+}
+
+static uint64_t sc_states[5]; /* grit_connectivity_state IDLE..SHUTDOWN */
+static bool sc_seen;
+
+void grit_obs_subchannel_state(int from, int to) {
+  __atomic_store_n(&sc_seen, true, __ATOMIC_RELAXED);
+  if (from >= 0 && from < 5)
+    __atomic_sub_fetch(&sc_states[from], 1, __ATOMIC_RELAXED);
+  if (to >= 0 && to < 5)
+    __atomic_add_fetch(&sc_states[to], 1, __ATOMIC_RELAXED);
+}
+
+bool grit_obs_subchannel_counts(uint64_t out[5]) {
+  for (int i = 0; i < 5; i++)
+    out[i] = __atomic_load_n(&sc_states[i], __ATOMIC_RELAXED);
+  return __atomic_load_n(&sc_seen, __ATOMIC_RELAXED);
 }

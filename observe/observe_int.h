@@ -9,7 +9,7 @@
 typedef struct grit_obs_inst {
   const char *name, *unit;
   grit_obs_buckets buckets;
-  bool by_status;
+  grit_obs_scope scope;
   const char *help;
 } grit_obs_inst;
 
@@ -25,6 +25,7 @@ struct grit_obs_method {
 struct grit_obs_target {
   grit_obs_target *next; /* atomic */
   char *name;
+  uint64_t *cells;          /* GRIT_OBS_S_TARGET instruments */
   grit_obs_method *methods; /* atomic head */
   unsigned nmethods;        /* named ones, under the registry mutex */
 };
@@ -34,5 +35,8 @@ const uint64_t *grit_obs_bounds(grit_obs_buckets b, size_t *n);
 size_t grit_obs_cells(grit_obs_id id);
 size_t grit_obs_offset(grit_obs_id id);
 size_t grit_obs_collectors(grit_obs_collector_fn *out, size_t cap);
+/* Subchannels per connectivity state (IDLE..SHUTDOWN); false if none was
+ * ever made. */
+bool grit_obs_subchannel_counts(uint64_t out[5]);
 
 #endif

@@ -55,17 +55,21 @@ static void fmt_value(char *out, size_t cap, grit_obs_buckets b, uint64_t v) {
     snprintf(out, cap, "%llu", (unsigned long long)v);
 }
 
-/* {grpc_method="m"[,grpc_status="S"],grpc_target="t"[,le="x"]} */
+/* {[grpc_method="m",][grpc_status="S",]grpc_target="t"[,le="x"]} */
 static grit_err labels(grit_buf *b, const char *method, int status,
                        const char *target, const char *le) {
-  grit_err rv = grit_buf_append(b, "{grpc_method=\"", 14);
-  if (rv == GRIT_OK)
+  grit_err rv = grit_buf_append(b, "{", 1);
+  if (rv == GRIT_OK && method)
+    rv = grit_buf_append(b, "grpc_method=\"", 13);
+  if (rv == GRIT_OK && method)
     rv = esc(b, method);
+  if (rv == GRIT_OK && method)
+    rv = grit_buf_append(b, "\",", 2);
   if (rv == GRIT_OK && status >= 0)
-    rv = grit_buf_appendf(b, "\",grpc_status=\"%s",
+    rv = grit_buf_appendf(b, "grpc_status=\"%s\",",
                           grit_status_code_name((grit_status_code)status));
   if (rv == GRIT_OK)
-    rv = grit_buf_append(b, "\",grpc_target=\"", 15);
+    rv = grit_buf_append(b, "grpc_target=\"", 13);
   if (rv == GRIT_OK)
     rv = esc(b, target);
   if (rv == GRIT_OK && le)
@@ -134,69 +138,105 @@ static bool hist_used(const grit_obs_inst *in, const uint64_t *cells) {
   return false;
 }
 
-static grit_err family(grit_buf *b, grit_obs_id id, const char *target) {
-  const grit_obs_inst *in = &grit_obs_insts[id];
+/* One family being written: the HELP and TYPE lines go before its first
+ * series, and a family without any is left out. */
+typedef struct fam {
+  grit_buf *b;
+  const grit_obs_inst *in;
   char name[128];
-  prom_name(in, name, sizeof(name));
-  bool head = false;
+  bool head;
+} fam;
+
+static grit_err fam_series(fam *f, const uint64_t *cells, const char *method,
+                           int status, const char *target) {
+  if (!cells || !hist_used(f->in, cells))
+    return GRIT_OK;
+  grit_err rv = GRIT_OK;
+  if (!f->head) {
+    f->head = true;
+    rv = grit_buf_appendf(
+        f->b, "# HELP %s %s\n# TYPE %s %s\n", f->name, f->in->help, f->name,
+        f->in->buckets == GRIT_OBS_B_NONE ? "counter" : "histogram");
+  }
+  if (rv == GRIT_OK)
+    rv = series(f->b, f->in, f->name, cells, method, status, target);
+  return rv;
+}
+
+static grit_err family(grit_buf *b, grit_obs_id id, const char *target) {
+  fam f = {.b = b, .in = &grit_obs_insts[id]};
+  prom_name(f.in, f.name, sizeof(f.name));
+  size_t off = grit_obs_offset(id);
+  grit_obs_scope sc = f.in->scope;
   grit_err rv = GRIT_OK;
   for (grit_obs_target *t = grit_obs_targets(); t && rv == GRIT_OK;
        t = __atomic_load_n(&t->next, __ATOMIC_ACQUIRE)) {
     if (target && strcmp(target, t->name) != 0)
       continue;
+    if (sc == GRIT_OBS_S_TARGET) {
+      rv = fam_series(&f, t->cells + off, NULL, -1, t->name);
+      continue;
+    }
     for (grit_obs_method *m = __atomic_load_n(&t->methods, __ATOMIC_ACQUIRE);
          m && rv == GRIT_OK; m = __atomic_load_n(&m->next, __ATOMIC_ACQUIRE)) {
-      for (int st = in->by_status ? 0 : -1;
-           st < (in->by_status ? GRIT_OBS_STATUSES : 0) && rv == GRIT_OK;
-           st++) {
+      if (sc == GRIT_OBS_S_METHOD) {
+        rv = fam_series(&f, m->plain + off, m->name, -1, t->name);
+        continue;
+      }
+      for (int st = 0; st < GRIT_OBS_STATUSES && rv == GRIT_OK; st++) {
         const uint64_t *cells =
-            st < 0 ? m->plain
-                   : __atomic_load_n(&m->by_status[st], __ATOMIC_ACQUIRE);
-        if (!cells)
-          continue;
-        cells += grit_obs_offset(id);
-        if (!hist_used(in, cells))
-          continue;
-        if (!head) {
-          head = true;
-          rv = grit_buf_appendf(
-              b, "# HELP %s %s\n# TYPE %s %s\n", name, in->help, name,
-              in->buckets == GRIT_OBS_B_NONE ? "counter" : "histogram");
-        }
-        if (rv == GRIT_OK)
-          rv = series(b, in, name, cells, m->name, st, t->name);
+            __atomic_load_n(&m->by_status[st], __ATOMIC_ACQUIRE);
+        rv = fam_series(&f, cells ? cells + off : NULL, m->name, st, t->name);
       }
     }
   }
   return rv;
 }
 
-void grit_obs_write_gauge(grit_buf *out, const char *name, const char *help,
-                          const char *label, size_t n,
-                          const char *const *label_values,
-                          const double *values) {
-  if (n == 0)
-    return;
-  grit_buf_appendf(out, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
-  for (size_t i = 0; i < n; i++) {
-    grit_buf_appendf(out, "%s{%s=\"", name, label);
-    esc(out, label_values[i]);
-    grit_buf_appendf(out, "\"} %.17g\n", values[i]);
+/* Subchannels per connectivity state, process-wide. */
+static grit_err subchannel_gauge(grit_buf *out) {
+  uint64_t n[5];
+  if (!grit_obs_subchannel_counts(n))
+    return GRIT_OK;
+  const char *names[4];
+  double v[4];
+  for (int i = 0; i < 4; i++) { /* SHUTDOWN is never a subchannel's */
+    names[i] = grit_connectivity_state_name((grit_connectivity_state)i);
+    v[i] = (double)n[i];
   }
+  return grit_obs_write_gauge(
+      out, "grit_client_subchannels",
+      "Subchannels of the process per connectivity state.",
+      "grpc_connectivity_state", 4, names, v);
+}
+
+grit_err grit_obs_write_gauge(grit_buf *out, const char *name, const char *help,
+                              const char *label, size_t n,
+                              const char *const *label_values,
+                              const double *values) {
+  if (n == 0)
+    return GRIT_OK;
+  grit_err rv = grit_buf_appendf(out, "# HELP %s %s\n# TYPE %s gauge\n", name,
+                                 help, name);
+  for (size_t i = 0; i < n && rv == GRIT_OK; i++) {
+    rv = grit_buf_appendf(out, "%s{%s=\"", name, label);
+    if (rv == GRIT_OK)
+      rv = esc(out, label_values[i]);
+    if (rv == GRIT_OK)
+      rv = grit_buf_appendf(out, "\"} %.17g\n", values[i]);
+  }
+  return rv;
 }
 
 grit_err grit_obs_write_prometheus(const char *target, grit_buf *out) {
   grit_err rv = GRIT_OK;
   for (int i = 0; i < GRIT_OBS_N && rv == GRIT_OK; i++)
     rv = family(out, (grit_obs_id)i, target);
+  if (rv == GRIT_OK)
+    rv = subchannel_gauge(out);
   grit_obs_collector_fn fns[8];
   size_t n = grit_obs_collectors(fns, 8);
-  size_t before = out->len;
-  for (size_t i = 0; i < n && rv == GRIT_OK; i++) {
-    fns[i](out, target);
-    if (out->len < before) /* a failed append leaves the buffer short */
-      rv = GRIT_ERR_NOMEM;
-    before = out->len;
-  }
+  for (size_t i = 0; i < n && rv == GRIT_OK; i++)
+    rv = fns[i](out, target);
   return rv;
 }

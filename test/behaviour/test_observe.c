@@ -305,6 +305,13 @@ static void test_scripted_run(void) {
   double tokens = strtod(strstr(tok, "} ") + 2, NULL);
   ASSERT_CMP(tokens, <, 10.0);
   ASSERT_CMP(tokens, >, 7.0);
+  /* This target's one channel; its connection READY (process-wide). */
+  char tl[128];
+  snprintf(tl, sizeof(tl), "grpc_target=\"%s\"", g_target);
+  ASSERT_EQ(sample(text, "grit_client_channel_created_total", tl), 1.0);
+  ASSERT_CMP(sample(text, "grit_client_subchannels",
+                    "grpc_connectivity_state=\"READY\""),
+             >=, 1.0);
   free(text);
 
   /* Trace context: per call, one trace id in every attempt's single

@@ -159,12 +159,53 @@ static void test_method_cap(void) {
   grit_free(s);
 }
 
-static void gauges(grit_buf *out, const char *target) {
+/* Per-target instruments carry only grpc_target (the room other modules'
+ * counters go in: resolutions, config updates, ejections). */
+static void test_target_scope(void) {
+  grit_obs_target *t = grit_obs_target_get("unit:scope");
+  ASSERT_NOT_NULL(t);
+  grit_obs_target_add(t, GRIT_OBS_CHANNELS_CREATED, 2);
+  grit_obs_target_add(t, GRIT_OBS_ATTEMPT_STARTED, 5); /* not per target */
+  grit_obs_add(grit_obs_method_get(t, "/x/y"), GRIT_OBS_CHANNELS_CREATED, 7);
+  char *s = render("unit:scope");
+  ASSERT_NOT_NULL(s);
+  ASSERT_NOT_NULL(strstr(s, "# TYPE grit_client_channel_created_total counter\n"
+                            "grit_client_channel_created_total{grpc_target="
+                            "\"unit:scope\"} 2\n"));
+  /* The wrong-scope adds went nowhere. */
+  ASSERT_NOT_NULL(strstr(s, "grpc_client_attempt_started_total{grpc_method="
+                            "\"/x/y\",grpc_target=\"unit:scope\"} 0\n"));
+  grit_free(s);
+}
+
+/* The subchannel gauge follows moves between states. */
+static void test_subchannel_gauge(void) {
+  grit_obs_subchannel_state(-1, 0); /* created: IDLE */
+  grit_obs_subchannel_state(0, 1);  /* CONNECTING */
+  grit_obs_subchannel_state(1, 2);  /* READY */
+  grit_obs_subchannel_state(-1, 0); /* another, IDLE */
+  char *s = render("unit:none");
+  ASSERT_NOT_NULL(s);
+  ASSERT_NOT_NULL(
+      strstr(s, "# TYPE grit_client_subchannels gauge\n"
+                "grit_client_subchannels{grpc_connectivity_state=\"IDLE\"} 1\n"
+                "grit_client_subchannels{grpc_connectivity_state="
+                "\"CONNECTING\"} 0\n"
+                "grit_client_subchannels{grpc_connectivity_state=\"READY\"} 1\n"
+                "grit_client_subchannels{grpc_connectivity_state="
+                "\"TRANSIENT_FAILURE\"} 0\n"));
+  grit_free(s);
+  grit_obs_subchannel_state(2, -1);
+  grit_obs_subchannel_state(0, -1);
+}
+
+static grit_err gauges(grit_buf *out, const char *target) {
   static const char *const names[] = {"a.example", "b.example"};
   static const double v[] = {10, 2.5};
-  if (!target)
-    grit_obs_write_gauge(out, "grit_test_tokens", "Test gauge.", "server_name",
-                         2, names, v);
+  if (target)
+    return GRIT_OK;
+  return grit_obs_write_gauge(out, "grit_test_tokens", "Test gauge.",
+                              "server_name", 2, names, v);
 }
 
 static void test_collector(void) {
@@ -189,6 +230,8 @@ static const test_case tests[] = {
     {"escaping_and_filter", test_escaping_and_filter},
     {"method_cap", test_method_cap},
     {"collector", test_collector},
+    {"target_scope", test_target_scope},
+    {"subchannel_gauge", test_subchannel_gauge},
     {NULL, NULL},
 };
 
