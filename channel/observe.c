@@ -104,7 +104,7 @@ void grit_obs_attempt_start(call_attempt *a) {
   while (tp.span_id[0] == 0 && tp.span_id[7] == 0);
   grit_obs_hex(tp.span_id, 8, a->span_id);
   grit_traceparent_format(&tp, a->traceparent);
-  GRIT_TRACE(GRIT_TRACE_CHANNEL, GRIT_LEVEL_DEBUG,
+  GRIT_TRACE(GRIT_TRACE_CHANNEL, GRIT_LEVEL_INFO,
              "call %llu attempt %u: trace=%s span=%s%s",
              (unsigned long long)c->id, a->number, c->trace_id, a->span_id,
              a->transparent_retry ? " (transparent retry)" : "");
