@@ -11,6 +11,7 @@ void grit_channel_ref(grit_channel *ch) {
 }
 
 static void ch_free(grit_channel *ch) {
+  grit_obs_channel_unregister(ch);
   grit_throttle_table_put(ch->throttle);
   grit_svccfg_unref(ch->default_config);
   grit_svccfg_unref(ch->last_find.config);
@@ -530,6 +531,7 @@ static grit_err ch_init(grit_channel *ch, const char *target,
    * works and records nothing. */
   ch->obs = grit_obs_target_get(target);
   grit_obs_target_add(ch->obs, GRIT_OBS_CHANNELS_CREATED, 1);
+  grit_obs_channel_register(ch);
   return rv;
 }
 

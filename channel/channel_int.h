@@ -224,6 +224,7 @@ struct grit_channel {
   bool destroy_done;
 
   grit_obs_target *obs; /* OB-01 series of this target; NULL: none (OOM) */
+  grit_list obs_link;   /* in observe.c's live channels; next NULL: not */
 };
 
 void grit_channel_ref(grit_channel *ch);
@@ -495,6 +496,9 @@ void grit_obs_attempt_start(call_attempt *a);
 void grit_attempt_observe(call_attempt *a, grit_status_code code,
                           const char *msg, grit_attempt_reason reason);
 void grit_obs_call_end(grit_call *c, grit_status_code code);
+/* A channel is made or freed: scrapes read its buffer bytes (any thread). */
+void grit_obs_channel_register(grit_channel *ch);
+void grit_obs_channel_unregister(grit_channel *ch);
 
 /* call_retry.c: what follows an uncommitted attempt's failure. */
 void grit_call_on_attempt_failed(grit_call *c, call_attempt *a,

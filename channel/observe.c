@@ -168,6 +168,61 @@ void grit_obs_call_end(grit_call *c, grit_status_code code) {
                     c->backoff_total_ms * 1000);
 }
 
+/* ---- buffer bytes per target, read at scrape time ---- */
+
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static grit_list live = {&live, &live};
+
+/* RT-07's per-channel replay bytes, summed per target (at most 64 targets
+ * per scrape). */
+static grit_err buffers_collect(grit_buf *out, const char *target) {
+  const char *names[64];
+  double bytes[64];
+  size_t n = 0;
+  pthread_mutex_lock(&live_mu);
+  grit_list *e;
+  GRIT_LIST_FOREACH(e, &live) {
+    grit_channel *ch = GRIT_CONTAINER_OF(e, grit_channel, obs_link);
+    const char *name = grit_obs_target_name(ch->obs);
+    if (target && strcmp(target, name) != 0)
+      continue;
+    size_t i = 0;
+    while (i < n && strcmp(names[i], name) != 0)
+      i++;
+    if (i == n && n < 64) {
+      names[n] = name; /* lives with the process */
+      bytes[n++] = 0;
+    }
+    if (i < n)
+      bytes[i] += (double)__atomic_load_n(&ch->replay_bytes, __ATOMIC_RELAXED);
+  }
+  pthread_mutex_unlock(&live_mu);
+  return grit_obs_write_gauge(
+      out, "grit_client_retry_buffer_bytes",
+      "Bytes held in retry buffers (RT-07) of the target's live channels.",
+      "grpc_target", n, names, bytes);
+}
+
+void grit_obs_channel_register(grit_channel *ch) {
+  static bool collecting;
+  if (!ch->obs)
+    return;
+  if (!__atomic_exchange_n(&collecting, true, __ATOMIC_ACQ_REL))
+    grit_obs_add_collector(buffers_collect);
+  pthread_mutex_lock(&live_mu);
+  grit_list_insert_tail(&live, &ch->obs_link);
+  pthread_mutex_unlock(&live_mu);
+}
+
+void grit_obs_channel_unregister(grit_channel *ch) {
+  if (!ch->obs_link.next)
+    return; /* never registered */
+  pthread_mutex_lock(&live_mu);
+  grit_list_remove(&ch->obs_link);
+  pthread_mutex_unlock(&live_mu);
+  ch->obs_link.next = NULL;
+}
+
 /* ---- the public writer (any thread) ---- */
 
 grit_err grit_metrics_write_prometheus(grit_channel *ch, grit_bytes *out) {

@@ -309,6 +309,8 @@ static void test_scripted_run(void) {
   char tl[128];
   snprintf(tl, sizeof(tl), "grpc_target=\"%s\"", g_target);
   ASSERT_EQ(sample(text, "grit_client_channel_created_total", tl), 1.0);
+  /* Every call has ended: its retry buffer is given back (RT-07). */
+  ASSERT_EQ(sample(text, "grit_client_retry_buffer_bytes", tl), 0.0);
   ASSERT_CMP(sample(text, "grit_client_subchannels",
                     "grpc_connectivity_state=\"READY\""),
              >=, 1.0);
