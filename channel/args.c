@@ -61,6 +61,7 @@ static const arg_spec specs[] = {
     STR_ARG(GRIT_ARG_DEFAULT_COMPRESSION, default_compression), /* CP-01 */
     INT_ARG(GRIT_ARG_DNS_TXT_TIMEOUT_MS, dns_txt_timeout_ms, 0, MS_MAX),
     INT_ARG(GRIT_ARG_MAX_CONFIG_AGE_MS, max_config_age_ms, 0, MS_MAX),
+    INT_ARG(GRIT_ARG_TRACE_CONTEXT, trace_context, 0, 1),
 };
 
 #define NSPECS (sizeof(specs) / sizeof(specs[0]))

@@ -31,34 +31,6 @@ static call_attempt *attempt_alloc(grit_call *c) {
   return &c->attempt0;
 }
 
-/* ---- the observer (MX-03) ---- */
-
-void grit_attempt_observe(call_attempt *a, grit_status_code code,
-                          const char *msg, grit_attempt_reason reason) {
-  grit_call *c = a->c;
-  grit_channel *ch = c->ch;
-  if (!ch->o.observer)
-    return;
-  grit_attempt_record r = {
-      .call_id = c->id,
-      .method = c->method,
-      .attempt = a->number,
-      .kind = a->kind,
-      .peer = a->peer,
-      .start_us = a->start_us,
-      .end_us = grit_clock_now_us(),
-      .code = code,
-      .message = msg ? msg : "",
-      .backoff_ms = a->backoff_ms,
-      .pushback = a->pushback,
-      .reason = reason,
-      .skipped = a->skipped,
-      .request_encoding = grit_codec_name(c->codec),
-      .response_encoding = a->response_encoding,
-  };
-  ch->o.observer(&r, ch->o.observer_data);
-}
-
 /* ---- sending ---- */
 
 /* Hand |a|'s stream every replay item it has not sent yet, then the
@@ -76,6 +48,7 @@ static void attempt_flush(call_attempt *a) {
     grit_stream_send(a->stream, it->slice);
     a->sent = idx;
     a->handed_bytes += it->slice->len;
+    a->sent_msg_bytes += it->slice->len - 5; /* A66: messages, not frames */
   }
   if (c->sends.closed && !a->close_sent) {
     a->close_sent = true;
@@ -146,6 +119,7 @@ static void attempt_on_message(grit_stream *s, grit_slice *msg, void *ud) {
     grit_slice_unref(msg);
     return;
   }
+  a->rcvd_msg_bytes += msg->len; /* A66 */
   grit_call_commit(c, a);
   if (c->winner == a)
     grit_call_deliver_message(c, msg);
@@ -191,6 +165,9 @@ static void attempt_transparent(call_attempt *a, const grit_stream_result *r) {
   a->close_sent = false;
   a->backoff_ms = 0;
   a->pushback = false;
+  a->start_us = grit_clock_now_us();
+  a->transparent_retry = true;
+  grit_obs_attempt_start(a); /* OB-01, OB-02: its own count and span */
   attempt_pick(a);
 }
 
@@ -280,6 +257,7 @@ static void attempt_start_stream(call_attempt *a, grit_transport *t) {
       .discard_headers = c->unary_cb || (!c->blocking && !c->cbs.on_headers),
       .encoding = c->codec != GRIT_CODEC_IDENTITY ? grit_codec_name(c->codec)
                                                   : NULL, /* CP-01 */
+      .traceparent = c->trace ? a->traceparent : NULL,    /* OB-02 */
   };
   grit_stream *s;
   const grit_stream_cbs *cbs =
@@ -359,6 +337,7 @@ void grit_attempt_start(grit_call *c, grit_attempt_kind kind,
   }
   if (c->committed && !c->winner)
     c->winner = a; /* RT-07: committed before the first attempt */
+  grit_obs_attempt_start(a);
   attempt_pick(a);
 }
 

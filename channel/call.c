@@ -244,11 +244,15 @@ void grit_call_end(grit_call *c, grit_status_code code, const char *msg,
   c->mcfg = NULL;
   c->retry = NULL;
   c->hedge = NULL;
-  if (was_started)
+  if (was_started) {
     call_count(c, code);
-  GRIT_TRACE(GRIT_TRACE_CHANNEL, GRIT_LEVEL_DEBUG, "call %llu %s: %s %s (%s)",
-             (unsigned long long)c->id, c->method, grit_status_code_name(code),
-             msg ? msg : "", grit_attempt_reason_name(reason));
+    grit_obs_call_end(c, code);
+  }
+  GRIT_TRACE(GRIT_TRACE_CHANNEL, GRIT_LEVEL_DEBUG,
+             "call %llu %s: %s %s (%s)%s%s", (unsigned long long)c->id,
+             c->method, grit_status_code_name(code), msg ? msg : "",
+             grit_attempt_reason_name(reason), c->trace ? " trace=" : "",
+             c->trace_id);
   call_deliver_done(c, code, msg, trailers);
   c->winner = NULL;
   if (!was_started) {
@@ -405,6 +409,7 @@ static void call_start_on_loop(grit_call *c) {
   grit_list_insert_tail(&ch->live_calls, &c->live_link);
   grit_channel_idle_on_call_start(ch);
   __atomic_add_fetch(&ch->stats.calls_started, 1, __ATOMIC_RELAXED);
+  grit_obs_call_start(c); /* OB-01, OB-02 */
   /* The deadline timer takes over the hold the call was created with; its
    * close at the end defers the release past the current callbacks. */
   c->loop_holds = 0;
@@ -658,6 +663,8 @@ grit_err grit_call_create_internal(grit_channel *ch, const char *method,
   rv = c->method ? GRIT_OK : GRIT_ERR_NOMEM;
   if (opts && rv == GRIT_OK)
     rv = call_copy_opts(c, opts);
+  if (rv == GRIT_OK) /* OB-02 */
+    rv = grit_call_trace_setup(c, opts ? opts->traceparent : NULL, why);
   if (rv != GRIT_OK) {
     call_free(c);
     return rv;

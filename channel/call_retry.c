@@ -7,6 +7,12 @@
 #include <stdio.h>
 #include <string.h>
 
+/* MX-01 and OB-01: a retry or hedge that throttling refused. */
+static void call_count_throttled(grit_call *c) {
+  __atomic_add_fetch(&c->ch->stats.throttled, 1, __ATOMIC_RELAXED);
+  grit_obs_add(c->obs, GRIT_OBS_CALL_THROTTLED, 1);
+}
+
 /* ---- set-up ---- */
 
 static grit_err call_add_idempotency_key(grit_call *c) {
@@ -114,7 +120,7 @@ static void call_retry_decide(grit_call *c, call_attempt *a,
   }
   if (!d.retry) {
     if (d.reason == GRIT_REASON_THROTTLED)
-      __atomic_add_fetch(&c->ch->stats.throttled, 1, __ATOMIC_RELAXED);
+      call_count_throttled(c);
     c->winner = a; /* for the peer in the call's info */
     grit_attempt_observe(a, code, msg, d.reason);
     grit_call_end(c, code, msg, trailers, d.reason);
@@ -156,7 +162,7 @@ static bool hedge_send(grit_call *c) {
   if (!hedge_more(c))
     return false;
   if (!grit_throttle_table_allows(c->throttle)) {
-    __atomic_add_fetch(&c->ch->stats.throttled, 1, __ATOMIC_RELAXED);
+    call_count_throttled(c);
     grit_hedge_stop(&c->hs, GRIT_REASON_THROTTLED);
     GRIT_TRACE(GRIT_TRACE_HEDGING, GRIT_LEVEL_INFO,
                "call %llu: no more hedges (throttled)",
@@ -223,7 +229,7 @@ static void hedge_on_failed(grit_call *c, call_attempt *a,
              c->hs.stopped ? ", no more hedges: " : "",
              c->hs.stopped ? grit_attempt_reason_name(c->hs.stop_why) : "");
   if (could && c->hs.stop_why == GRIT_REASON_THROTTLED)
-    __atomic_add_fetch(&c->ch->stats.throttled, 1, __ATOMIC_RELAXED);
+    call_count_throttled(c);
   uv_timer_stop(&c->retry_timer);
   hedge_pump(c);
   if (c->state == CALL_DONE)

@@ -13,6 +13,7 @@ void grit_channel_ref(grit_channel *ch) {
 static void ch_free(grit_channel *ch) {
   grit_channel_config_free(ch);
   pthread_mutex_destroy(&ch->cfg_mu);
+  grit_obs_channel_unregister(ch);
   grit_throttle_table_put(ch->throttle);
   grit_svccfg_unref(ch->default_config);
   grit_svccfg_unref(ch->last_find.config);
@@ -564,6 +565,11 @@ static grit_err ch_init(grit_channel *ch, const char *target,
     rv = ch_make_user_agent(ch);
   if (rv == GRIT_OK)
     ch_fill_transport_opts(ch);
+  /* OB-01: the target's series; without them (no memory) the channel
+   * works and records nothing. */
+  ch->obs = grit_obs_target_get(target);
+  grit_obs_target_add(ch->obs, GRIT_OBS_CHANNELS_CREATED, 1);
+  grit_obs_channel_register(ch);
   return rv;
 }
 

@@ -8,6 +8,7 @@
 #include "compress/compress.h"
 #include "hedging/hedging.h"
 #include "lb/lb.h"
+#include "observe/observe.h"
 #include "retry/retry.h"
 #include "service_config/service_config.h"
 
@@ -92,6 +93,7 @@ typedef struct grit_chan_opts {
   int64_t max_config_age_ms;  /* 0: off */
   grit_config_change_cb config_cb;
   void *config_cb_data;
+  int64_t trace_context; /* GRIT_ARG_TRACE_CONTEXT (OB-02) */
 } grit_chan_opts;
 
 struct grit_channel_args {
@@ -254,6 +256,9 @@ struct grit_channel {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   bool destroy_done;
+
+  grit_obs_target *obs; /* OB-01 series of this target; NULL: none (OOM) */
+  grit_list obs_link;   /* in observe.c's live channels; next NULL: not */
 };
 
 void grit_channel_ref(grit_channel *ch);
@@ -374,6 +379,12 @@ typedef struct call_attempt {
   char peer[128];
   char skipped[160];          /* issue 15: what its pick passed over, and why */
   char response_encoding[32]; /* the response's grpc-encoding (CP-02) */
+  /* OB-01, OB-02: message bytes each way, and this attempt's span. */
+  uint64_t sent_msg_bytes;
+  uint64_t rcvd_msg_bytes;
+  bool transparent_retry; /* A72: this stream replays one never sent */
+  char span_id[17];       /* "" with trace context off */
+  char traceparent[GRIT_TRACEPARENT_LEN + 1];
 } call_attempt;
 
 /* Method paths up to this long live in the call itself (no allocation). */
@@ -473,6 +484,15 @@ struct grit_call {
   bool pending_pushback;
   uint64_t start_ms;
   size_t sends_max_raw; /* largest uncompressed send before the config */
+
+  /* observe/ (OB-01, OB-02). */
+  grit_obs_method *obs; /* the method's series; NULL: not recorded */
+  uint64_t start_us;
+  bool trace;            /* trace context on for this call */
+  bool trace_has_parent; /* the caller gave a traceparent */
+  grit_traceparent tp;   /* trace id, caller's span id and flags */
+  char trace_id[33];     /* hex, "" when off */
+  char parent_span_id[17];
 };
 
 /* User-thread halves (call.c): create, then launch to the loop; queue
@@ -520,9 +540,22 @@ void grit_attempt_cancel(call_attempt *a, grit_status_code code,
 /* Hand new replay items (and the half-close) to every live stream. */
 void grit_attempt_flush_all(grit_call *c);
 void grit_call_commit(grit_call *c, call_attempt *a);
-/* Emit the observer record for an attempt that ended (MX-03). */
+
+/* observe.c: the one place calls and attempts are reported (MX-03, OB-01,
+ * OB-02). trace_setup runs at creation on the user thread: the caller's
+ * traceparent (|opt_tp| or metadata), or |*why| and INVALID_ARG. */
+grit_err grit_call_trace_setup(grit_call *c, const char *opt_tp,
+                               const char **why);
+void grit_obs_call_start(grit_call *c);
+/* An attempt (or its transparent replay) starts: count it, new span. */
+void grit_obs_attempt_start(call_attempt *a);
+/* An attempt ended: its metrics and the observer record (MX-03). */
 void grit_attempt_observe(call_attempt *a, grit_status_code code,
                           const char *msg, grit_attempt_reason reason);
+void grit_obs_call_end(grit_call *c, grit_status_code code);
+/* A channel is made or freed: scrapes read its buffer bytes (any thread). */
+void grit_obs_channel_register(grit_channel *ch);
+void grit_obs_channel_unregister(grit_channel *ch);
 
 /* call_retry.c: what follows an uncommitted attempt's failure. */
 void grit_call_on_attempt_failed(grit_call *c, call_attempt *a,

@@ -16,9 +16,36 @@ typedef struct throttle_entry {
 static pthread_mutex_t table_mu = PTHREAD_MUTEX_INITIALIZER;
 static grit_list table = {&table, &table};
 
+/* OB-01: the tokens of every bucket, as a gauge per server name, at
+ * scrape time. Buckets are process-wide, so any target's scrape shows all;
+ * at most 64 names per scrape. */
+static grit_err throttle_collect(grit_buf *out, const char *target) {
+  const char *names[64];
+  double tokens[64];
+  size_t n = 0;
+  pthread_mutex_lock(&table_mu);
+  grit_list *e;
+  GRIT_LIST_FOREACH(e, &table) {
+    throttle_entry *te = GRIT_CONTAINER_OF(e, throttle_entry, link);
+    if (n < 64 && (names[n] = grit_strdup(te->name)) != NULL)
+      tokens[n++] = te->t.tokens_milli / 1000.0;
+  }
+  pthread_mutex_unlock(&table_mu);
+  grit_err rv =
+      grit_obs_write_gauge(out, "grit_client_retry_throttle_tokens",
+                           "Retry throttling tokens left per server name.",
+                           "grpc_server_name", n, names, tokens);
+  for (size_t i = 0; i < n; i++)
+    grit_free((char *)names[i]);
+  return rv;
+}
+
 grit_throttle_handle *grit_throttle_table_get(const char *name,
                                               uint32_t max_milli,
                                               uint32_t ratio_milli) {
+  static bool collecting; /* register the gauge once */
+  if (!__atomic_exchange_n(&collecting, true, __ATOMIC_ACQ_REL))
+    grit_obs_add_collector(throttle_collect);
   pthread_mutex_lock(&table_mu);
   grit_list *e;
   throttle_entry *found = NULL;

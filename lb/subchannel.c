@@ -11,6 +11,7 @@
  * and on_state reports is derived from it (sc_visible).
  * See lb/README.md. */
 #include "lb/lb_int.h"
+#include "observe/observe.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -121,6 +122,7 @@ static void sc_set_state(grit_subchannel *sc, grit_connectivity_state s) {
   GRIT_TRACE(GRIT_TRACE_LB, GRIT_LEVEL_INFO, "subchannel %s: %s -> %s",
              sc->addr.text, grit_connectivity_state_name(sc->state),
              grit_connectivity_state_name(s));
+  grit_obs_subchannel_state((int)sc->state, (int)s); /* OB-01 gauge */
   sc->state = s;
   sc_health_update(sc);
   sc_publish(sc);
@@ -220,6 +222,7 @@ grit_err grit_subchannel_create(const grit_subchannel_args *a,
   sc->ud = user_data;
   sc->state = GRIT_STATE_IDLE;
   sc->prev_state = GRIT_STATE_IDLE;
+  grit_obs_subchannel_state(-1, GRIT_STATE_IDLE);
   sc->keepalive_time_ms = a->topts.keepalive_time_ms;
   uv_timer_init(a->loop, &sc->timer);
   sc->timer.data = sc;
@@ -342,6 +345,7 @@ void grit_subchannel_destroy(grit_subchannel *sc) {
   grit_list_remove(&sc->group_link);
   grit_list_remove(&sc->shared_link);
   sc->destroyed = true;
+  grit_obs_subchannel_state((int)sc->state, -1);
   grit_transport *t = sc->t;
   sc->t = NULL;
   /* Its on_closed arrives later and releases the last hold on |sc|. */

@@ -18,7 +18,8 @@ bool grit_replay_fits(const grit_replay_buf *rb, size_t len) {
     return false;
   if (!rb->channel_bytes)
     return true;
-  size_t used = *rb->channel_bytes;
+  /* Atomic only so that a metrics scrape may read it (OB-01). */
+  size_t used = __atomic_load_n(rb->channel_bytes, __ATOMIC_RELAXED);
   return len <= rb->channel_limit && used <= rb->channel_limit - len;
 }
 
@@ -31,7 +32,7 @@ grit_err grit_replay_add(grit_replay_buf *rb, grit_slice *s) {
   rb->count++;
   rb->bytes += s->len;
   if (rb->channel_bytes)
-    *rb->channel_bytes += s->len;
+    __atomic_add_fetch(rb->channel_bytes, s->len, __ATOMIC_RELAXED);
   return GRIT_OK;
 }
 
@@ -43,7 +44,7 @@ void grit_replay_free(grit_replay_buf *rb) {
     grit_free(it);
   }
   if (rb->channel_bytes)
-    *rb->channel_bytes -= rb->bytes;
+    __atomic_sub_fetch(rb->channel_bytes, rb->bytes, __ATOMIC_RELAXED);
   rb->count = 0;
   rb->bytes = 0;
 }

@@ -67,6 +67,9 @@ typedef struct att_rec {
   grit_attempt_reason reason;
   char skipped[160];              /* backends the pick passed over, and why */
   char req_enc[16], resp_enc[32]; /* encodings sent and received */
+  char trace_id[33], span_id[17]; /* OB-02; "" when off */
+  uint32_t previous_rpc_attempts;
+  bool transparent_retry;
 } att_rec;
 
 #define MAX_CALL_ATTEMPTS 64 /* records kept per call for its timeline */
@@ -155,5 +158,8 @@ int call_run_stream(const call_setup *cs);
 /* |count| unary calls, |concurrency| in flight, then the summary.
  * Returns the exit status (0 every call OK, 1 otherwise). */
 int call_run_unary(const call_setup *cs, uint64_t count, uint64_t concurrency);
+
+/* --metrics: the channel's Prometheus text on stdout (call_attempts.c). */
+void call_print_metrics(grit_channel *ch);
 
 #endif

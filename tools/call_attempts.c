@@ -45,6 +45,10 @@ void att_observe(const grit_attempt_record *rec, void *ud) {
            rec->skipped ? rec->skipped : "");
   snprintf(a->req_enc, sizeof(a->req_enc), "%s", rec->request_encoding);
   snprintf(a->resp_enc, sizeof(a->resp_enc), "%s", rec->response_encoding);
+  snprintf(a->trace_id, sizeof(a->trace_id), "%s", rec->trace_id);
+  snprintf(a->span_id, sizeof(a->span_id), "%s", rec->span_id);
+  a->previous_rpc_attempts = rec->previous_rpc_attempts;
+  a->transparent_retry = rec->transparent_retry;
   pthread_mutex_unlock(&s->mu);
 }
 
@@ -103,4 +107,15 @@ const char *att_call_peer(const grit_call_info *info, const att_rec *a,
       return a[i].peer;
   }
   return "";
+}
+
+void call_print_metrics(grit_channel *ch) {
+  grit_bytes b = {0};
+  if (grit_metrics_write_prometheus(ch, &b) != GRIT_OK) {
+    fprintf(stderr, "grit: out of memory writing metrics\n");
+    return;
+  }
+  fflush(stdout);
+  fwrite(b.data, 1, b.len, stdout);
+  grit_bytes_free(&b);
 }

@@ -205,6 +205,12 @@ static void print_json_timeline(FILE *f, const att_rec *a, size_t n) {
     print_json_cstr(f, a[i].req_enc);
     fprintf(f, ",\"response_encoding\":");
     print_json_cstr(f, a[i].resp_enc);
+    if (a[i].trace_id[0]) /* OB-02, gRFC A72 */
+      fprintf(f,
+              ",\"trace_id\":\"%s\",\"span_id\":\"%s\""
+              ",\"previous_rpc_attempts\":%u,\"transparent_retry\":%s",
+              a[i].trace_id, a[i].span_id, a[i].previous_rpc_attempts,
+              a[i].transparent_retry ? "true" : "false");
     fprintf(f, "}");
   }
   fprintf(f, "]");
@@ -216,9 +222,10 @@ static void print_plain_timeline(const call_result *r) {
   const att_rec *a = r->att;
   size_t n = r->n_att;
   grit_attempt_reason why = att_call_reason(a, n, r->st->code);
-  printf("call %" PRIu64 ": %s after %zu attempt%s (%s: %s)\n",
+  printf("call %" PRIu64 ": %s after %zu attempt%s (%s: %s)%s%s\n",
          r->info->call_id, grit_status_code_name(r->st->code), n,
-         n == 1 ? "" : "s", grit_attempt_reason_name(why), reason_text(why));
+         n == 1 ? "" : "s", grit_attempt_reason_name(why), reason_text(why),
+         n && a[0].trace_id[0] ? ", trace " : "", n ? a[0].trace_id : "");
   uint64_t t0 = first_start(a, n);
   for (size_t i = 0; i < n; i++) {
     char wait[48] = "";
@@ -239,6 +246,8 @@ static void print_plain_timeline(const call_result *r) {
            a[i].resp_enc[0] ? a[i].resp_enc : "identity");
     if (a[i].reason != GRIT_REASON_NONE)
       printf("  -> %s", grit_attempt_reason_name(a[i].reason));
+    if (a[i].span_id[0])
+      printf("  span %s", a[i].span_id);
     printf("\n");
     if (a[i].skipped[0])
       printf("      skipped: %s\n", a[i].skipped);

@@ -58,6 +58,15 @@ static const opt_row OPTS[] = {
     {"show-config", 'S', NULL,
      "after the calls, print the service config in\n"
      "force, its source, when applied, last rejection"},
+    {"metrics", 'M', NULL,
+     "print the channel's metrics (Prometheus text)\n"
+     "on stdout after the run"},
+    {"trace-context", 'R', NULL,
+     "W3C traceparent on every attempt (a trace per\n"
+     "call; ids in --attempts)"},
+    {"traceparent", 'P', "VALUE",
+     "the caller's traceparent (implies\n"
+     "--trace-context)"},
     {"help", 'h', NULL, "this text (also -h)"},
 };
 #define N_OPTS (sizeof(OPTS) / sizeof(OPTS[0]))
@@ -95,6 +104,8 @@ typedef struct call_flags {
   uint64_t deadline_ms, count, concurrency;
   bool tls, json, wfr, attempts, show_headers;
   grit_compression compression;
+  bool metrics, trace_context; /* --metrics, --trace-context (OB-01, 02) */
+  const char *traceparent;
 } call_flags;
 
 /* A count or a number of milliseconds: at least 1, at most 2^53 so that
@@ -195,6 +206,28 @@ static char *method_path(const char *m) {
   return path;
 }
 
+/* --traceparent: the W3C form the library accepts (lower-case hex, version
+ * not ff, version 00 exactly 55 characters, ids not all zero), checked
+ * here so that a bad value is a usage error. */
+static bool traceparent_ok(const char *s) {
+  size_t len = strlen(s);
+  if (len < 55 || (len > 55 && (strncmp(s, "00", 2) == 0 || s[55] != '-')) ||
+      strncmp(s, "ff", 2) == 0)
+    return false;
+  bool trace_zero = true, span_zero = true;
+  for (size_t i = 0; i < 55; i++) {
+    bool dash = i == 2 || i == 35 || i == 52;
+    if (dash ? s[i] != '-'
+             : !isxdigit((unsigned char)s[i]) || isupper((unsigned char)s[i]))
+      return false;
+    if (!dash && s[i] != '0' && i > 2 && i < 35)
+      trace_zero = false;
+    if (!dash && s[i] != '0' && i > 35 && i < 52)
+      span_zero = false;
+  }
+  return !trace_zero && !span_zero;
+}
+
 /* 0 to go on, 1 after --help, 2 on a usage error (message printed). */
 static int parse_flags(int argc, char **argv, call_flags *fl) {
   struct option longopts[N_OPTS + 1];
@@ -274,6 +307,23 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
     case 'S':
       fl->show_config = true;
       break;
+    case 'M':
+      fl->metrics = true;
+      break;
+    case 'R':
+      fl->trace_context = true;
+      break;
+    case 'P':
+      if (!traceparent_ok(optarg)) {
+        fprintf(stderr,
+                "grit: --traceparent wants a W3C traceparent, "
+                "00-<32 hex>-<16 hex>-<2 hex> in lower case, got '%s'\n",
+                optarg);
+        return 2;
+      }
+      fl->traceparent = optarg;
+      fl->trace_context = true;
+      break;
     case 'h':
       call_usage(stdout);
       return 1;
@@ -329,6 +379,8 @@ static grit_err make_args(const call_flags *fl, const char *sc,
     rv = grit_channel_args_set_int(a, GRIT_ARG_DNS_ENABLE_TXT, 1);
   if (rv == GRIT_OK && fl->dns_server)
     rv = grit_channel_args_set_string(a, GRIT_ARG_DNS_SERVER, fl->dns_server);
+  if (rv == GRIT_OK && fl->trace_context)
+    rv = grit_channel_args_set_int(a, GRIT_ARG_TRACE_CONTEXT, 1);
   if (rv != GRIT_OK) {
     grit_channel_args_destroy(a);
     return rv;
@@ -392,7 +444,8 @@ int cmd_call(int argc, char **argv) {
       .opts = {.version = GRIT_CALL_OPTS_VERSION,
                .timeout_ms = fl.deadline_ms,
                .metadata = fl.md,
-               .compression = fl.compression},
+               .compression = fl.compression,
+               .traceparent = fl.traceparent},
       .src = fl.src,
       .store = &store,
       .out = {.json = fl.json,
@@ -412,6 +465,8 @@ int cmd_call(int argc, char **argv) {
       grit_service_config_info_free(&info);
     }
   }
+  if (fl.metrics) /* OB-01: after the result and any summary line */
+    call_print_metrics(ch);
 done:
   grit_channel_destroy(ch);
   grit_metadata_destroy(fl.md);

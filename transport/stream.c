@@ -257,7 +257,7 @@ static grit_err stream_submit(grit_stream *s, const grit_stream_head *h) {
   nghttp2_nv stack_nva[24];
   char **bins = NULL;
   nghttp2_nv *nva = stack_nva;
-  size_t cap = 11 + nmd;
+  size_t cap = 12 + nmd;
   grit_err rv = GRIT_ERR_NOMEM;
   if (cap > sizeof(stack_nva) / sizeof(stack_nva[0])) {
     nva = grit_malloc(cap * sizeof(*nva));
@@ -301,6 +301,9 @@ static grit_err stream_submit(grit_stream *s, const grit_stream_head *h) {
   nva[n++] = STREAM_NV_LIT("grpc-accept-encoding", GRIT_ACCEPT_ENCODING);
   if (h->encoding)
     nva[n++] = stream_nv("grpc-encoding", h->encoding, strlen(h->encoding), nc);
+  if (h->traceparent) /* SPEC OB-02: this attempt's span */
+    nva[n++] =
+        stream_nv("traceparent", h->traceparent, strlen(h->traceparent), nc);
   for (size_t i = 0; i < nmd; i++) {
     const char *key;
     const uint8_t *val;

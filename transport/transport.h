@@ -160,10 +160,11 @@ typedef struct grit_stream_head {
   uint32_t previous_attempts;     /* grpc-previous-rpc-attempts if > 0 */
   int64_t max_recv_message_bytes; /* per call; -1 unlimited; 0 = transport
                                      default */
-  bool discard_headers; /* nobody reads the response headers: on_headers
-                           still runs, with an empty list */
-  const char *encoding; /* grpc-encoding of the request messages (CP-01);
-                           NULL: none (identity) */
+  bool discard_headers;    /* nobody reads the response headers: on_headers
+                              still runs, with an empty list */
+  const char *encoding;    /* grpc-encoding of the request messages (CP-01);
+                              NULL: none (identity) */
+  const char *traceparent; /* W3C traceparent to send, or NULL (OB-02) */
 } grit_stream_head;
 
 /* Open a stream. Everything in |h| is copied. If the server's

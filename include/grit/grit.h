@@ -349,6 +349,19 @@ typedef struct grit_attempt_record {
    * CP-01) and the response's grpc-encoding ("" if the server sent none). */
   const char *request_encoding;
   const char *response_encoding;
+  /* Trace context (SPEC OB-02, gRFC A72), "" when it is off: the call's
+   * trace id (32 hex digits), this attempt's span id (16 hex digits, the
+   * one its traceparent header carried; a transparent retry gets its own)
+   * and the caller's span id (its parent; "" if the trace was made
+   * fresh). */
+  const char *trace_id;
+  const char *span_id;
+  const char *parent_span_id;
+  /* A72 attributes: grpc-previous-rpc-attempts sent with this attempt,
+   * and whether it replays one the server never saw (TR-*). The peer is
+   * |peer| above. */
+  uint32_t previous_rpc_attempts;
+  bool transparent_retry;
 } grit_attempt_record;
 
 /** Observer callback: runs on the I/O thread for every attempt of every
@@ -470,6 +483,15 @@ typedef struct grit_channel_args grit_channel_args;
  * connection drop. Still at most one resolution per
  * GRIT_ARG_DNS_MIN_RERESOLVE_MS. */
 #define GRIT_ARG_MAX_CONFIG_AGE_MS "grit.max_config_age_ms"
+/** Int 0/1, default 0. W3C trace context on every call (SPEC OB-02, gRFC
+ * A72): each call belongs to a trace, whose id comes from the caller
+ * (grit_call_opts.traceparent, or a "traceparent" entry in the call's
+ * metadata) or is made fresh per call; every attempt, retry, hedge and
+ * transparent retry sends "traceparent: 00-<trace id>-<span id>-<flags>"
+ * with a new span id of its own and the caller's flags (01 for a fresh
+ * trace). A "tracestate" entry in the metadata passes through unchanged.
+ * The ids appear in grit_attempt_record and in GRIT_TRACE=channel lines. */
+#define GRIT_ARG_TRACE_CONTEXT "grit.trace_context"
 
 /** Create an empty argument set.
  *
@@ -665,6 +687,30 @@ GRIT_EXTERN void grit_service_config_info_free(grit_service_config_info *info);
 
 /** The source's name: "none", "default" or "dns". Thread: any. */
 GRIT_EXTERN const char *grit_config_source_name(grit_config_source s);
+/** Render metrics in the Prometheus text exposition format (version
+ * 0.0.4; SPEC OB-01): the gRFC A66 and A96 client instruments
+ * (grpc.client.attempt.started, .attempt.duration,
+ * .attempt.sent_total_compressed_message_size,
+ * .attempt.rcvd_total_compressed_message_size, .call.duration,
+ * .call.retries, .call.transparent_retries, .call.hedges,
+ * .call.retry_delay) and grit's own (grit.client.call.throttled, the retry
+ * throttle's tokens per server name), named as the OpenTelemetry
+ * Prometheus exporter names them: dots become underscores, units become
+ * suffixes (_seconds, _bytes), counters end in _total; labels grpc_method,
+ * grpc_target and, per A66, grpc_status. Histograms use A66's buckets
+ * (A96 counts: 1, 2, 3, 4, 5, 10, 100, 1000). Series are process-wide per
+ * target and method (a target's first 64 methods by name, later ones as
+ * "other") and outlive channels, as a scrape expects.
+ *
+ * |ch| selects the series of its target (the string it was created with);
+ * NULL renders every target of the process.
+ *
+ * Ownership: |out| receives new data (release with grit_bytes_free).
+ * Thread: any; recording never waits for it.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (|out| NULL); GRIT_ERR_NOMEM (|out|
+ * empty). */
+GRIT_EXTERN grit_err grit_metrics_write_prometheus(grit_channel *ch,
+                                                   grit_bytes *out);
 
 /* ------------------------------------------------------------------------
  * Calls.
@@ -749,6 +795,11 @@ typedef struct grit_call_opts {
   grit_method_kind kind;
   /** Request compression; GRIT_COMPRESSION_DEFAULT (0): the channel's. */
   grit_compression compression;
+  /** W3C traceparent of the caller's span (copied; NULL = none): the
+   * call joins that trace, and trace context is on for this call even if
+   * GRIT_ARG_TRACE_CONTEXT is not (SPEC OB-02). A malformed value makes
+   * call creation fail with GRIT_ERR_INVALID_ARG. */
+  const char *traceparent;
 } grit_call_opts;
 
 /** Callbacks of an asynchronous call. Any member may be NULL. Each runs on

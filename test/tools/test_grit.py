@@ -21,6 +21,7 @@ import json
 import os
 import select
 import signal
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -1349,6 +1350,67 @@ def demo_runs():
     check(out(r).rstrip().endswith("demo: all good"), "demo verdict", r)
 
 
+def grpcio_metrics_trace():
+    # Issue 16 (SPEC OB-01, OB-02): --metrics prints promtool-clean
+    # Prometheus text after the run, with the run's counts; --traceparent
+    # puts the caller's trace id on every attempt, each with its own span,
+    # as the server saw and --attempts --json reports.
+    key = "tools-obs-%d" % os.getpid()
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    path = write_tmp(RETRY_CONFIG % "obs.Svc")
+    with GrpcioPeer("observe_server.py") as p:
+        # Two UNAVAILABLE attempts, then OK (the peer's front also refuses
+        # the first connection's stream: one transparent retry).
+        r = grit("call", "--metrics", "--service-config", path,
+                 "--metadata", "x-call-key:%s-m" % key,
+                 "--data", b"f0=14 f1=14".hex(), p.target, "/obs.Svc/Retry")
+        check_rc(r, 0)
+        text = out(r)
+        check(text.startswith("response (11 bytes)"), "result first", r)
+        prom = text[text.index("# HELP"):]
+        lbl = 'grpc_method="/obs.Svc/Retry",grpc_target="%s"' % p.target
+        check_in("\ngrpc_client_attempt_started_total{%s} 4\n" % lbl,
+                 "\n" + prom, "attempts started", r)
+        check_in("\ngrpc_client_call_retries_sum{%s} 2\n" % lbl,
+                 "\n" + prom, "retries", r)
+        check_in("\ngrpc_client_call_transparent_retries_sum{%s} 1\n" % lbl,
+                 "\n" + prom, "transparent retries", r)
+        if shutil.which("promtool"):
+            pt = subprocess.run(["promtool", "check", "metrics"],
+                                input=prom.encode(), capture_output=True,
+                                timeout=CALL_TIMEOUT_S)
+            check_eq(pt.returncode, 0, "promtool check metrics: %s" %
+                     pt.stdout.decode() + pt.stderr.decode(), r)
+
+        r = grit("call", "--json", "--attempts", "--traceparent", parent,
+                 "--service-config", path, "--metadata",
+                 "x-call-key:%s-t" % key, "--data", b"f0=14".hex(),
+                 p.target, "/obs.Svc/Retry")
+        check_rc(r, 0)
+        tl = end_line(r)["timeline"]
+        check_eq([a["trace_id"] for a in tl],
+                 ["0af7651916cd43dd8448eb211c80319c"] * 2, "trace ids", r)
+        check_eq([a["previous_rpc_attempts"] for a in tl], [0, 1], "prev", r)
+        spans = [a["span_id"] for a in tl]
+        check(len(set(spans)) == 2 and "b7ad6b7169203331" not in spans,
+              "a new span per attempt", r)
+        r = grit("call", "--data", ("%s-t" % key).encode().hex(),
+                 p.target, "/obs.Svc/Log")
+        check_rc(r, 0)
+        log = bytes.fromhex(out(r).splitlines()[0].split(": ")[1]).decode()
+        check_eq([ln.split()[2] for ln in log.splitlines()],
+                 ["tp=00-0af7651916cd43dd8448eb211c80319c-%s-01" % s
+                  for s in spans], "server's traceparents", r)
+
+        # A malformed value is a usage error.
+        for bad in ("00-xyz", parent.upper(), parent + "-x",
+                    "00-%s-b7ad6b7169203331-01" % ("0" * 32)):
+            r = grit("call", "--traceparent", bad, p.target, "/obs.Svc/Plain")
+            check_rc(r, 2)
+            check_in("--traceparent wants a W3C traceparent", err(r),
+                     "says why", r)
+
+
 GROUPS = {
     "call": [call_unary_ok, call_non_ok_status, call_deadline,
              call_bin_trailers_base64, call_metadata,
@@ -1358,7 +1420,8 @@ GROUPS = {
              call_several_messages, call_stdin_live, call_show_headers],
     "json": [json_single_call, json_non_ok_status, json_bin_metadata_base64,
              json_count_summary, json_deadline_and_timeline],
-    "grpcio": [grpcio_calls, grpcio_streams, grpcio_compress],
+    "grpcio": [grpcio_calls, grpcio_streams, grpcio_compress,
+               grpcio_metrics_trace],
     "config": [config_valid, config_per_method, config_invalid,
                config_durations, config_bad_usage],
     "usage": [usage_commands, usage_call, usage_help_everywhere,

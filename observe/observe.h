@@ -1,0 +1,161 @@
+/*
+ * observe: metrics (gRFC A66, A96 instruments and histograms), their
+ * Prometheus text form, and W3C trace context (traceparent, gRFC A72).
+ * channel/ reports attempt start, attempt end and call end here; the writer
+ * reads the same cells from any thread. Recording is lock-free (relaxed
+ * atomics). It knows nothing of the channel, the loop or the clock.
+ */
+#ifndef GRIT_OBSERVE_H
+#define GRIT_OBSERVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/util.h"
+
+/* Bucket sets: A66 latency (seconds, recorded in us), A66 size (bytes),
+ * A96 counts (retries, hedges). */
+typedef enum grit_obs_buckets {
+  GRIT_OBS_B_NONE = 0, /* a counter */
+  GRIT_OBS_B_LATENCY = 1,
+  GRIT_OBS_B_SIZE = 2,
+  GRIT_OBS_B_COUNT = 3,
+} grit_obs_buckets;
+
+/* What an instrument's series are per: the target (label grpc.target), the
+ * method of the target (grpc.method, grpc.target), or the method and the
+ * status a call or attempt ended with (grpc.method, grpc.status,
+ * grpc.target), as A66 labels each. */
+typedef enum grit_obs_scope {
+  GRIT_OBS_S_TARGET = 0,
+  GRIT_OBS_S_METHOD = 1,
+  GRIT_OBS_S_STATUS = 2,
+} grit_obs_scope;
+
+/* Every instrument, once: ID, OpenTelemetry name, unit, buckets (NONE: a
+ * monotonic counter), scope, help. A new instrument is one line here and
+ * one grit_obs_add/_record (per method) or grit_obs_target_add/_record
+ * (per target: resolutions, config updates, ejections) where it happens
+ * (OB-01). */
+#define GRIT_OBS_INSTRUMENTS(XX)                                               \
+  XX(ATTEMPT_STARTED, "grpc.client.attempt.started", "{attempt}",              \
+     GRIT_OBS_B_NONE, GRIT_OBS_S_METHOD,                                       \
+     "Number of client call attempts started.")                                \
+  XX(ATTEMPT_DURATION, "grpc.client.attempt.duration", "s",                    \
+     GRIT_OBS_B_LATENCY, GRIT_OBS_S_STATUS,                                    \
+     "End-to-end time taken to complete a client call attempt.")               \
+  XX(ATTEMPT_SENT_SIZE,                                                        \
+     "grpc.client.attempt.sent_total_compressed_message_size", "By",           \
+     GRIT_OBS_B_SIZE, GRIT_OBS_S_STATUS,                                       \
+     "Compressed message bytes sent per client call attempt.")                 \
+  XX(ATTEMPT_RCVD_SIZE,                                                        \
+     "grpc.client.attempt.rcvd_total_compressed_message_size", "By",           \
+     GRIT_OBS_B_SIZE, GRIT_OBS_S_STATUS,                                       \
+     "Compressed message bytes received per call attempt.")                    \
+  XX(CALL_DURATION, "grpc.client.call.duration", "s", GRIT_OBS_B_LATENCY,      \
+     GRIT_OBS_S_STATUS,                                                        \
+     "Time taken by gRPC to complete an RPC from application's "               \
+     "perspective.")                                                           \
+  XX(CALL_RETRIES, "grpc.client.call.retries", "{retry}", GRIT_OBS_B_COUNT,    \
+     GRIT_OBS_S_METHOD,                                                        \
+     "Number of retries during the client call (not recorded "                 \
+     "without retries).")                                                      \
+  XX(CALL_TRANSPARENT_RETRIES, "grpc.client.call.transparent_retries",         \
+     "{transparent_retry}", GRIT_OBS_B_COUNT, GRIT_OBS_S_METHOD,               \
+     "Number of transparent retries during the client call (not recorded "     \
+     "without any).")                                                          \
+  XX(CALL_HEDGES, "grpc.client.call.hedges", "{hedge}", GRIT_OBS_B_COUNT,      \
+     GRIT_OBS_S_METHOD,                                                        \
+     "Number of hedges during the client call (not recorded without "          \
+     "hedges).")                                                               \
+  XX(CALL_RETRY_DELAY, "grpc.client.call.retry_delay", "s",                    \
+     GRIT_OBS_B_LATENCY, GRIT_OBS_S_METHOD,                                    \
+     "Total time of delay while there is no active attempt during the "        \
+     "client call (recorded for calls with retries or hedges).")               \
+  XX(CALL_THROTTLED, "grit.client.call.throttled", "{attempt}",                \
+     GRIT_OBS_B_NONE, GRIT_OBS_S_METHOD,                                       \
+     "Retries or hedges refused by retry throttling.")                         \
+  XX(CHANNELS_CREATED, "grit.client.channel.created", "{channel}",             \
+     GRIT_OBS_B_NONE, GRIT_OBS_S_TARGET, "Channels created for the target.")
+
+typedef enum grit_obs_id {
+#define GRIT_OBS_ID_GEN(id, name, unit, b, st, help) GRIT_OBS_##id,
+  GRIT_OBS_INSTRUMENTS(GRIT_OBS_ID_GEN)
+#undef GRIT_OBS_ID_GEN
+      GRIT_OBS_N
+} grit_obs_id;
+
+/* Distinct methods a target labels by name; later ones are "other" (A66
+ * bounds the cardinality of grpc.method). */
+#define GRIT_OBS_MAX_METHODS 64
+
+typedef struct grit_obs_target grit_obs_target;
+typedef struct grit_obs_method grit_obs_method;
+
+/* The process-wide series of |target|, created on first use and kept for
+ * the life of the process (so a scrape sees counts of closed channels
+ * too). NULL only on out-of-memory: then nothing is recorded. */
+grit_obs_target *grit_obs_target_get(const char *target);
+/* The series of |method| under |t| ("other" past GRIT_OBS_MAX_METHODS).
+ * Lock-free once it exists; NULL if |t| is NULL or on out-of-memory. */
+grit_obs_method *grit_obs_method_get(grit_obs_target *t, const char *method);
+/* The target string |t| was made for (borrowed, lives with the process). */
+const char *grit_obs_target_name(const grit_obs_target *t);
+
+/* Record. Each is a few relaxed atomic adds; |m| NULL is a no-op. |status|
+ * is a grpc status code 0..16 for instruments labelled by status (others
+ * ignore it). Values are in us for "s" units, else as counted. */
+void grit_obs_add(grit_obs_method *m, grit_obs_id id, uint64_t n);
+void grit_obs_record(grit_obs_method *m, grit_obs_id id, int status,
+                     uint64_t value);
+/* The same for GRIT_OBS_S_TARGET instruments; |t| NULL is a no-op. */
+void grit_obs_target_add(grit_obs_target *t, grit_obs_id id, uint64_t n);
+void grit_obs_target_record(grit_obs_target *t, grit_obs_id id, uint64_t value);
+/* A subchannel moved between connectivity states (grit_connectivity_state
+ * values; -1: created or destroyed). Process-wide gauge per state. */
+void grit_obs_subchannel_state(int from, int to);
+
+/* Extra metric families computed at scrape time (gauges of other modules:
+ * throttle tokens, buffers, subchannel states). The function appends
+ * complete families in Prometheus text to |out| for |target| (NULL: all)
+ * with grit_obs_write_gauge. Registered once per process; up to 8. */
+typedef grit_err (*grit_obs_collector_fn)(grit_buf *out, const char *target);
+void grit_obs_add_collector(grit_obs_collector_fn fn);
+/* Append one gauge family with one sample per (label value, value):
+ * name (already in Prometheus form), help, label name, then |n| pairs.
+ * Nothing when |n| is 0. Returns GRIT_OK or GRIT_ERR_NOMEM. */
+grit_err grit_obs_write_gauge(grit_buf *out, const char *name, const char *help,
+                              const char *label, size_t n,
+                              const char *const *label_values,
+                              const double *values);
+
+/* Render the Prometheus text exposition (format 0.0.4, as the
+ * OpenTelemetry exporter names things: dots become underscores, units
+ * become suffixes, counters end in _total) of |target|'s series, or of
+ * every target when NULL. Returns GRIT_OK or GRIT_ERR_NOMEM. */
+grit_err grit_obs_write_prometheus(const char *target, grit_buf *out);
+
+/* ---- W3C trace context (traceparent), gRFC A72 ---- */
+
+typedef struct grit_traceparent {
+  uint8_t trace_id[16];
+  uint8_t span_id[8]; /* the parent's span: the caller's, or an attempt's */
+  uint8_t flags;
+} grit_traceparent;
+
+/* "00-" 32 hex "-" 16 hex "-" 2 hex, plus NUL. */
+#define GRIT_TRACEPARENT_LEN 55
+
+/* Parse |s| (|len| bytes) as a W3C traceparent: lower-case hex, version not
+ * "ff", version 00 exactly 55 characters (a later version may carry more
+ * after a '-'), trace id and span id not all zero. Returns GRIT_OK or
+ * GRIT_ERR_INVALID_ARG. */
+grit_err grit_traceparent_parse(const char *s, size_t len,
+                                grit_traceparent *out);
+/* Format |tp| as version 00 into |out| (GRIT_TRACEPARENT_LEN + 1 bytes). */
+void grit_traceparent_format(const grit_traceparent *tp, char *out);
+/* Lower-case hex of |n| bytes into |out| (2n + 1 bytes). */
+void grit_obs_hex(const uint8_t *p, size_t n, char *out);
+
+#endif

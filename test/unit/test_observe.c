@@ -1,0 +1,240 @@
+/* observe/: W3C traceparent parsing and formatting, histogram buckets
+ * (A66 boundaries, le inclusive), the Prometheus names and label escaping,
+ * the method cap ("other"), and scrape-time gauges (SPEC OB-01, OB-02). */
+#include "observe/observe.h"
+#include "test/harness.h"
+
+#include <string.h>
+
+static char *render(const char *target) {
+  grit_buf b;
+  grit_buf_init(&b);
+  if (grit_obs_write_prometheus(target, &b) != GRIT_OK ||
+      grit_buf_append(&b, "", 1) != GRIT_OK) {
+    grit_buf_free(&b);
+    return NULL;
+  }
+  return (char *)b.data;
+}
+
+static void test_traceparent_roundtrip(void) {
+  static const char tp[] =
+      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  grit_traceparent p;
+  ASSERT_OK(grit_traceparent_parse(tp, strlen(tp), &p));
+  ASSERT_EQ(p.trace_id[0], 0x4b);
+  ASSERT_EQ(p.trace_id[15], 0x36);
+  ASSERT_EQ(p.span_id[7], 0xb7);
+  ASSERT_EQ(p.flags, 1);
+  char out[GRIT_TRACEPARENT_LEN + 1];
+  grit_traceparent_format(&p, out);
+  ASSERT_STR_EQ(out, tp);
+  /* Flags pass through as given, sampled or not. */
+  static const char unsampled[] =
+      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
+  ASSERT_OK(grit_traceparent_parse(unsampled, strlen(unsampled), &p));
+  ASSERT_EQ(p.flags, 0);
+}
+
+static void test_traceparent_invalid(void) {
+  static const char *const bad[] = {
+      "",
+      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0g",
+      "00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+      "00-4bf92f3577b34da6a3ce929d0e0e473-600f067aa0ba902b7-01",
+      "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x",
+      "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x",
+      "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+      "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+      "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+  };
+  grit_traceparent p;
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    if (grit_traceparent_parse(bad[i], strlen(bad[i]), &p) !=
+        GRIT_ERR_INVALID_ARG)
+      TEST_FAIL_AT(__FILE__, __LINE__, "accepted '%s'", bad[i]);
+  }
+  ASSERT_EQ(grit_traceparent_parse(NULL, 0, &p), GRIT_ERR_INVALID_ARG);
+  /* A later version may carry more after a '-' (W3C §3.2.4). */
+  static const char v1[] =
+      "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-more";
+  ASSERT_OK(grit_traceparent_parse(v1, strlen(v1), &p));
+}
+
+/* A value on a boundary lands in that bucket (le is inclusive); the
+ * buckets are cumulative, and count and sum follow. */
+static void test_histogram_buckets(void) {
+  grit_obs_target *t = grit_obs_target_get("unit:hist");
+  grit_obs_method *m = grit_obs_method_get(t, "/a.B/C");
+  ASSERT_NOT_NULL(m);
+  grit_obs_record(m, GRIT_OBS_CALL_DURATION, 0, 0);       /* le 0 */
+  grit_obs_record(m, GRIT_OBS_CALL_DURATION, 0, 300);     /* le 0.0003 */
+  grit_obs_record(m, GRIT_OBS_CALL_DURATION, 0, 301);     /* le 0.0006 */
+  grit_obs_record(m, GRIT_OBS_CALL_DURATION, 0, 2500000); /* le 5 */
+  grit_obs_record(m, GRIT_OBS_CALL_DURATION, 0, UINT64_C(200000000));
+  grit_obs_record(m, GRIT_OBS_CALL_DURATION, 14, 1000); /* UNAVAILABLE */
+  grit_obs_record(m, GRIT_OBS_ATTEMPT_SENT_SIZE, 0, 1024);
+  grit_obs_record(m, GRIT_OBS_ATTEMPT_SENT_SIZE, 0, UINT64_C(5000000000));
+  grit_obs_add(m, GRIT_OBS_ATTEMPT_STARTED, 3);
+  char *s = render("unit:hist");
+  ASSERT_NOT_NULL(s);
+#define L "{grpc_method=\"/a.B/C\",grpc_status=\"OK\",grpc_target=\"unit:hist\""
+  const char *want[] = {
+      "# TYPE grpc_client_call_duration_seconds histogram\n",
+      "grpc_client_call_duration_seconds_bucket" L ",le=\"0\"} 1\n",
+      "grpc_client_call_duration_seconds_bucket" L ",le=\"0.00001\"} 1\n",
+      "grpc_client_call_duration_seconds_bucket" L ",le=\"0.0003\"} 2\n",
+      "grpc_client_call_duration_seconds_bucket" L ",le=\"0.0006\"} 3\n",
+      "grpc_client_call_duration_seconds_bucket" L ",le=\"2\"} 3\n",
+      "grpc_client_call_duration_seconds_bucket" L ",le=\"5\"} 4\n",
+      "grpc_client_call_duration_seconds_bucket" L ",le=\"100\"} 4\n",
+      "grpc_client_call_duration_seconds_bucket" L ",le=\"+Inf\"} 5\n",
+      "grpc_client_call_duration_seconds_sum" L "} 202.500601\n",
+      "grpc_client_call_duration_seconds_count" L "} 5\n",
+      "grpc_client_call_duration_seconds_count{grpc_method=\"/a.B/C\","
+      "grpc_status=\"UNAVAILABLE\",grpc_target=\"unit:hist\"} 1\n",
+      "grpc_client_attempt_sent_total_compressed_message_size_bytes_bucket" L
+      ",le=\"1024\"} 1\n",
+      "grpc_client_attempt_sent_total_compressed_message_size_bytes_bucket" L
+      ",le=\"4294967296\"} 1\n",
+      "grpc_client_attempt_sent_total_compressed_message_size_bytes_bucket" L
+      ",le=\"+Inf\"} 2\n",
+      "# TYPE grpc_client_attempt_started_total counter\n",
+      "grpc_client_attempt_started_total{grpc_method=\"/a.B/C\","
+      "grpc_target=\"unit:hist\"} 3\n",
+  };
+#undef L
+  for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+    if (!strstr(s, want[i])) {
+      fprintf(stderr, "%s", s);
+      grit_free(s);
+      TEST_FAIL_AT(__FILE__, __LINE__, "missing: %s", want[i]);
+    }
+  }
+  /* Unused families and statuses are left out. */
+  ASSERT_NULL(strstr(s, "grpc_client_call_hedges"));
+  ASSERT_NULL(strstr(s, "CANCELLED"));
+  grit_free(s);
+}
+
+/* Label values are escaped; other targets are not rendered. */
+static void test_escaping_and_filter(void) {
+  grit_obs_target *t = grit_obs_target_get("unit:\"q\"\\x");
+  grit_obs_add(grit_obs_method_get(t, "/a\nb"), GRIT_OBS_ATTEMPT_STARTED, 1);
+  grit_obs_add(grit_obs_method_get(grit_obs_target_get("unit:other"), "/x"),
+               GRIT_OBS_ATTEMPT_STARTED, 1);
+  char *s = render("unit:\"q\"\\x");
+  ASSERT_NOT_NULL(s);
+  ASSERT_NOT_NULL(strstr(s, "{grpc_method=\"/a\\nb\",grpc_target=\"unit:\\\"q"
+                            "\\\"\\\\x\"} 1\n"));
+  ASSERT_NULL(strstr(s, "unit:other"));
+  grit_free(s);
+  s = render(NULL); /* every target */
+  ASSERT_NOT_NULL(s);
+  ASSERT_NOT_NULL(strstr(s, "grpc_target=\"unit:other\""));
+  grit_free(s);
+}
+
+/* Past GRIT_OBS_MAX_METHODS names, methods share "other" (A66). */
+static void test_method_cap(void) {
+  grit_obs_target *t = grit_obs_target_get("unit:cap");
+  grit_obs_method *first = grit_obs_method_get(t, "/m/0");
+  for (int i = 1; i < GRIT_OBS_MAX_METHODS; i++) {
+    char name[16];
+    snprintf(name, sizeof(name), "/m/%d", i);
+    ASSERT_NOT_NULL(grit_obs_method_get(t, name));
+  }
+  grit_obs_method *o1 = grit_obs_method_get(t, "/late/1");
+  grit_obs_method *o2 = grit_obs_method_get(t, "/late/2");
+  ASSERT_NOT_NULL(o1);
+  ASSERT(o1 == o2);
+  ASSERT(grit_obs_method_get(t, "/m/0") == first); /* known ones stay */
+  grit_obs_add(o1, GRIT_OBS_ATTEMPT_STARTED, 2);
+  char *s = render("unit:cap");
+  ASSERT_NOT_NULL(s);
+  ASSERT_NOT_NULL(strstr(s, "{grpc_method=\"other\",grpc_target=\"unit:cap\"} "
+                            "2\n"));
+  grit_free(s);
+}
+
+/* Per-target instruments carry only grpc_target (the room other modules'
+ * counters go in: resolutions, config updates, ejections). */
+static void test_target_scope(void) {
+  grit_obs_target *t = grit_obs_target_get("unit:scope");
+  ASSERT_NOT_NULL(t);
+  grit_obs_target_add(t, GRIT_OBS_CHANNELS_CREATED, 2);
+  grit_obs_target_add(t, GRIT_OBS_ATTEMPT_STARTED, 5); /* not per target */
+  grit_obs_add(grit_obs_method_get(t, "/x/y"), GRIT_OBS_CHANNELS_CREATED, 7);
+  char *s = render("unit:scope");
+  ASSERT_NOT_NULL(s);
+  ASSERT_NOT_NULL(strstr(s, "# TYPE grit_client_channel_created_total counter\n"
+                            "grit_client_channel_created_total{grpc_target="
+                            "\"unit:scope\"} 2\n"));
+  /* The wrong-scope adds went nowhere. */
+  ASSERT_NOT_NULL(strstr(s, "grpc_client_attempt_started_total{grpc_method="
+                            "\"/x/y\",grpc_target=\"unit:scope\"} 0\n"));
+  grit_free(s);
+}
+
+/* The subchannel gauge follows moves between states. */
+static void test_subchannel_gauge(void) {
+  grit_obs_subchannel_state(-1, 0); /* created: IDLE */
+  grit_obs_subchannel_state(0, 1);  /* CONNECTING */
+  grit_obs_subchannel_state(1, 2);  /* READY */
+  grit_obs_subchannel_state(-1, 0); /* another, IDLE */
+  char *s = render("unit:none");
+  ASSERT_NOT_NULL(s);
+  ASSERT_NOT_NULL(
+      strstr(s, "# TYPE grit_client_subchannels gauge\n"
+                "grit_client_subchannels{grpc_connectivity_state=\"IDLE\"} 1\n"
+                "grit_client_subchannels{grpc_connectivity_state="
+                "\"CONNECTING\"} 0\n"
+                "grit_client_subchannels{grpc_connectivity_state=\"READY\"} 1\n"
+                "grit_client_subchannels{grpc_connectivity_state="
+                "\"TRANSIENT_FAILURE\"} 0\n"));
+  grit_free(s);
+  grit_obs_subchannel_state(2, -1);
+  grit_obs_subchannel_state(0, -1);
+}
+
+static grit_err gauges(grit_buf *out, const char *target) {
+  static const char *const names[] = {"a.example", "b.example"};
+  static const double v[] = {10, 2.5};
+  if (target)
+    return GRIT_OK;
+  return grit_obs_write_gauge(out, "grit_test_tokens", "Test gauge.",
+                              "server_name", 2, names, v);
+}
+
+static void test_collector(void) {
+  grit_obs_add_collector(gauges);
+  grit_obs_add_collector(gauges); /* once only */
+  char *s = render(NULL);
+  ASSERT_NOT_NULL(s);
+  ASSERT_NOT_NULL(strstr(s,
+                         "# TYPE grit_test_tokens gauge\n"
+                         "grit_test_tokens{server_name=\"a.example\"} 10\n"
+                         "grit_test_tokens{server_name=\"b.example\"} 2.5\n"));
+  ASSERT_EQ(
+      strstr(strstr(s, "grit_test_tokens gauge") + 1, "grit_test_tokens gauge"),
+      NULL);
+  grit_free(s);
+}
+
+static const test_case tests[] = {
+    {"traceparent_roundtrip", test_traceparent_roundtrip},
+    {"traceparent_invalid", test_traceparent_invalid},
+    {"histogram_buckets", test_histogram_buckets},
+    {"escaping_and_filter", test_escaping_and_filter},
+    {"method_cap", test_method_cap},
+    {"collector", test_collector},
+    {"target_scope", test_target_scope},
+    {"subchannel_gauge", test_subchannel_gauge},
+    {NULL, NULL},
+};
+
+int main(int argc, char **argv) {
+  return test_main(tests, argc, argv);
+}
