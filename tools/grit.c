@@ -34,6 +34,10 @@ static void usage(FILE *f) {
           "config\n"
           "  demo                                        calls against "
           "embedded backends\n"
+          "  list [options] TARGET                       the server's "
+          "services\n"
+          "  describe [options] TARGET SYMBOL            a service, method "
+          "or message\n"
           "  version                                     print the version\n"
           "  help [COMMAND]                              this text, or "
           "COMMAND's usage\n"
@@ -65,6 +69,8 @@ static const command COMMANDS[] = {
     {"config", cmd_config, config_usage},
     {"demo", cmd_demo, demo_usage},
     {"version", cmd_version, version_usage},
+    {"list", cmd_list, list_usage},
+    {"describe", cmd_describe, describe_usage},
 };
 
 static const command *find(const char *name) {

@@ -24,6 +24,10 @@ int cmd_demo(int argc, char **argv);
 void demo_usage(FILE *f);
 int cmd_config(int argc, char **argv);
 void config_usage(FILE *f);
+int cmd_list(int argc, char **argv);
+void list_usage(FILE *f);
+int cmd_describe(int argc, char **argv);
+void describe_usage(FILE *f);
 /* -h or --help. */
 bool tool_is_help(const char *arg);
 
