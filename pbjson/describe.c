@@ -71,42 +71,44 @@ static void put_enum(pbj_buf *b, const Google__Protobuf__EnumDescriptorProto *e,
   pbj_puts(b, "}\n");
 }
 
+/* A member of a real oneof (not proto3 optional's synthetic one). */
+static bool in_oneof(const field_desc *f) {
+  return f->has_oneof_index && !(f->has_proto3_optional && f->proto3_optional);
+}
+
+static void put_field(const pbj_pool *pool, pbj_buf *b, const field_desc *f,
+                      bool proto3, int depth);
+
 static void put_message(const pbj_pool *pool, pbj_buf *b,
-                        const Google__Protobuf__DescriptorProto *d,
-                        bool proto3, int depth) {
+                        const Google__Protobuf__DescriptorProto *d, bool proto3,
+                        int depth) {
   indent(b, depth);
   pbj_putf(b, "message %s {\n", d->name);
   for (size_t i = 0; i < d->n_field; i++) {
     const field_desc *f = d->field[i];
-    indent(b, depth + 1);
-    const Google__Protobuf__DescriptorProto *entry =
-        f->type == T(MESSAGE)
-            ? pbj_find_message(pool, pbj_strip_dot(f->type_name))
-            : NULL;
-    bool repeated =
-        f->label ==
-        GOOGLE__PROTOBUF__FIELD_DESCRIPTOR_PROTO__LABEL__LABEL_REPEATED;
-    if (repeated && pbj_is_map_entry(entry) && entry->n_field == 2) {
-      pbj_puts(b, "map<");
-      put_type(b, pbj_field_by_number(entry, 1) ? pbj_field_by_number(entry, 1)
-                                                : entry->field[0]);
-      pbj_puts(b, ", ");
-      put_type(b, pbj_field_by_number(entry, 2) ? pbj_field_by_number(entry, 2)
-                                                : entry->field[1]);
-      pbj_puts(b, "> ");
-    } else {
-      if (repeated)
-        pbj_puts(b, "repeated ");
-      else if (f->has_proto3_optional && f->proto3_optional)
-        pbj_puts(b, "optional ");
-      else if (!proto3)
-        pbj_puts(b, f->label == GOOGLE__PROTOBUF__FIELD_DESCRIPTOR_PROTO__LABEL__LABEL_REQUIRED
-                        ? "required "
-                        : "optional ");
-      put_type(b, f);
-      pbj_puts(b, " ");
+    if (!in_oneof(f)) {
+      put_field(pool, b, f, proto3, depth + 1);
+      continue;
     }
-    pbj_putf(b, "%s = %d;\n", f->name ? f->name : "?", f->number);
+    /* The oneof, at its first member, with all its members. */
+    bool first = true;
+    for (size_t j = 0; j < i; j++)
+      first = first && !(in_oneof(d->field[j]) &&
+                         d->field[j]->oneof_index == f->oneof_index);
+    if (!first)
+      continue;
+    indent(b, depth + 1);
+    pbj_putf(b, "oneof %s {\n",
+             (size_t)f->oneof_index < d->n_oneof_decl &&
+                     d->oneof_decl[f->oneof_index]->name
+                 ? d->oneof_decl[f->oneof_index]->name
+                 : "?");
+    for (size_t j = i; j < d->n_field; j++) {
+      if (in_oneof(d->field[j]) && d->field[j]->oneof_index == f->oneof_index)
+        put_field(pool, b, d->field[j], true, depth + 2);
+    }
+    indent(b, depth + 1);
+    pbj_puts(b, "}\n");
   }
   for (size_t i = 0; i < d->n_nested_type; i++) {
     if (!pbj_is_map_entry(d->nested_type[i]))
@@ -116,6 +118,42 @@ static void put_message(const pbj_pool *pool, pbj_buf *b,
     put_enum(b, d->enum_type[i], depth + 1);
   indent(b, depth);
   pbj_puts(b, "}\n");
+}
+
+static void put_field(const pbj_pool *pool, pbj_buf *b, const field_desc *f,
+                      bool proto3, int depth) {
+  indent(b, depth);
+  const Google__Protobuf__DescriptorProto *entry =
+      f->type == T(MESSAGE)
+          ? pbj_find_message(pool, pbj_strip_dot(f->type_name))
+          : NULL;
+  bool repeated =
+      f->label ==
+      GOOGLE__PROTOBUF__FIELD_DESCRIPTOR_PROTO__LABEL__LABEL_REPEATED;
+  if (repeated && pbj_is_map_entry(entry) && entry->n_field == 2) {
+    pbj_puts(b, "map<");
+    put_type(b, pbj_field_by_number(entry, 1) ? pbj_field_by_number(entry, 1)
+                                              : entry->field[0]);
+    pbj_puts(b, ", ");
+    put_type(b, pbj_field_by_number(entry, 2) ? pbj_field_by_number(entry, 2)
+                                              : entry->field[1]);
+    pbj_puts(b, "> ");
+  } else {
+    if (repeated)
+      pbj_puts(b, "repeated ");
+    else if (f->has_proto3_optional && f->proto3_optional)
+      pbj_puts(b, "optional ");
+    else if (!proto3)
+      pbj_puts(
+          b,
+          f->label ==
+                  GOOGLE__PROTOBUF__FIELD_DESCRIPTOR_PROTO__LABEL__LABEL_REQUIRED
+              ? "required "
+              : "optional ");
+    put_type(b, f);
+    pbj_puts(b, " ");
+  }
+  pbj_putf(b, "%s = %d;\n", f->name ? f->name : "?", f->number);
 }
 
 static void put_method(pbj_buf *b,

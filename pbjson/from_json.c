@@ -42,8 +42,8 @@ static bool fail(fj *f, const char *fmt, ...) {
 /* Append ".name" or "[i]" to the path; returns the length to restore. */
 static size_t push_name(fj *f, const char *name) {
   size_t saved = f->path_len;
-  int n = snprintf(f->path + f->path_len, sizeof(f->path) - f->path_len,
-                   ".%s", name);
+  int n = snprintf(f->path + f->path_len, sizeof(f->path) - f->path_len, ".%s",
+                   name);
   if (n > 0)
     f->path_len += (size_t)n < sizeof(f->path) - f->path_len
                        ? (size_t)n
@@ -55,8 +55,8 @@ static size_t push_index(fj *f, size_t i) {
   char tmp[32];
   snprintf(tmp, sizeof(tmp), "[%zu]", i);
   size_t saved = f->path_len;
-  int n = snprintf(f->path + f->path_len, sizeof(f->path) - f->path_len, "%s",
-                   tmp);
+  int n =
+      snprintf(f->path + f->path_len, sizeof(f->path) - f->path_len, "%s", tmp);
   if (n > 0)
     f->path_len += (size_t)n < sizeof(f->path) - f->path_len
                        ? (size_t)n
@@ -97,8 +97,7 @@ static void put_fixed(pbj_buf *b, uint64_t v, size_t n) {
 }
 
 /* An integer from a JSON integer, an integral real, or a decimal string. */
-static bool get_int(fj *f, json_t *v, bool is_signed, int64_t *s,
-                    uint64_t *u) {
+static bool get_int(fj *f, json_t *v, bool is_signed, int64_t *s, uint64_t *u) {
   if (json_is_integer(v)) {
     json_int_t i = json_integer_value(v);
     *s = (int64_t)i;
@@ -244,8 +243,8 @@ static bool encode_value(fj *f, const field_desc *fd, json_t *v, pbj_buf *out,
     if (fd->type == T(SFIXED32))
       put_fixed(out, (uint32_t)(int32_t)s, 4);
     else if (fd->type == T(SINT32))
-      pbj_put_varint(out, (uint32_t)(((uint32_t)s << 1) ^
-                                     (uint32_t)((int32_t)s >> 31)));
+      pbj_put_varint(
+          out, (uint32_t)(((uint32_t)s << 1) ^ (uint32_t)((int32_t)s >> 31)));
     else
       pbj_put_varint(out, (uint64_t)s); /* negative: 10 bytes, as protobuf */
     return true;
@@ -333,9 +332,9 @@ static bool encode_map(fj *f, const field_desc *fd,
       k = json_string(key);
     }
     pbj_buf entry = {0};
-    bool ok = k && encode_field_value(f, kf, k, &entry, depth) &&
-              (json_is_null(val) || encode_field_value(f, vf, val, &entry,
-                                                       depth));
+    bool ok =
+        k && encode_field_value(f, kf, k, &entry, depth) &&
+        (json_is_null(val) || encode_field_value(f, vf, val, &entry, depth));
     json_decref(k);
     if (ok) {
       pbj_put_tag(out, (uint32_t)fd->number, 2);
@@ -355,7 +354,8 @@ static bool encode_field(fj *f, const field_desc *fd, json_t *v, pbj_buf *out,
   if (json_is_null(v))
     return true;
   bool repeated =
-      fd->label == GOOGLE__PROTOBUF__FIELD_DESCRIPTOR_PROTO__LABEL__LABEL_REPEATED;
+      fd->label ==
+      GOOGLE__PROTOBUF__FIELD_DESCRIPTOR_PROTO__LABEL__LABEL_REPEATED;
   if (!repeated)
     return encode_field_value(f, fd, v, out, depth);
   if (fd->type == T(MESSAGE)) {
@@ -456,8 +456,9 @@ static int64_t days_from_civil(int64_t y, unsigned m, unsigned d) {
 
 static bool encode_timestamp(fj *f, json_t *v, pbj_buf *out) {
   if (!json_is_string(v))
-    return fail(f, "%s", "wants an RFC 3339 time such as "
-                         "\"2024-01-02T03:04:05Z\"");
+    return fail(f, "%s",
+                "wants an RFC 3339 time such as "
+                "\"2024-01-02T03:04:05Z\"");
   const char *s = json_string_value(v);
   int y, mo, d, h, mi, se, n = 0;
   if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &se, &n) !=
@@ -492,8 +493,8 @@ static bool encode_timestamp(fj *f, json_t *v, pbj_buf *out) {
 
 static bool is_wrapper(const char *type) {
   static const char *const names[] = {
-      "DoubleValue", "FloatValue",  "Int64Value",  "UInt64Value", "Int32Value",
-      "UInt32Value", "BoolValue",   "StringValue", "BytesValue"};
+      "DoubleValue", "FloatValue", "Int64Value",  "UInt64Value", "Int32Value",
+      "UInt32Value", "BoolValue",  "StringValue", "BytesValue"};
   if (strncmp(type, "google.protobuf.", 16) != 0)
     return false;
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
@@ -557,12 +558,12 @@ bool pbj_from_json(const pbj_pool *pool, const char *type, const char *json,
   json_error_t je;
   json_t *root = json_loadb(json, len, JSON_DECODE_ANY, &je);
   if (!root) {
-    snprintf(err, errlen, "not JSON: %s at line %d column %d", je.text,
-             je.line, je.column);
+    snprintf(err, errlen, "not JSON: %s at line %d column %d", je.text, je.line,
+             je.column);
     return false;
   }
-  fj f = {.pool = pool, .path = "$", .path_len = 1, .err = err,
-          .errlen = errlen};
+  fj f = {
+      .pool = pool, .path = "$", .path_len = 1, .err = err, .errlen = errlen};
   pbj_buf b = {0};
   bool ok = encode_message(&f, type, root, &b, 0);
   json_decref(root);

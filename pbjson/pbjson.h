@@ -43,8 +43,7 @@ bool pbj_pool_method(const pbj_pool *pool, const char *path, pbj_method *out);
 bool pbj_pool_has_message(const pbj_pool *pool, const char *full);
 /* Full names of the services in the pool, in the order added; borrowed.
  * Returns how many there are (at most |max| are stored). */
-size_t pbj_pool_services(const pbj_pool *pool, const char **names,
-                         size_t max);
+size_t pbj_pool_services(const pbj_pool *pool, const char **names, size_t max);
 /* A service, method ("pkg.Svc.Method" or "pkg.Svc/Method"), message or
  * enum as .proto text: malloc'd, or NULL with |err| set. */
 char *pbj_describe(const pbj_pool *pool, const char *symbol, char *err,

@@ -41,15 +41,15 @@ bool pbj_read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v);
 bool pbj_base64_decode(const char *s, size_t n, pbj_buf *out);
 
 /* Lookups by full name without the leading dot; NULL if absent. */
-const Google__Protobuf__DescriptorProto *
-pbj_find_message(const pbj_pool *pool, const char *full);
-const Google__Protobuf__EnumDescriptorProto *
-pbj_find_enum(const pbj_pool *pool, const char *full);
+const Google__Protobuf__DescriptorProto *pbj_find_message(const pbj_pool *pool,
+                                                          const char *full);
+const Google__Protobuf__EnumDescriptorProto *pbj_find_enum(const pbj_pool *pool,
+                                                           const char *full);
 const Google__Protobuf__ServiceDescriptorProto *
 pbj_find_service(const pbj_pool *pool, const char *full);
 /* A file whose package holds |full|, for its syntax; NULL if none. */
-const Google__Protobuf__FileDescriptorProto *
-pbj_file_of(const pbj_pool *pool, const char *full);
+const Google__Protobuf__FileDescriptorProto *pbj_file_of(const pbj_pool *pool,
+                                                         const char *full);
 /* A type name as fields hold it (".pkg.Msg") without its dot. */
 const char *pbj_strip_dot(const char *type_name);
 /* The JSON name of a field: json_name, else lowerCamelCase of the name

@@ -103,8 +103,9 @@ bool pbj_pool_has_file(const pbj_pool *pool, const char *name) {
 }
 
 /* Takes |f| (freed on failure too). */
-static bool add_decoded(pbj_pool *pool, Google__Protobuf__FileDescriptorProto *f,
-                        char *err, size_t errlen) {
+static bool add_decoded(pbj_pool *pool,
+                        Google__Protobuf__FileDescriptorProto *f, char *err,
+                        size_t errlen) {
   if (!f->name) {
     snprintf(err, errlen, "a file descriptor without a name");
     google__protobuf__file_descriptor_proto__free_unpacked(f, NULL);
@@ -177,8 +178,7 @@ const char *pbj_pool_missing_dep(const pbj_pool *pool) {
   return NULL;
 }
 
-static const void *find(const pbj_pool *pool, const char *full,
-                        sym_kind kind) {
+static const void *find(const pbj_pool *pool, const char *full, sym_kind kind) {
   for (size_t i = 0; i < pool->n_syms; i++) {
     if (pool->syms[i].kind == kind && strcmp(pool->syms[i].full, full) == 0)
       return pool->syms[i].desc;
@@ -186,13 +186,13 @@ static const void *find(const pbj_pool *pool, const char *full,
   return NULL;
 }
 
-const Google__Protobuf__DescriptorProto *
-pbj_find_message(const pbj_pool *pool, const char *full) {
+const Google__Protobuf__DescriptorProto *pbj_find_message(const pbj_pool *pool,
+                                                          const char *full) {
   return find(pool, full, SYM_MESSAGE);
 }
 
-const Google__Protobuf__EnumDescriptorProto *
-pbj_find_enum(const pbj_pool *pool, const char *full) {
+const Google__Protobuf__EnumDescriptorProto *pbj_find_enum(const pbj_pool *pool,
+                                                           const char *full) {
   return find(pool, full, SYM_ENUM);
 }
 
@@ -229,8 +229,7 @@ bool pbj_pool_method(const pbj_pool *pool, const char *path, pbj_method *out) {
   return false;
 }
 
-size_t pbj_pool_services(const pbj_pool *pool, const char **names,
-                         size_t max) {
+size_t pbj_pool_services(const pbj_pool *pool, const char **names, size_t max) {
   size_t n = 0;
   for (size_t i = 0; i < pool->n_syms; i++) {
     if (pool->syms[i].kind != SYM_SERVICE)
@@ -247,8 +246,8 @@ pbj_find_service(const pbj_pool *pool, const char *full) {
   return find(pool, full, SYM_SERVICE);
 }
 
-const Google__Protobuf__FileDescriptorProto *
-pbj_file_of(const pbj_pool *pool, const char *full) {
+const Google__Protobuf__FileDescriptorProto *pbj_file_of(const pbj_pool *pool,
+                                                         const char *full) {
   size_t n = strlen(full);
   for (size_t i = 0; i < pool->n_files; i++) {
     const char *pkg = pool->files[i]->package ? pool->files[i]->package : "";
@@ -279,8 +278,7 @@ const char *pbj_json_name(const Google__Protobuf__FieldDescriptorProto *f,
 }
 
 bool pbj_is_map_entry(const Google__Protobuf__DescriptorProto *d) {
-  return d && d->options && d->options->has_map_entry &&
-         d->options->map_entry;
+  return d && d->options && d->options->has_map_entry && d->options->map_entry;
 }
 
 const Google__Protobuf__FieldDescriptorProto *

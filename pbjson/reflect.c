@@ -15,8 +15,11 @@ static const char *const REFL_PATH[2] = {
 };
 
 /* ServerReflectionRequest fields. */
-enum { REQ_FILE_BY_FILENAME = 3, REQ_FILE_CONTAINING_SYMBOL = 4,
-       REQ_LIST_SERVICES = 7 };
+enum {
+  REQ_FILE_BY_FILENAME = 3,
+  REQ_FILE_CONTAINING_SYMBOL = 4,
+  REQ_LIST_SERVICES = 7
+};
 /* ServerReflectionResponse fields. */
 enum { RESP_FILE_DESCRIPTOR = 4, RESP_LIST_SERVICES = 6, RESP_ERROR = 7 };
 
@@ -33,8 +36,8 @@ typedef struct refl {
 /* Send one request and read its response into |resp|. False with err
  * set, or with |unimplemented| when the server lacks the service. */
 static bool ask(refl *r, int field, const char *arg, grit_bytes *resp) {
-  if (!r->call && grit_call_start(r->ch, REFL_PATH[r->version], &r->opts,
-                                  NULL, NULL, &r->call) != GRIT_OK) {
+  if (!r->call && grit_call_start(r->ch, REFL_PATH[r->version], &r->opts, NULL,
+                                  NULL, &r->call) != GRIT_OK) {
     snprintf(r->err, r->errlen, "cannot start the reflection call");
     return false;
   }
@@ -42,8 +45,8 @@ static bool ask(refl *r, int field, const char *arg, grit_bytes *resp) {
   pbj_put_tag(&req, (uint32_t)field, 2);
   pbj_put_varint(&req, strlen(arg));
   pbj_puts(&req, arg);
-  grit_err rv = req.oom ? GRIT_ERR_NOMEM
-                        : grit_call_send(r->call, req.p, req.len);
+  grit_err rv =
+      req.oom ? GRIT_ERR_NOMEM : grit_call_send(r->call, req.p, req.len);
   pbj_buf_free(&req);
   if (rv == GRIT_OK)
     rv = grit_call_recv(r->call, resp);

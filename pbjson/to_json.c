@@ -318,8 +318,8 @@ static bool put_duration(tj *t, const uint8_t *p, size_t n) {
 
 static bool is_wrapper(const char *type) {
   static const char *const names[] = {
-      "DoubleValue", "FloatValue",  "Int64Value",  "UInt64Value", "Int32Value",
-      "UInt32Value", "BoolValue",   "StringValue", "BytesValue"};
+      "DoubleValue", "FloatValue", "Int64Value",  "UInt64Value", "Int32Value",
+      "UInt32Value", "BoolValue",  "StringValue", "BytesValue"};
   if (strncmp(type, "google.protobuf.", 16) != 0)
     return false;
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
@@ -402,7 +402,8 @@ static bool put_field(tj *t, const field_desc *f, const uint8_t *p, size_t n,
   const uint8_t *q = p, *end = p + n, *last_at = NULL;
   pbj_wire_field w;
   bool repeated =
-      f->label == GOOGLE__PROTOBUF__FIELD_DESCRIPTOR_PROTO__LABEL__LABEL_REPEATED;
+      f->label ==
+      GOOGLE__PROTOBUF__FIELD_DESCRIPTOR_PROTO__LABEL__LABEL_REPEATED;
   int want = wire_type_of(f->type);
   size_t seen = 0;
   while (pbj_wire_next(&q, end, &w) == 1) {

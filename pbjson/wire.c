@@ -33,15 +33,27 @@ void pbj_puts(pbj_buf *b, const char *s) {
 }
 
 void pbj_putf(pbj_buf *b, const char *fmt, ...) {
-  char tmp[128];
+  char tmp[256];
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
   va_end(ap);
-  if (n < 0 || (size_t)n >= sizeof(tmp))
+  if (n < 0) {
     b->oom = true;
-  else
+  } else if ((size_t)n < sizeof(tmp)) {
     pbj_put(b, tmp, (size_t)n);
+  } else {
+    char *big = malloc((size_t)n + 1);
+    if (!big) {
+      b->oom = true;
+      return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    pbj_put(b, big, (size_t)n);
+    free(big);
+  }
 }
 
 void pbj_put_varint(pbj_buf *b, uint64_t v) {

@@ -62,8 +62,8 @@ static char *run_protoc(const types_flags *tf, size_t *len) {
     _exit(127);
   }
   int status = 0;
-  bool ok = pid > 0 && waitpid(pid, &status, 0) == pid &&
-            WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  bool ok = pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+            WEXITSTATUS(status) == 0;
   if (pid < 0)
     fprintf(stderr, "grit: fork: %s\n", strerror(errno));
   else if (!ok)
@@ -107,15 +107,14 @@ int types_load(const types_flags *tf, grit_channel *ch,
       rc = TOOL_EXIT_USAGE;
     } else if (!pbj_pool_add_set(t->pool, (const uint8_t *)data, len, err,
                                  sizeof(err))) {
-      fprintf(stderr, "grit: %s: %s\n",
-              tf->protoset ? tf->protoset : "--proto", err);
+      fprintf(stderr, "grit: %s: %s\n", tf->protoset ? tf->protoset : "--proto",
+              err);
       rc = TOOL_EXIT_USAGE;
     }
     free(data);
   } else if (symbol) {
     char *svc = service_of(symbol);
-    if (!svc || !pbj_reflect_symbol(ch, opts, t->pool, svc, err,
-                                    sizeof(err))) {
+    if (!svc || !pbj_reflect_symbol(ch, opts, t->pool, svc, err, sizeof(err))) {
       fprintf(stderr, "grit: cannot load the types of %s: %s\n",
               svc ? svc : symbol, svc ? err : "out of memory");
       rc = TOOL_EXIT_FAILED;
@@ -137,8 +136,7 @@ void types_free(call_types *t) {
   free(t);
 }
 
-int types_find_method(call_types *t, const char *path,
-                      grit_method_kind *kind) {
+int types_find_method(call_types *t, const char *path, grit_method_kind *kind) {
   if (!pbj_pool_method(t->pool, path, &t->m)) {
     fprintf(stderr, "grit: method %s is not in the descriptors\n", path);
     return TOOL_EXIT_USAGE;
@@ -166,8 +164,9 @@ char *types_response_json(const call_types *t, const uint8_t *p, size_t len) {
   char err[256];
   char *json = pbj_to_json(t->pool, t->m.out, p, len, err, sizeof(err));
   if (!json)
-    fprintf(stderr, "grit: the response does not decode as %s (%s); "
-                    "printed in hex\n",
+    fprintf(stderr,
+            "grit: the response does not decode as %s (%s); "
+            "printed in hex\n",
             t->m.out, err);
   return json;
 }
@@ -194,8 +193,8 @@ bool req_decode_json(const char *text, uint8_t **out, size_t *len,
     text = file;
   }
   char err[512];
-  bool ok = pbj_from_json(json_types->pool, json_types->m.in, text, n, out,
-                          len, err, sizeof(err));
+  bool ok = pbj_from_json(json_types->pool, json_types->m.in, text, n, out, len,
+                          err, sizeof(err));
   if (!ok) {
     snprintf(json_why, sizeof(json_why), "not a valid %s (%s)",
              json_types->m.in, err);

@@ -37,7 +37,6 @@ bool req_decode_json(const char *text, uint8_t **out, size_t *len,
 
 /* grit list / grit describe bodies. */
 int types_list(const types_flags *tf, grit_channel *ch);
-int types_describe(const types_flags *tf, grit_channel *ch,
-                   const char *symbol);
+int types_describe(const types_flags *tf, grit_channel *ch, const char *symbol);
 
 #endif

@@ -441,8 +441,8 @@ int cmd_call(int argc, char **argv) {
       if (!req_source_add(js, fl.json_data[i]))
         goto done;
     }
-    if (fl.count > 1 && (req_source_fixed_count(js) > 1 ||
-                         req_source_uses_stdin(js))) {
+    if (fl.count > 1 &&
+        (req_source_fixed_count(js) > 1 || req_source_uses_stdin(js))) {
       fprintf(stderr, "grit: --count N makes unary calls: at most one "
                       "--data-json (not -)\n");
       goto done;

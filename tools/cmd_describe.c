@@ -43,9 +43,10 @@ static const char OPTIONS_HELP[] =
     "(grpc.reflection.v1, else v1alpha). Exit status: see 'grit help'.\n";
 
 void list_usage(FILE *f) {
-  fprintf(f, "usage: grit list [options] TARGET\n"
-             "       grit list --protoset FILE|--proto FILE [options]\n"
-             "prints the services, one per line\n%s",
+  fprintf(f,
+          "usage: grit list [options] TARGET\n"
+          "       grit list --protoset FILE|--proto FILE [options]\n"
+          "prints the services, one per line\n%s",
           OPTIONS_HELP);
 }
 
@@ -164,8 +165,7 @@ static int list_body(const desc_flags *fl, grit_channel *ch, char **args) {
   return types_list(&fl->tf, ch);
 }
 
-static int describe_body(const desc_flags *fl, grit_channel *ch,
-                         char **args) {
+static int describe_body(const desc_flags *fl, grit_channel *ch, char **args) {
   return types_describe(&fl->tf, ch, args[0]);
 }
 

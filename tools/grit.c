@@ -65,12 +65,9 @@ typedef struct command {
 } command;
 
 static const command COMMANDS[] = {
-    {"call", cmd_call, call_usage},
-    {"config", cmd_config, config_usage},
-    {"demo", cmd_demo, demo_usage},
-    {"version", cmd_version, version_usage},
-    {"list", cmd_list, list_usage},
-    {"describe", cmd_describe, describe_usage},
+    {"call", cmd_call, call_usage}, {"config", cmd_config, config_usage},
+    {"demo", cmd_demo, demo_usage}, {"version", cmd_version, version_usage},
+    {"list", cmd_list, list_usage}, {"describe", cmd_describe, describe_usage},
 };
 
 static const command *find(const char *name) {
