@@ -182,6 +182,7 @@ void types_use_for_requests(const call_types *t) {
 
 bool req_decode_json(const char *text, uint8_t **out, size_t *len,
                      const char **why) {
+  const char *arg = text;
   char *file = NULL;
   size_t n = strlen(text);
   if (text[0] == '@') {
@@ -199,6 +200,10 @@ bool req_decode_json(const char *text, uint8_t **out, size_t *len,
     snprintf(json_why, sizeof(json_why), "not a valid %s (%s)",
              json_types->m.in, err);
     *why = json_why;
+    /* The source prints nothing for @FILE (a read error has been
+     * printed); a file that reads but does not decode is said here. */
+    if (file)
+      fprintf(stderr, "grit: --data-json %s is %s\n", arg, json_why);
   }
   free(file);
   return ok;
