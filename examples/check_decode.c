@@ -49,5 +49,6 @@ int main(int argc, char **argv) {
   grit_status_free(&st);
   grpc__testing__test_service__streaming_output_call__destroy(&s);
   grit_channel_destroy(ch);
+  grit_default_runtime_shutdown(); /* valgrind-clean exit */
   return rc;
 }

@@ -46,5 +46,6 @@ int main(int argc, char **argv) {
     grpc__testing__test_service__streaming_input_call__destroy(&s);
   }
   grit_channel_destroy(ch);
+  grit_default_runtime_shutdown(); /* valgrind-clean exit */
   return rc;
 }

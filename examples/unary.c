@@ -75,5 +75,6 @@ int main(int argc, char **argv) {
     rc = 1;
   }
   grit_channel_destroy(ch);
+  grit_default_runtime_shutdown(); /* valgrind-clean exit */
   return rc;
 }

@@ -64,6 +64,10 @@ static void put_double(pbj_buf *b, double d, bool is_float) {
     pbj_puts(b, d > 0 ? "\"Infinity\"" : "\"-Infinity\"");
     return;
   }
+  if (d == 0 && signbit(d)) {
+    pbj_puts(b, "-0.0"); /* "-0" would read back as the integer 0 */
+    return;
+  }
   /* The shortest text that reads back as the same value. */
   char tmp[40];
   for (int prec = is_float ? 6 : 15; prec <= 17; prec++) {
@@ -214,27 +218,57 @@ static bool put_map_key(tj *t, const field_desc *kf, const pbj_wire_field *w) {
   return ok;
 }
 
-static bool put_map_entry(tj *t, const Google__Protobuf__DescriptorProto *ed,
-                          const pbj_wire_field *w, int depth) {
+/* A map entry's key and value fields (the last of each). */
+static bool split_entry(tj *t, const Google__Protobuf__DescriptorProto *ed,
+                        const pbj_wire_field *w, pbj_wire_field *k, bool *has_k,
+                        pbj_wire_field *v, bool *has_v) {
   const field_desc *kf = pbj_field_by_number(ed, 1);
   const field_desc *vf = pbj_field_by_number(ed, 2);
-  pbj_wire_field k = {0}, v = {0}, x;
-  bool has_k = false, has_v = false;
+  pbj_wire_field x;
+  *has_k = *has_v = false;
   const uint8_t *p = w->data, *end = w->data + w->len;
   int r;
   while ((r = pbj_wire_next(&p, end, &x)) == 1) {
     if (x.num == 1) {
-      k = x;
-      has_k = true;
+      *k = x;
+      *has_k = true;
     } else if (x.num == 2) {
-      v = x;
-      has_v = true;
+      *v = x;
+      *has_v = true;
     }
   }
-  if (r < 0 || !vf)
+  if (r < 0 || !vf || !kf || (*has_k && k->wt != wire_type_of(kf->type)) ||
+      (*has_v && v->wt != wire_type_of(vf->type)))
     return fail(t, "a malformed map entry of %s", ed->name);
-  if (!put_map_key(t, kf, has_k ? &k : NULL))
+  return true;
+}
+
+/* The JSON key text of a map entry, malloc'd; NULL on error. */
+static char *map_key_text(tj *t, const Google__Protobuf__DescriptorProto *ed,
+                          const pbj_wire_field *w) {
+  pbj_wire_field k = {0}, v;
+  bool has_k, has_v;
+  if (!split_entry(t, ed, w, &k, &has_k, &v, &has_v))
+    return NULL;
+  pbj_buf saved = t->out;
+  t->out = (pbj_buf){0};
+  bool ok = put_map_key(t, pbj_field_by_number(ed, 1), has_k ? &k : NULL);
+  pbj_put(&t->out, "", 0);
+  char *text = ok && !t->out.oom ? (char *)t->out.p : NULL;
+  if (!text)
+    pbj_buf_free(&t->out);
+  t->out = saved;
+  return text;
+}
+
+static bool put_map_entry(tj *t, const Google__Protobuf__DescriptorProto *ed,
+                          const pbj_wire_field *w, const char *key, int depth) {
+  const field_desc *vf = pbj_field_by_number(ed, 2);
+  pbj_wire_field k = {0}, v = {0};
+  bool has_k, has_v;
+  if (!split_entry(t, ed, w, &k, &has_k, &v, &has_v))
     return false;
+  pbj_puts(&t->out, key);
   pbj_put(&t->out, ":", 1);
   if (has_v)
     return put_value(t, vf, &v, depth);
@@ -395,6 +429,47 @@ static bool put_unknown(tj *t, const Google__Protobuf__DescriptorProto *d,
   return true;
 }
 
+/* A map field's |count| entries as an object. A key that comes again
+ * later is skipped: the last entry wins, as protobuf parsers do. */
+static bool put_map(tj *t, const field_desc *f,
+                    const Google__Protobuf__DescriptorProto *ed,
+                    const uint8_t *p, size_t n, size_t count, int depth) {
+  char **keys = calloc(count, sizeof(char *));
+  pbj_wire_field *entries = calloc(count, sizeof(*entries));
+  bool ok = keys && entries;
+  if (!ok)
+    fail(t, "%s", "out of memory");
+  size_t k = 0;
+  const uint8_t *q = p, *end = p + n;
+  pbj_wire_field w;
+  while (ok && k < count && pbj_wire_next(&q, end, &w) == 1) {
+    if (w.num != (uint32_t)f->number)
+      continue;
+    entries[k] = w;
+    keys[k] = map_key_text(t, ed, &w);
+    ok = keys[k++] != NULL;
+  }
+  pbj_put(&t->out, "{", 1);
+  bool first = true;
+  for (size_t i = 0; ok && i < k; i++) {
+    bool later = false;
+    for (size_t j = i + 1; !later && j < k; j++)
+      later = strcmp(keys[i], keys[j]) == 0;
+    if (later)
+      continue;
+    if (!first)
+      pbj_put(&t->out, ",", 1);
+    first = false;
+    ok = put_map_entry(t, ed, &entries[i], keys[i], depth);
+  }
+  pbj_put(&t->out, "}", 1);
+  for (size_t i = 0; keys && i < k; i++)
+    free(keys[i]);
+  free(keys);
+  free(entries);
+  return ok;
+}
+
 /* The occurrences of field |f| in |p|: all for a repeated field (as a JSON
  * array or map), the last for a singular one. */
 static bool put_field(tj *t, const field_desc *f, const uint8_t *p, size_t n,
@@ -426,6 +501,8 @@ static bool put_field(tj *t, const field_desc *f, const uint8_t *p, size_t n,
     return fail(t, "type %s is not in the descriptors", f->type_name);
   bool is_map = repeated && pbj_is_map_entry(entry);
   char tmp[256];
+  size_t key_at = t->out.len;
+  bool was_first = *first;
   pbj_putf(&t->out, "%s", *first ? "" : ",");
   const char *jn = pbj_json_name(f, tmp, sizeof(tmp));
   pbj_put_json_string(&t->out, jn, strlen(jn));
@@ -440,7 +517,9 @@ static bool put_field(tj *t, const field_desc *f, const uint8_t *p, size_t n,
     }
     return true;
   }
-  pbj_put(&t->out, is_map ? "{" : "[", 1);
+  if (is_map)
+    return put_map(t, f, entry, p, n, seen, depth);
+  pbj_put(&t->out, "[", 1);
   bool first_v = true;
   for (q = p; pbj_wire_next(&q, end, &w) == 1;) {
     if (w.num != (uint32_t)f->number)
@@ -453,11 +532,17 @@ static bool put_field(tj *t, const field_desc *f, const uint8_t *p, size_t n,
     if (!first_v)
       pbj_put(&t->out, ",", 1);
     first_v = false;
-    if (!(is_map ? put_map_entry(t, entry, &w, depth)
-                 : put_value(t, f, &w, depth)))
+    if (!put_value(t, f, &w, depth))
       return false;
   }
-  pbj_put(&t->out, is_map ? "}" : "]", 1);
+  if (first_v && !t->out.oom) {
+    /* Only empty packed runs: no values, so no field (as protobuf). */
+    t->out.len = key_at;
+    t->out.p[key_at] = '\0';
+    *first = was_first;
+    return true;
+  }
+  pbj_put(&t->out, "]", 1);
   return true;
 }
 

@@ -226,7 +226,7 @@ void pbj_put_json_string(pbj_buf *b, const char *s, size_t n) {
     else if (u[i] < 0x20 || u[i] == 0x7f)
       pbj_putf(b, "\\u%04x", u[i]);
     else if (len == 0)
-      pbj_puts(b, "\\ufffd");
+      pbj_puts(b, "\xef\xbf\xbd"); /* U+FFFD, raw like the rest */
     else
       pbj_put(b, u + i, len);
     i += len ? len : 1;

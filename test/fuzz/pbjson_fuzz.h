@@ -19,9 +19,8 @@ static pbj_pool *kitchen_pool(void) {
   if (!pool) {
     char err[256];
     pool = pbj_pool_create();
-    if (!pool ||
-        !pbj_pool_add_set(pool, kitchen_protoset, kitchen_protoset_len, err,
-                          sizeof(err))) {
+    if (!pool || !pbj_pool_add_set(pool, kitchen_protoset, kitchen_protoset_len,
+                                   err, sizeof(err))) {
       fprintf(stderr, "kitchen pool: %s\n", err);
       abort();
     }
@@ -41,8 +40,7 @@ static void check_fixed_point(const char *json) {
     return; /* e.g. fields printed under their number */
   char *again = pbj_to_json(pool, KITCHEN, wire, n, err, sizeof(err));
   if (!again || strcmp(again, json) != 0) {
-    fprintf(stderr, "not a fixed point:\n%s\n%s\n", json,
-            again ? again : err);
+    fprintf(stderr, "not a fixed point:\n%s\n%s\n", json, again ? again : err);
     abort();
   }
   free(again);

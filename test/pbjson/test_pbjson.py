@@ -278,6 +278,14 @@ def request_errors():
         check_rc(r, 2)
         check(want in r.err, "error for %s names %r" % (text, want), r)
         check(r.out == "", "nothing printed on stdout", r)
+    # @FILE: read, then decoded the same way.
+    path = os.path.join(ARGS.tmp, "bad.json")
+    with open(path, "w") as f:
+        f.write('{"tags":"a"}')
+    r = grit("call", "--protoset", ARGS.kitchen_set, "--data-json",
+             "@" + path, ARGS.refl.target, "/grit.test.Echo/Echo")
+    check_rc(r, 2)
+    check("$.tags: wants an array" in r.err, "@FILE error names the path", r)
     # A bad stdin line of a stream: exit 2 too.
     r = grit("call", "--protoset", ARGS.kitchen_set, "--data-json", "-",
              ARGS.refl.target, "/grit.test.Echo/EchoStream",
