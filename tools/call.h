@@ -7,6 +7,7 @@
 #ifndef GRIT_TOOLS_CALL_H
 #define GRIT_TOOLS_CALL_H
 
+#include "call_json.h"
 #include "tools.h"
 
 #include <pthread.h>
@@ -114,6 +115,9 @@ typedef struct call_out {
   bool json;
   bool attempts;     /* --attempts: the timeline */
   bool show_headers; /* --show-headers */
+  /* Message types (--protoset, --proto, reflection): responses print as
+   * proto3 JSON. NULL: hex. */
+  const call_types *types;
 } call_out;
 
 void out_headers(const call_out *o, uint64_t call_id,

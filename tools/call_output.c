@@ -8,6 +8,7 @@
 #include "call.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -137,6 +138,20 @@ void out_headers(const call_out *o, uint64_t call_id,
 
 void out_response(const call_out *o, uint64_t call_id, const uint8_t *p,
                   size_t len) {
+  /* With message types: the proto3 JSON object, alone on its line or as
+   * the line's "response" (hex if it does not decode). */
+  char *obj = types_response_json(o->types, p, len);
+  if (obj) {
+    if (o->json) {
+      fputc('{', stdout);
+      print_call_id(call_id);
+      printf("\"response\":%s}\n", obj);
+    } else {
+      printf("%s\n", obj);
+    }
+    free(obj);
+    return;
+  }
   if (o->json) {
     fputc('{', stdout);
     print_call_id(call_id);

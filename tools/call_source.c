@@ -74,7 +74,9 @@ bool req_source_add(req_source *s, const char *arg) {
   } else if (!s->decode(arg, &it.data, &it.len, &why)) {
     /* tool_read_file has said why already. */
     if (arg[0] != '@')
-      fprintf(stderr, "grit: --data is %s: %s\n", why, arg);
+      fprintf(stderr, "grit: %s is %s: %s\n",
+              s->decode == req_decode_json ? "--data-json" : "--data", why,
+              arg);
     return false;
   }
   req_item *v = realloc(s->items, (s->n + 1) * sizeof(*v));

@@ -11,6 +11,14 @@
 
 /* The options, in the order usage lists them. |help| may hold '\n' for
  * more lines. A new option is a row here and a case in parse_flags. */
+/* Option keys past the char range, for options without a short form. */
+enum {
+  OPT_DATA_JSON = 1400,
+  OPT_PROTOSET,
+  OPT_PROTO,
+  OPT_IMPORT_PATH,
+};
+
 typedef struct opt_row {
   const char *name;
   int key;
@@ -25,6 +33,21 @@ static const opt_row OPTS[] = {
      "messages; - reads stdin, one message per line\n"
      "in the same forms (an empty line is an empty\n"
      "message). Default: one empty message"},
+    /* Message types and JSON (README "JSON requests and responses"). */
+    {"data-json", OPT_DATA_JSON, "JSON|@FILE|-",
+     "a request message in proto3 JSON, or @FILE\n"
+     "holding it; repeatable; - reads stdin, one JSON\n"
+     "object per line. Responses print as JSON.\n"
+     "Types: --protoset, --proto, else reflection"},
+    {"protoset", OPT_PROTOSET, "FILE",
+     "message types from a descriptor set (protoc\n"
+     "--include_imports -o FILE)"},
+    {"proto", OPT_PROTO, "FILE",
+     "message types from a .proto file (repeatable;\n"
+     "compiled with protoc -o)"},
+    {"import-path", OPT_IMPORT_PATH, "DIR",
+     "where --proto files and their imports are\n"
+     "(repeatable; protoc -I)"},
     {"metadata", 'm', "'KEY: VALUE'",
      "request metadata (repeatable); blanks around\n"
      "VALUE are dropped, KEY is lower-cased; a KEY\n"
@@ -106,6 +129,12 @@ typedef struct call_flags {
   grit_compression compression;
   bool metrics, trace_context; /* --metrics, --trace-context (OB-01, 02) */
   const char *traceparent;
+  /* --data-json values (decoded once the types are known), and where
+   * the types come from. */
+  const char *json_data[64];
+  size_t n_json_data;
+  bool hex_data;
+  types_flags tf;
 } call_flags;
 
 /* A count or a number of milliseconds: at least 1, at most 2^53 so that
@@ -240,9 +269,32 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
   while ((o = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
     switch (o) {
     case 'd':
+      fl->hex_data = true;
       if (!req_source_add(fl->src, optarg))
         return 2;
       break;
+    case OPT_DATA_JSON:
+      if (fl->n_json_data == sizeof(fl->json_data) / sizeof(fl->json_data[0])) {
+        fprintf(stderr, "grit: too many --data-json values\n");
+        return 2;
+      }
+      fl->json_data[fl->n_json_data++] = optarg;
+      break;
+    case OPT_PROTOSET:
+      fl->tf.protoset = optarg;
+      break;
+    case OPT_PROTO:
+    case OPT_IMPORT_PATH: {
+      bool proto = o == OPT_PROTO;
+      size_t *n = proto ? &fl->tf.n_proto : &fl->tf.n_import;
+      if (*n == 32) {
+        fprintf(stderr, "grit: too many --%s values\n",
+                proto ? "proto" : "import-path");
+        return 2;
+      }
+      (proto ? fl->tf.proto : fl->tf.import)[(*n)++] = optarg;
+      break;
+    }
     case 'm':
       if (!add_metadata(fl->md, optarg))
         return 2;
@@ -336,6 +388,14 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
     call_usage(stderr);
     return 2;
   }
+  if (fl->n_json_data && fl->hex_data) {
+    fprintf(stderr, "grit: --data and --data-json do not mix\n");
+    return 2;
+  }
+  if (fl->tf.protoset && fl->tf.n_proto) {
+    fprintf(stderr, "grit: --protoset or --proto, not both\n");
+    return 2;
+  }
   /* No --data: one empty request message, as a unary call needs. */
   if (req_source_fixed_count(fl->src) == 0 && !req_source_uses_stdin(fl->src) &&
       !req_source_add(fl->src, ""))
@@ -402,6 +462,7 @@ int cmd_call(int argc, char **argv) {
   att_store_init(&store);
   char *sc = NULL, *method = NULL;
   grit_channel *ch = NULL;
+  call_types *types = NULL;
   int rc = 2;
   if (grit_metadata_create(&fl.md) != GRIT_OK ||
       !(fl.src = req_source_create(req_decode_hex_or_file))) {
@@ -454,6 +515,38 @@ int cmd_call(int argc, char **argv) {
   };
   if (fl.wfr)
     set_wait_for_ready(&cs.opts);
+  /* Message types: from --protoset/--proto, or by reflection when
+   * --data-json needs them. */
+  if (fl.tf.protoset || fl.tf.n_proto || fl.n_json_data) {
+    rc = types_load(&fl.tf, ch, &cs.opts, method, &types);
+    if (rc == 0)
+      rc = types_find_method(types, method, &cs.opts.kind);
+    if (rc != 0)
+      goto done;
+    cs.out.types = types;
+  }
+  if (fl.n_json_data) {
+    types_use_for_requests(types);
+    req_source *js = req_source_create(req_decode_json);
+    if (!js) {
+      fprintf(stderr, "grit: out of memory\n");
+      rc = 1;
+      goto done;
+    }
+    req_source_destroy(fl.src);
+    cs.src = fl.src = js;
+    rc = 2;
+    for (size_t i = 0; i < fl.n_json_data; i++) {
+      if (!req_source_add(js, fl.json_data[i]))
+        goto done;
+    }
+    if (fl.count > 1 &&
+        (req_source_fixed_count(js) > 1 || req_source_uses_stdin(js))) {
+      fprintf(stderr, "grit: --count N makes unary calls: at most one "
+                      "--data-json (not -)\n");
+      goto done;
+    }
+  }
   if (fl.count > 1)
     rc = call_run_unary(&cs, fl.count, fl.concurrency);
   else
@@ -468,6 +561,7 @@ int cmd_call(int argc, char **argv) {
   if (fl.metrics) /* OB-01: after the result and any summary line */
     call_print_metrics(ch);
 done:
+  types_free(types);
   grit_channel_destroy(ch);
   grit_metadata_destroy(fl.md);
   req_source_destroy(fl.src);

@@ -36,6 +36,10 @@ static void usage(FILE *f) {
           "offline\n"
           "  demo                                        calls against "
           "embedded backends\n"
+          "  list [options] TARGET                       the server's "
+          "services\n"
+          "  describe [options] TARGET SYMBOL            a service, method "
+          "or message\n"
           "  version                                     print the version\n"
           "  help [COMMAND]                              this text, or "
           "COMMAND's usage\n"
@@ -63,10 +67,9 @@ typedef struct command {
 } command;
 
 static const command COMMANDS[] = {
-    {"call", cmd_call, call_usage},
-    {"config", cmd_config, config_usage},
-    {"demo", cmd_demo, demo_usage},
-    {"version", cmd_version, version_usage},
+    {"call", cmd_call, call_usage}, {"config", cmd_config, config_usage},
+    {"demo", cmd_demo, demo_usage}, {"version", cmd_version, version_usage},
+    {"list", cmd_list, list_usage}, {"describe", cmd_describe, describe_usage},
 };
 
 static const command *find(const char *name) {

@@ -28,6 +28,10 @@ int demo_scene_outlier(void);
 int demo_scene_health(void);
 int cmd_config(int argc, char **argv);
 void config_usage(FILE *f);
+int cmd_list(int argc, char **argv);
+void list_usage(FILE *f);
+int cmd_describe(int argc, char **argv);
+void describe_usage(FILE *f);
 /* -h or --help. */
 bool tool_is_help(const char *arg);
 

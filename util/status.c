@@ -143,3 +143,17 @@ const char *grit_attempt_kind_name(grit_attempt_kind k) {
   }
   return NULL;
 }
+
+grit_err grit_status_replace(grit_status *st, grit_status_code code,
+                             const char *message) {
+  if (!st)
+    return GRIT_ERR_INVALID_ARG;
+  char *m = grit_strdup(message ? message : "");
+  if (st->message != status_nomem_message)
+    grit_free(st->message);
+  st->code = code;
+  st->message = m ? m : status_nomem_message;
+  if (!st->trailers)
+    st->trailers = grit_metadata_empty();
+  return m ? GRIT_OK : GRIT_ERR_NOMEM;
+}

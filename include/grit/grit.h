@@ -238,6 +238,17 @@ typedef struct grit_status {
  * NULL is a no-op. */
 GRIT_EXTERN void grit_status_free(grit_status *st);
 
+/** Replace the code and message of a status grit filled, keeping its
+ * trailers: for generated stubs (protoc-gen-grit) that end a call
+ * INTERNAL when a response does not decode.
+ *
+ * Ownership: |message| copied (NULL means ""); the old message is freed.
+ * Thread: any.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (|st| NULL); GRIT_ERR_NOMEM (the
+ * code is set, the message says it ran out of memory). */
+GRIT_EXTERN grit_err grit_status_replace(grit_status *st, grit_status_code code,
+                                         const char *message);
+
 /* ------------------------------------------------------------------------
  * Runtime: a libuv loop on its own I/O thread.
  */

@@ -1,0 +1,124 @@
+// reflection_server: a gRPC C++ server (Debian's libgrpc++) with the
+// server reflection service, for grit's JSON and describe tests:
+// grpc.testing.TestService (EmptyCall, UnaryCall with fill_server_id and
+// fill_username, StreamingOutputCall, FullDuplexCall) and grit.test.Echo
+// (kitchen.proto). Binds 127.0.0.1 only.
+//
+//   reflection_server [--port N]      prints "PORT n", then serves
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "kitchen.grpc.pb.h"
+#include "test.grpc.pb.h"
+
+using grpc::ServerContext;
+using grpc::Status;
+namespace gt = grpc::testing;
+
+namespace {
+
+const char kServerId[] = "grit-reflection-server";
+
+class TestService final : public gt::TestService::Service {
+  Status EmptyCall(ServerContext *, const gt::Empty *, gt::Empty *) override {
+    return Status::OK;
+  }
+
+  Status UnaryCall(ServerContext *, const gt::SimpleRequest *req,
+                   gt::SimpleResponse *resp) override {
+    if (req->response_size() > 0)
+      resp->mutable_payload()->mutable_body()->assign(
+          static_cast<size_t>(req->response_size()), 'x');
+    resp->mutable_payload()->set_type(req->response_type());
+    if (req->fill_server_id())
+      resp->set_server_id(kServerId);
+    if (req->fill_username())
+      resp->set_username("grit-user");
+    if (req->has_response_status() && req->response_status().code() != 0)
+      return Status(static_cast<grpc::StatusCode>(req->response_status().code()),
+                    req->response_status().message());
+    return Status::OK;
+  }
+
+  Status StreamingOutputCall(
+      ServerContext *, const gt::StreamingOutputCallRequest *req,
+      grpc::ServerWriter<gt::StreamingOutputCallResponse> *w) override {
+    for (const auto &p : req->response_parameters()) {
+      gt::StreamingOutputCallResponse r;
+      r.mutable_payload()->mutable_body()->assign(
+          static_cast<size_t>(p.size()), 'y');
+      w->Write(r);
+    }
+    return Status::OK;
+  }
+
+  Status FullDuplexCall(
+      ServerContext *,
+      grpc::ServerReaderWriter<gt::StreamingOutputCallResponse,
+                               gt::StreamingOutputCallRequest> *s) override {
+    gt::StreamingOutputCallRequest req;
+    while (s->Read(&req)) {
+      for (const auto &p : req.response_parameters()) {
+        gt::StreamingOutputCallResponse r;
+        r.mutable_payload()->mutable_body()->assign(
+            static_cast<size_t>(p.size()), 'z');
+        s->Write(r);
+      }
+    }
+    return Status::OK;
+  }
+};
+
+class EchoService final : public grit::test::Echo::Service {
+  Status Echo(ServerContext *, const grit::test::Kitchen *req,
+              grit::test::Kitchen *resp) override {
+    *resp = *req;
+    resp->set_server_note("from the server");
+    return Status::OK;
+  }
+
+  Status EchoStream(ServerContext *,
+                    grpc::ServerReaderWriter<grit::test::Kitchen,
+                                             grit::test::Kitchen> *s) override {
+    grit::test::Kitchen k;
+    while (s->Read(&k)) {
+      k.set_server_note("from the server");
+      s->Write(k);
+    }
+    return Status::OK;
+  }
+};
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  int port = 0;
+  for (int i = 1; i + 1 < argc; i++)
+    if (std::strcmp(argv[i], "--port") == 0)
+      port = std::atoi(argv[++i]);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  TestService test;
+  EchoService echo;
+  int bound = 0;
+  grpc::ServerBuilder b;
+  b.AddListeningPort("127.0.0.1:" + std::to_string(port),
+                     grpc::InsecureServerCredentials(), &bound);
+  b.RegisterService(&test);
+  b.RegisterService(&echo);
+  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+  if (!server || bound == 0) {
+    std::fprintf(stderr, "reflection_server: cannot listen\n");
+    return 1;
+  }
+  std::printf("PORT %d\n", bound);
+  std::fflush(stdout);
+  server->Wait();
+  return 0;
+}
