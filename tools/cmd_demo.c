@@ -15,6 +15,8 @@
 
 #include "h2server.h"
 
+#include "demo_dedup.h"
+
 #define METHOD "/grit.demo.Echo/Unary"
 
 typedef struct demo_tally {
@@ -509,6 +511,9 @@ int cmd_demo(int argc, char **argv) {
   printf("\n7. Hedging trims the tail (2 backends, 1 request in 10 takes "
          "200 ms)\n");
   rc |= scene_hedging();
+  printf("\n8. Exactly-once CreateGroup under hedging and retries (two "
+         "replicas,\n   one dedup store)\n");
+  rc |= demo_scene_dedup(200, NULL);
   printf("\n%s\n", rc ? "demo: FAILED" : "demo: all good");
   return rc;
 }
