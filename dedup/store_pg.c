@@ -313,6 +313,13 @@ static void pg_destroy(grit_dedup_store *s) {
   grit_free(p);
 }
 
+/* libpq prints NOTICEs ("relation already exists") to stderr by default;
+ * a library must not print. */
+static void quiet_notice(void *arg, const char *message) {
+  (void)arg;
+  (void)message;
+}
+
 static const dd_store_ops pg_ops = {
     .name = "postgresql",
     .insert = pg_insert,
@@ -450,6 +457,7 @@ grit_dedup_err grit_dedup_store_create_pg(const char *conninfo,
       pg_destroy(&p->base);
       return GRIT_DEDUP_ERR_NOMEM;
     }
+    PQsetNoticeProcessor(p->slots[i].conn, quiet_notice, NULL);
     if (PQstatus(p->slots[i].conn) != CONNECTION_OK) {
       e = grit_dedup_store_error("cannot connect to PostgreSQL: %s",
                                  PQerrorMessage(p->slots[i].conn));
