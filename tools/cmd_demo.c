@@ -446,8 +446,9 @@ void demo_usage(FILE *f) {
   fprintf(f, "usage: grit demo\n"
              "starts two gRPC backends inside this process and runs scenes "
              "against\nthem: load spread, a bidi stream, a backend restart, "
-             "failing calls,\nretries, retry throttling and hedging (about 4 "
-             "s); each scene checks\nits outcome\n");
+             "failing calls,\nretries, retry throttling and hedging, and "
+             "exactly-once CreateGroup calls\nunder hedging and retries with "
+             "a dedup store (about 5 s); each scene\nchecks its outcome\n");
 }
 
 int cmd_demo(int argc, char **argv) {
