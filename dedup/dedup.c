@@ -154,8 +154,8 @@ static void to_replay(dd_rec *rec, grit_dedup_result *out) {
 
 /* We hold |key| by |token| after a takeover: ask the application (DD-02:
  * the domain tables are the source of truth) and settle the record. */
-static grit_dedup_err heal(grit_dedup_store *s, const char *key,
-                           uint64_t token, grit_dedup_result *out) {
+static grit_dedup_err heal(grit_dedup_store *s, const char *key, uint64_t token,
+                           grit_dedup_result *out) {
   grit_dedup_heal_ctx ctx = {.max = s->opts.max_response};
   grit_dedup_verdict v = s->opts.heal(key, &ctx, s->opts.heal_data);
   COUNT(s, heals);
@@ -188,8 +188,8 @@ static grit_dedup_err heal(grit_dedup_store *s, const char *key,
 }
 
 grit_dedup_err grit_dedup_claim(grit_dedup_store *s, const char *key,
-                                const void *fp, size_t fp_len,
-                                uint64_t wait_ms, grit_dedup_result *out) {
+                                const void *fp, size_t fp_len, uint64_t wait_ms,
+                                grit_dedup_result *out) {
   if (!s || !key || !out || !fp || fp_len == 0 || fp_len > DD_MAX_FP)
     return GRIT_DEDUP_ERR_INVALID_ARG;
   size_t klen = strnlen(key, DD_MAX_KEY + 1);

@@ -36,18 +36,18 @@ typedef struct dd_store_ops {
   const char *name;
   /* Insert a pending record held by |token| unless a live (unexpired) one
    * exists: then *inserted is false and |rec| is filled. */
-  grit_dedup_err (*insert)(grit_dedup_store *s, const char *key,
-                           const void *fp, size_t fp_len, uint64_t token,
-                           bool *inserted, dd_rec *rec);
+  grit_dedup_err (*insert)(grit_dedup_store *s, const char *key, const void *fp,
+                           size_t fp_len, uint64_t token, bool *inserted,
+                           dd_rec *rec);
   /* Pending and held by |token|: set |state| (and its status, message,
    * response). Otherwise GRIT_DEDUP_ERR_STALE. */
-  grit_dedup_err (*finish)(grit_dedup_store *s, const char *key,
-                           uint64_t token, int state, int status,
-                           const char *message, const void *resp, size_t len);
+  grit_dedup_err (*finish)(grit_dedup_store *s, const char *key, uint64_t token,
+                           int state, int status, const char *message,
+                           const void *resp, size_t len);
   /* Pending, held by |old| and its lease over: |token| holds it now with a
    * fresh lease. Otherwise GRIT_DEDUP_ERR_STALE. */
-  grit_dedup_err (*takeover)(grit_dedup_store *s, const char *key,
-                             uint64_t old, uint64_t token);
+  grit_dedup_err (*takeover)(grit_dedup_store *s, const char *key, uint64_t old,
+                             uint64_t token);
   /* Pending and held by |token|: end its lease now. */
   grit_dedup_err (*abandon)(grit_dedup_store *s, const char *key,
                             uint64_t token);

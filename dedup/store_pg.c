@@ -70,9 +70,8 @@ static void pool_put(pg_store *p, PGconn *c) {
 }
 
 /* Run |sql| with text parameters except those flagged binary in |bin|. */
-static PGresult *run(PGconn *c, const char *sql, int n,
-                     const char *const *vals, const int *lens,
-                     const int *bin) {
+static PGresult *run(PGconn *c, const char *sql, int n, const char *const *vals,
+                     const int *lens, const int *bin) {
   return PQexecParams(c, sql, n, NULL, vals, lens, bin, 0);
 }
 
@@ -209,8 +208,9 @@ static grit_dedup_err finish_on(pg_store *p, PGconn *c, const char *key,
   snprintf(tok, sizeof(tok), "%llu", (unsigned long long)token);
   snprintf(st, sizeof(st), "%d", state);
   snprintf(stat, sizeof(stat), "%d", status);
-  const char *v[6] = {key, tok, st, stat, message,
-                      state == DD_SUCCEEDED ? (resp ? resp : "") : NULL};
+  const char *v[6] = {
+      key,  tok,     st,
+      stat, message, state == DD_SUCCEEDED ? (resp ? resp : "") : NULL};
   int lens[6] = {0, 0, 0, 0, 0, (int)len};
   int bin[6] = {0, 0, 0, 0, 0, 1};
   PGresult *r = run(c, p->q_finish, 6, v, lens, bin);

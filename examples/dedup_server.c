@@ -43,9 +43,7 @@ static int slow_ms, crash_after;
 static unsigned executions;
 
 /* In-process domain table (without --pg). */
-static struct {
-  char key[257], name[128];
-} rows[100000];
+static struct { char key[257], name[128]; } rows[100000];
 static size_t n_rows;
 
 static void wait_tag(void *tag) {
@@ -65,8 +63,8 @@ static grit_dedup_verdict heal(const char *key, grit_dedup_heal_ctx *ctx,
   char resp[160];
   if (db) {
     const char *v[1] = {key};
-    PGresult *r = PQexecParams(db, "SELECT name FROM groups WHERE key = $1",
-                               1, NULL, v, NULL, NULL, 0);
+    PGresult *r = PQexecParams(db, "SELECT name FROM groups WHERE key = $1", 1,
+                               NULL, v, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
       PQclear(r);
       return GRIT_DEDUP_UNKNOWN; /* cannot read the truth now */
@@ -201,7 +199,8 @@ static void serve_one(grpc_server *server) {
       h = (h ^ (unsigned char)*p) * 1099511628211ull;
     int fplen = snprintf(fp, sizeof(fp), "%016llx", h);
     grit_dedup_result r;
-    grit_dedup_err e = grit_dedup_claim(store, key, fp, (size_t)fplen, 2000, &r);
+    grit_dedup_err e =
+        grit_dedup_claim(store, key, fp, (size_t)fplen, 2000, &r);
     if (e != GRIT_DEDUP_OK) {
       code = GRPC_STATUS_UNAVAILABLE; /* nothing ran */
       msg = "dedup store unavailable";

@@ -208,8 +208,10 @@ static size_t run_calls(grit_channel *ch, size_t n, const char *tag) {
   worker w[8];
   pthread_t th[8];
   for (int i = 0; i < 8; i++) {
-    w[i] = (worker){.ch = ch, .from = n * (size_t)i / 8,
-                    .to = n * (size_t)(i + 1) / 8, .tag = tag};
+    w[i] = (worker){.ch = ch,
+                    .from = n * (size_t)i / 8,
+                    .to = n * (size_t)(i + 1) / 8,
+                    .tag = tag};
     pthread_create(&th[i], NULL, worker_run, &w[i]);
   }
   size_t ok = 0;
@@ -230,10 +232,10 @@ int demo_scene_dedup(size_t n, const char *pg_conninfo) {
                        .table = "grit_demo_dedup"};
   grit_dedup_store *store = NULL;
   char err[256] = "";
-  grit_dedup_err e =
-      pg_conninfo ? grit_dedup_store_create_pg(pg_conninfo, &o, &store, err,
-                                               sizeof(err))
-                  : grit_dedup_store_create_mem(&o, &store);
+  grit_dedup_err e = pg_conninfo
+                         ? grit_dedup_store_create_pg(pg_conninfo, &o, &store,
+                                                      err, sizeof(err))
+                         : grit_dedup_store_create_mem(&o, &store);
   if (e != GRIT_DEDUP_OK || !g.keys || !g.names) {
     fprintf(stderr, "grit demo: dedup store: %s %s\n", grit_dedup_strerror(e),
             err);
@@ -246,8 +248,8 @@ int demo_scene_dedup(size_t n, const char *pg_conninfo) {
   h2s_server *b[2] = {NULL, NULL};
   int rc = 0;
   for (int i = 0; i < 2; i++) {
-    h2s_config cfg = {.quiet = true, .handler = create_group,
-                      .handler_data = &rep[i]};
+    h2s_config cfg = {
+        .quiet = true, .handler = create_group, .handler_data = &rep[i]};
     if (h2s_server_start(&cfg, &b[i]) != 0)
       rc = 1;
   }
@@ -271,8 +273,8 @@ int demo_scene_dedup(size_t n, const char *pg_conninfo) {
       rc = 1;
       break;
     }
-    size_t before = h2s_server_request_count(b[0]) +
-                    h2s_server_request_count(b[1]);
+    size_t before =
+        h2s_server_request_count(b[0]) + h2s_server_request_count(b[1]);
     size_t rows_before = g.n;
     size_t ok = run_calls(ch, n, tags[p]);
     grit_channel_destroy(ch);

@@ -86,11 +86,11 @@ typedef enum grit_dedup_verdict {
 /* The result of a claim (caller storage). */
 typedef struct grit_dedup_result {
   grit_dedup_outcome outcome;
-  uint64_t token;     /* LEADER: pass to succeed/fail/abandon */
-  bool healed;        /* the key was taken over from a leader that had gone */
-  int status;         /* REPLAY: the gRPC status recorded, 0 for success */
-  char *message;      /* REPLAY of a failure: its message, or NULL */
-  uint8_t *response;  /* REPLAY of a success: the cached response bytes */
+  uint64_t token;    /* LEADER: pass to succeed/fail/abandon */
+  bool healed;       /* the key was taken over from a leader that had gone */
+  int status;        /* REPLAY: the gRPC status recorded, 0 for success */
+  char *message;     /* REPLAY of a failure: its message, or NULL */
+  uint8_t *response; /* REPLAY of a success: the cached response bytes */
   size_t response_len;
 } grit_dedup_result;
 
@@ -115,24 +115,23 @@ typedef grit_dedup_verdict (*grit_dedup_heal_cb)(const char *key,
  *
  * Returns GRIT_DEDUP_OK, GRIT_DEDUP_ERR_NOMEM, or GRIT_DEDUP_ERR_TOO_LARGE
  * when |len| is over the store's max_response. */
-GRIT_DEDUP_EXTERN grit_dedup_err
-grit_dedup_heal_set_response(grit_dedup_heal_ctx *ctx, const void *data,
-                             size_t len);
+GRIT_DEDUP_EXTERN grit_dedup_err grit_dedup_heal_set_response(
+    grit_dedup_heal_ctx *ctx, const void *data, size_t len);
 
 #define GRIT_DEDUP_OPTS_VERSION 1
 
 /* Store options; zero fields take the defaults. Copied at creation. */
 typedef struct grit_dedup_opts {
-  unsigned version;    /* GRIT_DEDUP_OPTS_VERSION */
-  uint64_t ttl_ms;     /* record lifetime from its claim; 0: 24 h */
-  uint64_t lease_ms;   /* a pending key older than this may be healed;
-                          0: 30 s. It must exceed the handler's run time. */
-  size_t max_response; /* largest cached response; 0: 1 MiB */
-  size_t max_bytes;    /* in-process: memory bound of all records;
-                          0: 64 MiB */
+  unsigned version;        /* GRIT_DEDUP_OPTS_VERSION */
+  uint64_t ttl_ms;         /* record lifetime from its claim; 0: 24 h */
+  uint64_t lease_ms;       /* a pending key older than this may be healed;
+                              0: 30 s. It must exceed the handler's run time. */
+  size_t max_response;     /* largest cached response; 0: 1 MiB */
+  size_t max_bytes;        /* in-process: memory bound of all records;
+                              0: 64 MiB */
   grit_dedup_heal_cb heal; /* NULL: expired leases stay IN_PROGRESS */
   void *heal_data;
-  const char *table; /* PostgreSQL: table name (copied); NULL "grit_dedup" */
+  const char *table;  /* PostgreSQL: table name (copied); NULL "grit_dedup" */
   unsigned pool_size; /* PostgreSQL: connections; 0: 4 */
 } grit_dedup_opts;
 
@@ -144,9 +143,8 @@ typedef struct grit_dedup_store grit_dedup_store;
  * grit_dedup_store_destroy. Thread: any.
  * Returns GRIT_DEDUP_OK, GRIT_DEDUP_ERR_NOMEM, or GRIT_DEDUP_ERR_INVALID_ARG
  * (|out| NULL, a wrong opts version). *out is NULL on failure. */
-GRIT_DEDUP_EXTERN grit_dedup_err
-grit_dedup_store_create_mem(const grit_dedup_opts *opts,
-                            grit_dedup_store **out);
+GRIT_DEDUP_EXTERN grit_dedup_err grit_dedup_store_create_mem(
+    const grit_dedup_opts *opts, grit_dedup_store **out);
 
 /** Create a PostgreSQL store on |conninfo| (libpq syntax, copied). Opens
  * pool_size connections and creates the versioned schema (table |table| and
@@ -186,9 +184,11 @@ GRIT_DEDUP_EXTERN const char *grit_dedup_last_error(void);
  * bound: answer RESOURCE_EXHAUSTED), GRIT_DEDUP_ERR_STORE (the store failed,
  * e.g. PostgreSQL connection lost: run nothing, answer UNAVAILABLE; a claim
  * that may have been recorded is healed once its lease runs out). */
-GRIT_DEDUP_EXTERN grit_dedup_err
-grit_dedup_claim(grit_dedup_store *s, const char *key, const void *fp,
-                 size_t fp_len, uint64_t wait_ms, grit_dedup_result *out);
+GRIT_DEDUP_EXTERN grit_dedup_err grit_dedup_claim(grit_dedup_store *s,
+                                                  const char *key,
+                                                  const void *fp, size_t fp_len,
+                                                  uint64_t wait_ms,
+                                                  grit_dedup_result *out);
 
 /** The leader's success: cache |response| (|len| bytes, copied) for |key|.
  *
@@ -235,10 +235,9 @@ struct pg_conn; /* libpq's PGconn */
  * Thread: any (|conn| is the caller's). Returns GRIT_DEDUP_OK,
  * GRIT_DEDUP_ERR_STALE, GRIT_DEDUP_ERR_TOO_LARGE, GRIT_DEDUP_ERR_INVALID_ARG
  * (not a PostgreSQL store), GRIT_DEDUP_ERR_STORE (the statement failed). */
-GRIT_DEDUP_EXTERN grit_dedup_err
-grit_dedup_pg_succeed_tx(grit_dedup_store *s, struct pg_conn *conn,
-                         const char *key, uint64_t token, const void *response,
-                         size_t len);
+GRIT_DEDUP_EXTERN grit_dedup_err grit_dedup_pg_succeed_tx(
+    grit_dedup_store *s, struct pg_conn *conn, const char *key, uint64_t token,
+    const void *response, size_t len);
 
 /** Delete expired records now (the stores also do it as they go).
  *
@@ -250,8 +249,8 @@ GRIT_DEDUP_EXTERN grit_dedup_err grit_dedup_purge(grit_dedup_store *s,
 /* Counters of a store, for tests and metrics (this process only). */
 typedef struct grit_dedup_stats {
   uint64_t claims, leaders, replays, mismatches, in_progress, heals;
-  uint64_t records;    /* in-process: records held */
-  uint64_t bytes;      /* in-process: bytes counted against max_bytes */
+  uint64_t records; /* in-process: records held */
+  uint64_t bytes;   /* in-process: bytes counted against max_bytes */
 } grit_dedup_stats;
 
 /** Copy the counters of |s| into |out|. Thread: any. */

@@ -20,9 +20,9 @@
 #include <unistd.h>
 
 typedef struct pgtmp {
-  char bin[128];  /* PostgreSQL's bin directory */
-  char dir[64];   /* the temporary directory */
-  char as[48];    /* "runuser -u postgres --" as root, else "" */
+  char bin[128]; /* PostgreSQL's bin directory */
+  char dir[64];  /* the temporary directory */
+  char as[48];   /* "runuser -u postgres --" as root, else "" */
   int port;
   char conninfo[160];
 } pgtmp;

@@ -71,8 +71,7 @@ static int dom_executed(const char *key) {
 static atomic_int heal_calls;
 
 static grit_dedup_verdict heal_from_domain(const char *key,
-                                           grit_dedup_heal_ctx *ctx,
-                                           void *ud) {
+                                           grit_dedup_heal_ctx *ctx, void *ud) {
   (void)ud;
   atomic_fetch_add(&heal_calls, 1);
   pthread_mutex_lock(&dom.mu);
@@ -103,8 +102,8 @@ static grit_dedup_store *new_store(grit_dedup_opts o) {
   o.table = table;
   if (!o.pool_size)
     o.pool_size = 8;
-  grit_dedup_err e = grit_dedup_store_create_pg(pg.conninfo, &o, &s, err,
-                                                sizeof(err));
+  grit_dedup_err e =
+      grit_dedup_store_create_pg(pg.conninfo, &o, &s, err, sizeof(err));
   if (e != GRIT_DEDUP_OK)
     fprintf(stderr, "create_pg: %s: %s\n", grit_dedup_strerror(e), err);
   return s;
@@ -127,8 +126,7 @@ static void *race_thread(void *arg) {
     snprintf(key, sizeof(key), "race-%d", k);
     pthread_barrier_wait(&r->go);
     grit_dedup_result res;
-    if (grit_dedup_claim(r->s, key, FP("req"), 20000, &res) !=
-        GRIT_DEDUP_OK) {
+    if (grit_dedup_claim(r->s, key, FP("req"), 20000, &res) != GRIT_DEDUP_OK) {
       atomic_fetch_add(&r->bad, 1);
       continue;
     }
@@ -430,21 +428,18 @@ static void test_conn_loss(void) {
   ASSERT_EQ(a.outcome, GRIT_DEDUP_LEADER);
   dom_execute("c1", true);
   ASSERT_OK(kill_backends());
-  ASSERT_EQ(grit_dedup_succeed(s, "c1", a.token, "r", 1),
-            GRIT_DEDUP_ERR_STORE);
+  ASSERT_EQ(grit_dedup_succeed(s, "c1", a.token, "r", 1), GRIT_DEDUP_ERR_STORE);
   ASSERT(strstr(grit_dedup_last_error(), "connection lost") != NULL);
   /* The pool reconnects on the next use ... */
   ASSERT_OK(grit_dedup_purge(s, NULL));
   /* ... and a claim on a connection lost again: a clear error, nothing
    * runs. */
   ASSERT_OK(kill_backends());
-  ASSERT_EQ(grit_dedup_claim(s, "c2", FP("req"), 0, &b),
-            GRIT_DEDUP_ERR_STORE);
+  ASSERT_EQ(grit_dedup_claim(s, "c2", FP("req"), 0, &b), GRIT_DEDUP_ERR_STORE);
   ASSERT(strstr(grit_dedup_last_error(), "connection lost") != NULL);
   /* The database goes away entirely, mid-run. */
   pgtmp_down(&pg);
-  ASSERT_EQ(grit_dedup_claim(s, "c2", FP("req"), 0, &b),
-            GRIT_DEDUP_ERR_STORE);
+  ASSERT_EQ(grit_dedup_claim(s, "c2", FP("req"), 0, &b), GRIT_DEDUP_ERR_STORE);
   ASSERT_EQ(pgtmp_up(&pg), 0);
   /* Back: the pool reconnects; c2 was never recorded, so it runs once. */
   ASSERT_OK(grit_dedup_claim(s, "c2", FP("req"), 0, &b));

@@ -4,9 +4,9 @@
  * replicas; leaders die between their domain commit and succeed (1 in 5)
  * or before committing (1 in 10), without a word to the store; every
  * failed request is retried until it gets an answer; a purge thread
- * expires old records throughout (TTL 1.5 s), and at the end every record has expired. The ledger must show every
- * key committed exactly once, and every request answered with its key's
- * response. `test_dedup_chaos mem|pg`.
+ * expires old records throughout (TTL 1.5 s), and at the end every record has
+ * expired. The ledger must show every key committed exactly once, and every
+ * request answered with its key's response. `test_dedup_chaos mem|pg`.
  */
 #include "grit/dedup.h"
 

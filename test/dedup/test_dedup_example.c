@@ -4,9 +4,9 @@
  * DD-01..DD-03). Replica B commits its 5th group and dies (SIGKILL) before
  * it records success; replica A heals that key from the groups table once
  * B's lease (1 s) has run out. The caller supplies its own keys and
- * retries a call whose hedges all failed (same key). Asserts: every call returns its own group,
- * B was killed, the groups table has exactly one row per call.
- * `test_dedup_example PATH_TO_dedup_server`.
+ * retries a call whose hedges all failed (same key). Asserts: every call
+ * returns its own group, B was killed, the groups table has exactly one row per
+ * call. `test_dedup_example PATH_TO_dedup_server`.
  */
 #include <grit/grit.h>
 #include <libpq-fe.h>
@@ -72,10 +72,9 @@ static void *caller(void *arg) {
     grit_bytes resp;
     grit_status st;
     for (int t = 0; t < 5; t++) {
-      grit_unary_call(ch, "/grit.demo.Groups/CreateGroup", name,
-                      (size_t)len, &o, &resp, &st, NULL);
-      if (st.code != GRIT_STATUS_UNAVAILABLE &&
-          st.code != GRIT_STATUS_ABORTED)
+      grit_unary_call(ch, "/grit.demo.Groups/CreateGroup", name, (size_t)len,
+                      &o, &resp, &st, NULL);
+      if (st.code != GRIT_STATUS_UNAVAILABLE && st.code != GRIT_STATUS_ABORTED)
         break;
       grit_status_free(&st);
       grit_bytes_free(&resp);
@@ -134,8 +133,8 @@ static void test_two_replicas(void) {
   PGresult *r = PQexec(c, "SELECT count(*), count(DISTINCT key), "
                           "count(DISTINCT name) FROM groups");
   ASSERT_EQ(PQresultStatus(r), PGRES_TUPLES_OK);
-  fprintf(stderr, "  groups: %s rows, %s keys, %s names\n",
-          PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2));
+  fprintf(stderr, "  groups: %s rows, %s keys, %s names\n", PQgetvalue(r, 0, 0),
+          PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2));
   ASSERT_EQ(atoi(PQgetvalue(r, 0, 0)), N);
   ASSERT_EQ(atoi(PQgetvalue(r, 0, 2)), N);
   PQclear(r);
