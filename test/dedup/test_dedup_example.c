@@ -157,6 +157,7 @@ int main(int argc, char **argv) {
   if (r != 0)
     return 1;
   int rc = test_main(tests, argc - 1, argv + 1);
+  grit_default_runtime_shutdown();
   pgtmp_stop(&pg);
   return rc;
 }

@@ -6,6 +6,7 @@
  * duplicate ran. `test_dedup_scene mem` uses the in-process store,
  * `test_dedup_scene pg` a throwaway PostgreSQL server.
  */
+#include <grit/grit.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,8 +18,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: test_dedup_scene mem|pg\n");
     return 2;
   }
-  if (strcmp(argv[1], "mem") == 0)
-    return demo_scene_dedup(200, NULL);
+  if (strcmp(argv[1], "mem") == 0) {
+    int rc = demo_scene_dedup(200, NULL);
+    grit_default_runtime_shutdown();
+    return rc;
+  }
   pgtmp pg;
   int r = pgtmp_start(&pg);
   if (r == -1) {
@@ -30,6 +34,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   int rc = demo_scene_dedup(200, pg.conninfo);
+  grit_default_runtime_shutdown();
   pgtmp_stop(&pg);
   return rc;
 }
