@@ -7,6 +7,7 @@
  * truth and the ledger the cases assert on.
  */
 #include "grit/dedup.h"
+#include "grit/grit.h" /* grit_set_allocator: util is inside libgrit-dedup */
 
 #include <libpq-fe.h>
 #include <pthread.h>
@@ -496,6 +497,108 @@ static void test_pg_tx(void) {
   grit_dedup_store_destroy(s);
 }
 
+/* ---- out of memory: fail the i-th allocation, for every i ---- */
+
+static atomic_long oom_n, oom_fail_at, oom_live;
+
+static void *oom_malloc(size_t n, void *ud) {
+  (void)ud;
+  if (atomic_fetch_add(&oom_n, 1) + 1 == atomic_load(&oom_fail_at))
+    return NULL;
+  void *p = malloc(n);
+  if (p)
+    atomic_fetch_add(&oom_live, 1);
+  return p;
+}
+
+static void oom_free(void *p, void *ud) {
+  (void)ud;
+  if (p)
+    atomic_fetch_sub(&oom_live, 1);
+  free(p);
+}
+
+static void *oom_calloc(size_t n, size_t size, void *ud) {
+  void *p = oom_malloc(n * size, ud);
+  if (p)
+    memset(p, 0, n * size);
+  return p;
+}
+
+static void *oom_realloc(void *p, size_t size, void *ud) {
+  (void)ud;
+  if (!p)
+    return oom_malloc(size, ud);
+  if (atomic_fetch_add(&oom_n, 1) + 1 == atomic_load(&oom_fail_at))
+    return NULL;
+  return realloc(p, size);
+}
+
+/* One pass of the in-process store's life; returns how many calls failed
+ * with NOMEM, or -1 on any other error. */
+static int oom_pass(void) {
+  grit_dedup_opts o = {.version = GRIT_DEDUP_OPTS_VERSION};
+  grit_dedup_store *s = NULL;
+  grit_dedup_err e = grit_dedup_store_create_mem(&o, &s);
+  if (e != GRIT_DEDUP_OK)
+    return e == GRIT_DEDUP_ERR_NOMEM && s == NULL ? 1 : -1;
+  int nomem = 0;
+  for (int i = 0; i < 80; i++) { /* past the first table growth */
+    char key[16];
+    snprintf(key, sizeof(key), "o%d", i);
+    grit_dedup_result r;
+    e = grit_dedup_claim(s, key, "fp", 2, 0, &r);
+    if (e == GRIT_DEDUP_OK && r.outcome == GRIT_DEDUP_LEADER) {
+      e = i % 2 ? grit_dedup_succeed(s, key, r.token, "resp", 4)
+                : grit_dedup_fail(s, key, r.token, 5, "not found");
+      if (e == GRIT_DEDUP_ERR_NOMEM)
+        nomem++;
+      else if (e != GRIT_DEDUP_OK)
+        return -1;
+      e = grit_dedup_claim(s, key, "fp", 2, 0, &r);
+    }
+    if (e == GRIT_DEDUP_ERR_NOMEM)
+      nomem++;
+    else if (e != GRIT_DEDUP_OK)
+      return -1;
+    grit_dedup_result_free(&r);
+  }
+  grit_dedup_store_destroy(s);
+  return nomem;
+}
+
+static void test_oom(void) {
+  if (use_pg) {
+    fprintf(stderr, "  (in-process store only)\n");
+    return;
+  }
+  static const grit_allocator a = {.malloc = oom_malloc,
+                                   .free = oom_free,
+                                   .calloc = oom_calloc,
+                                   .realloc = oom_realloc};
+  grit_set_allocator(&a);
+  atomic_store(&oom_fail_at, 0);
+  atomic_store(&oom_n, 0);
+  ASSERT_EQ(oom_pass(), 0);
+  long total = atomic_load(&oom_n);
+  ASSERT_EQ(atomic_load(&oom_live), 0);
+  ASSERT_CMP(total, >, 100);
+  for (long i = 1; i <= total; i++) {
+    atomic_store(&oom_n, 0);
+    atomic_store(&oom_fail_at, i);
+    int r = oom_pass();
+    /* One failed allocation: one clean NOMEM, or none where the store
+     * carries on without it (a hash table that could not grow). */
+    if (r < 0 || r > 1 || atomic_load(&oom_live) != 0) {
+      grit_set_allocator(NULL);
+      TEST_FAIL_AT(__FILE__, __LINE__,
+                   "fail_at %ld: %d NOMEM results, %ld blocks leaked", i, r,
+                   atomic_load(&oom_live));
+    }
+  }
+  grit_set_allocator(NULL);
+}
+
 static const test_case tests[] = {
     {"race32", test_race32},
     {"heal_committed", test_heal_committed},
@@ -509,6 +612,7 @@ static const test_case tests[] = {
     {"memory_bound", test_memory_bound},
     {"conn_loss", test_conn_loss},
     {"pg_tx", test_pg_tx},
+    {"oom", test_oom},
     {NULL, NULL},
 };
 
