@@ -365,7 +365,7 @@ static void test_memory_bound(void) {
     return;
   }
   grit_dedup_store *s =
-      new_store((grit_dedup_opts){.max_bytes = 8192, .ttl_ms = 500});
+      new_store((grit_dedup_opts){.max_bytes = 8192, .ttl_ms = 1500});
   ASSERT_NOT_NULL(s);
   int claimed = 0;
   grit_dedup_err e = GRIT_DEDUP_OK;
@@ -389,7 +389,7 @@ static void test_memory_bound(void) {
   ASSERT_OK(grit_dedup_claim(s, "mb-0", FP("req"), 0, &r));
   ASSERT_EQ(r.outcome, GRIT_DEDUP_REPLAY);
   grit_dedup_result_free(&r);
-  usleep(700 * 1000); /* past the TTL: room again */
+  usleep(1700 * 1000); /* past the TTL: room again */
   ASSERT_OK(grit_dedup_claim(s, "mb-new", FP("req"), 0, &r));
   ASSERT_EQ(r.outcome, GRIT_DEDUP_LEADER);
   grit_dedup_get_stats(s, &st);
