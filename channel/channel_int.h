@@ -556,6 +556,9 @@ void grit_obs_call_end(grit_call *c, grit_status_code code);
 /* A channel is made or freed: scrapes read its buffer bytes (any thread). */
 void grit_obs_channel_register(grit_channel *ch);
 void grit_obs_channel_unregister(grit_channel *ch);
+/* With no channel left in the process, free the metric series (their
+ * counts start again from zero); returns whether it did. */
+bool grit_obs_release_if_idle(void);
 
 /* call_retry.c: what follows an uncommitted attempt's failure. */
 void grit_call_on_attempt_failed(grit_call *c, call_attempt *a,

@@ -226,6 +226,15 @@ void grit_obs_channel_unregister(grit_channel *ch) {
   ch->obs_link.next = NULL;
 }
 
+bool grit_obs_release_if_idle(void) {
+  pthread_mutex_lock(&live_mu);
+  bool idle = grit_list_empty(&live);
+  if (idle)
+    grit_obs_release();
+  pthread_mutex_unlock(&live_mu);
+  return idle;
+}
+
 /* ---- the public writer (any thread) ---- */
 
 grit_err grit_metrics_write_prometheus(grit_channel *ch, grit_bytes *out) {

@@ -207,8 +207,10 @@ grit_err grit_default_runtime_shutdown(void) {
   else
     default_rt = NULL; /* the next channel on NULL starts a new one */
   pthread_mutex_unlock(&default_mu);
-  if (rv == GRIT_OK)
+  if (rv == GRIT_OK) {
     grit_runtime_destroy(rt);
+    grit_obs_release_if_idle(); /* no channel anywhere: metrics too */
+  }
   pthread_mutex_unlock(&shutdown_mu);
   return rv;
 }

@@ -247,6 +247,28 @@ static void cells_record(uint64_t *cells, const grit_obs_inst *in,
   __atomic_add_fetch(&cells[1 + i], 1, __ATOMIC_RELAXED);
 }
 
+void grit_obs_release(void) {
+  pthread_mutex_lock(&reg_mu);
+  grit_obs_target *t = targets;
+  __atomic_store_n(&targets, NULL, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&reg_mu);
+  while (t) {
+    grit_obs_target *tn = t->next;
+    for (grit_obs_method *m = t->methods, *mn; m; m = mn) {
+      mn = m->next;
+      for (int i = 0; i < GRIT_OBS_STATUSES; i++)
+        grit_free(m->by_status[i]);
+      grit_free(m->plain);
+      grit_free(m->name);
+      grit_free(m);
+    }
+    grit_free(t->cells);
+    grit_free(t->name);
+    grit_free(t);
+    t = tn;
+  }
+}
+
 static grit_obs_collector_fn collectors[8];
 static unsigned ncollectors;
 

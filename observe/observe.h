@@ -97,6 +97,9 @@ typedef struct grit_obs_method grit_obs_method;
  * the life of the process (so a scrape sees counts of closed channels
  * too). NULL only on out-of-memory: then nothing is recorded. */
 grit_obs_target *grit_obs_target_get(const char *target);
+/* Free every series (counts start again from zero). Only while nothing
+ * records or writes: no channel, call or scrape exists. */
+void grit_obs_release(void);
 /* The series of |method| under |t| ("other" past GRIT_OBS_MAX_METHODS).
  * Lock-free once it exists; NULL if |t| is NULL or on out-of-memory. */
 grit_obs_method *grit_obs_method_get(grit_obs_target *t, const char *method);

@@ -15,6 +15,8 @@
 
 #include "h2server.h"
 
+#include "demo_dedup.h"
+
 #define METHOD "/grit.demo.Echo/Unary"
 
 typedef struct demo_tally {
@@ -445,8 +447,9 @@ void demo_usage(FILE *f) {
              "starts two gRPC backends inside this process and runs scenes "
              "against\nthem: load spread, a bidi stream, a backend restart, "
              "failing calls,\nretries, retry throttling and hedging; then "
-             "outlier detection and health\nchecking over three more "
-             "(about 7 s); each scene checks its outcome\n");
+             "outlier detection and health\nchecking over three more, and "
+             "exactly-once CreateGroup calls under\nhedging and retries with "
+             "a dedup store (about 12 s); each scene checks\nits outcome\n");
 }
 
 int cmd_demo(int argc, char **argv) {
@@ -515,6 +518,9 @@ int cmd_demo(int argc, char **argv) {
   rc |= demo_scene_outlier();
   printf("\n9. Health checking: a backend turns NOT_SERVING mid-run\n");
   rc |= demo_scene_health();
+  printf("\n10. Exactly-once CreateGroup under hedging and retries (two "
+         "replicas,\n    one dedup store)\n");
+  rc |= demo_scene_dedup(200, NULL);
   printf("\n%s\n", rc ? "demo: FAILED" : "demo: all good");
   return rc;
 }

@@ -6,6 +6,7 @@
 #     -Dbench=false) of the source tree into a temporary prefix with
 #     --libdir=lib: it must not need protoc-c, and must install grit.h,
 #     grit_version.h, libgrit.so, libgrit.a and PREFIX/lib/pkgconfig/grit.pc
+#     (and grit-dedup's dedup.h, libgrit-dedup.{so,a}, grit-dedup.pc)
 #     and nothing else;
 #  2. smoke.c, built with pkg-config alone and an rpath from
 #     `pkg-config --variable=libdir grit`: it must load the prefix's
@@ -83,13 +84,17 @@ timeout 120 meson install -C "$work/build" >"$work/install.log" 2>&1 ||
   { cat "$work/install.log" >&2; die "meson install failed"; }
 
 want=(include/grit/grit.h include/grit/grit_version.h lib/libgrit.a
-      lib/libgrit.so lib/pkgconfig/grit.pc)
+      lib/libgrit.so lib/pkgconfig/grit.pc
+      include/grit/dedup.h lib/libgrit-dedup.a lib/libgrit-dedup.so
+      lib/pkgconfig/grit-dedup.pc)
 for f in "${want[@]}"; do
   [[ -e $prefix/$f ]] || die "not installed: PREFIX/$f"
 done
 # Nothing but the library: no grit command, no test or interop programs.
 extra=$(cd "$prefix" && find . -type f ! -path './include/grit/*' \
-  ! -path './lib/libgrit.*' ! -path './lib/pkgconfig/grit.pc' | sort)
+  ! -path './lib/libgrit.*' ! -path './lib/pkgconfig/grit.pc' \
+  ! -path './lib/libgrit-dedup.*' ! -path './lib/pkgconfig/grit-dedup.pc' |
+  sort)
 [[ -z $extra ]] || die "installed besides the library: $extra"
 say "installed: $(cd "$prefix" && find . -type f -o -type l | sort | tr '\n' ' ')"
 
@@ -128,6 +133,17 @@ timeout 60 "$work/smoke" || die "smoke: exit $?"
 if ((have_valgrind)); then
   vg smoke "$work/smoke"
   say "smoke: valgrind-clean"
+fi
+
+# The server-side library (issue 17): its own pkg-config name.
+# shellcheck disable=SC2046 # pkg-config output is meant to split
+"$cc" -std=c11 -Wall -Wextra -Werror -o "$work/smoke_dedup" \
+  "$here/smoke_dedup.c" $(pkg-config --cflags --libs grit-dedup) \
+  -Wl,-rpath,"$libdir" || die "smoke_dedup.c does not compile against grit-dedup"
+timeout 60 "$work/smoke_dedup" || die "smoke_dedup: exit $?"
+if ((have_valgrind)); then
+  vg smoke_dedup "$work/smoke_dedup"
+  say "smoke_dedup: valgrind-clean"
 fi
 
 # ---- 3. README's complete C programs against grpcio ------------------------

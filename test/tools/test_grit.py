@@ -14,6 +14,7 @@ meson's timeout sends SIGTERM; a child gets SIGTERM if this script dies.
 Exit status: 0 all cases passed, 1 a case failed, 77 every case skipped.
 """
 
+import re
 import argparse
 import base64
 import ctypes
@@ -1348,6 +1349,14 @@ def demo_runs():
     r = grit("demo", timeout=120)
     check_rc(r, 0)
     check(out(r).rstrip().endswith("demo: all good"), "demo verdict", r)
+    # Scene 8 (issue 17): N calls, more requests, N rows, 0 duplicates.
+    rows = re.findall(r"^  (hedging 5 ms, 3 attempts|retries, 5 attempts):"
+                      r"\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$",
+                      out(r), re.M)
+    check(len(rows) == 2, "dedup scene rows", r)
+    for _, calls, ok, sent, domain, dups in rows:
+        check(ok == calls and domain == calls and dups == "0"
+              and int(sent) > int(calls), "dedup scene figures", r)
 
 
 def grpcio_metrics_trace():
