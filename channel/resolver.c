@@ -150,7 +150,14 @@ static void res_sock_state(void *data, ares_socket_t fd, int readable,
     p = grit_calloc(1, sizeof(*p));
     if (!p)
       return; /* c-ares' own timeout will fail the query */
-    if (uv_poll_init_socket(r->loop, &p->poll, fd) != 0) {
+    int rv = uv_poll_init_socket(r->loop, &p->poll, fd);
+    if (rv != 0) {
+      /* Rare (an fd the loop still watches): the query then waits for
+       * c-ares' own timeout, so say so rather than stall silently. */
+      GRIT_TRACE(GRIT_TRACE_DNS, GRIT_LEVEL_NOTICE,
+                 "dns: cannot watch socket %d: %s (the query waits for "
+                 "c-ares' timeout)",
+                 (int)fd, uv_strerror(rv));
       grit_free(p);
       return;
     }
