@@ -210,8 +210,11 @@ static void ch_on_resolved(void *ctx, const grit_resolver_result *r) {
     return;
   if (ch->resolver) {
     __atomic_add_fetch(&ch->stats.dns_lookups, 1, __ATOMIC_RELAXED);
-    if (r->addr_error)
+    grit_obs_target_add(ch->obs, GRIT_OBS_DNS_LOOKUPS, 1);
+    if (r->addr_error) {
       __atomic_add_fetch(&ch->stats.dns_lookup_failures, 1, __ATOMIC_RELAXED);
+      grit_obs_target_add(ch->obs, GRIT_OBS_DNS_LOOKUP_FAILURES, 1);
+    }
     if (ch->o.dns_enable_txt && !ch->target.host_is_literal)
       grit_channel_config_txt_timeout(ch, r->txt_timed_out);
   }
@@ -568,6 +571,7 @@ static grit_err ch_init(grit_channel *ch, const char *target,
   /* OB-01: the target's series; without them (no memory) the channel
    * works and records nothing. */
   ch->obs = grit_obs_target_get(target);
+  ch->lb_shared.obs = ch->obs;
   grit_obs_target_add(ch->obs, GRIT_OBS_CHANNELS_CREATED, 1);
   grit_obs_channel_register(ch);
   return rv;

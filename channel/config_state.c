@@ -109,6 +109,7 @@ void grit_channel_config_applied(grit_channel *ch, grit_config_source src,
   cur->applied_at_ms = wall_ms();
   pthread_mutex_unlock(&ch->cfg_mu);
   __atomic_add_fetch(&ch->stats.config_updates, 1, __ATOMIC_RELAXED);
+  grit_obs_target_add(ch->obs, GRIT_OBS_CONFIG_UPDATES, 1);
   if (old == GRIT_CONFIG_SOURCE_DNS && src != GRIT_CONFIG_SOURCE_DNS)
     GRIT_TRACE(GRIT_TRACE_CONFIG, GRIT_LEVEL_NOTICE,
                "channel %s: service config from DNS dropped (no "
@@ -130,6 +131,7 @@ void grit_channel_config_rejected(grit_channel *ch, const char *path,
   char buf[700];
   snprintf(buf, sizeof(buf), "%s%s%s", path, path[0] ? ": " : "", reason);
   __atomic_add_fetch(&ch->stats.config_rejections, 1, __ATOMIC_RELAXED);
+  grit_obs_target_add(ch->obs, GRIT_OBS_CONFIG_REJECTIONS, 1);
   uint64_t h = cfg_hash(buf, strlen(buf));
   bool same = ch->cfg_rejection_hash == h;
   char *copy = grit_strdup(buf);
@@ -154,6 +156,7 @@ void grit_channel_config_rejected(grit_channel *ch, const char *path,
 void grit_channel_config_txt_timeout(grit_channel *ch, bool timed_out) {
   if (timed_out) {
     __atomic_add_fetch(&ch->stats.dns_txt_timeouts, 1, __ATOMIC_RELAXED);
+    grit_obs_target_add(ch->obs, GRIT_OBS_DNS_TXT_TIMEOUTS, 1);
     if (!ch->txt_timing_out)
       GRIT_TRACE(GRIT_TRACE_DNS, GRIT_LEVEL_NOTICE,
                  "channel %s: no TXT answer for _grpc_config.%s within %lld "

@@ -26,6 +26,7 @@ typedef struct grit_lb_shared {
   uint64_t unejections;        /* atomic */
   uint64_t health_not_serving; /* a subchannel left READY by health */
   grit_list scs;               /* every live subchannel of the channel */
+  struct grit_obs_target *obs; /* the channel's metric series, or NULL */
 } grit_lb_shared;
 
 /* The channel changed |sh|'s health settings: every subchannel restarts

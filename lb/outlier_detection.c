@@ -6,6 +6,7 @@
  * and are not picked; their connections stay up. Picks, state and
  * re-resolution go straight through to and from the child. */
 #include "lb/lb_int.h"
+#include "observe/observe.h"
 
 #include <string.h>
 
@@ -80,13 +81,17 @@ static void od_timer_fire(uv_timer_t *t) {
           od->addrs[i].text, (unsigned long long)e->last_successes,
           (unsigned long long)e->last_failures, e->multiplier,
           (unsigned long long)grit_od_ejection_ms(&od->params, e->multiplier));
-      if (od->a.shared)
+      if (od->a.shared) {
         __atomic_fetch_add(&od->a.shared->ejections, 1, __ATOMIC_RELAXED);
+        grit_obs_target_add(od->a.shared->obs, GRIT_OBS_LB_EJECTIONS, 1);
+      }
     } else {
       GRIT_TRACE(GRIT_TRACE_LB, GRIT_LEVEL_INFO,
                  "outlier detection: un-eject %s", od->addrs[i].text);
-      if (od->a.shared)
+      if (od->a.shared) {
         __atomic_fetch_add(&od->a.shared->unejections, 1, __ATOMIC_RELAXED);
+        grit_obs_target_add(od->a.shared->obs, GRIT_OBS_LB_UNEJECTIONS, 1);
+      }
     }
     od_apply(od, i);
   }

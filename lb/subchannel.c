@@ -80,8 +80,10 @@ static void sc_publish(grit_subchannel *sc) {
 static void sc_on_health(grit_health_status hs, void *ud) {
   grit_subchannel *sc = ud;
   if (hs == GRIT_HEALTH_NOT_SERVING &&
-      sc->health_status == GRIT_HEALTH_SERVING && sc->a.shared)
+      sc->health_status == GRIT_HEALTH_SERVING && sc->a.shared) {
     __atomic_fetch_add(&sc->a.shared->health_not_serving, 1, __ATOMIC_RELAXED);
+    grit_obs_target_add(sc->a.shared->obs, GRIT_OBS_LB_HEALTH_NOT_SERVING, 1);
+  }
   sc->health_status = hs;
   sc_publish(sc);
 }

@@ -77,7 +77,30 @@ typedef enum grit_obs_scope {
      GRIT_OBS_B_NONE, GRIT_OBS_S_METHOD,                                       \
      "Retries or hedges refused by retry throttling.")                         \
   XX(CHANNELS_CREATED, "grit.client.channel.created", "{channel}",             \
-     GRIT_OBS_B_NONE, GRIT_OBS_S_TARGET, "Channels created for the target.")
+     GRIT_OBS_B_NONE, GRIT_OBS_S_TARGET, "Channels created for the target.")   \
+  XX(DNS_LOOKUPS, "grit.client.dns.lookups", "{lookup}", GRIT_OBS_B_NONE,      \
+     GRIT_OBS_S_TARGET, "DNS resolutions finished (SPEC DNS-10).")             \
+  XX(DNS_LOOKUP_FAILURES, "grit.client.dns.lookup_failures", "{lookup}",       \
+     GRIT_OBS_B_NONE, GRIT_OBS_S_TARGET,                                       \
+     "DNS resolutions whose address lookup failed.")                           \
+  XX(DNS_TXT_TIMEOUTS, "grit.client.dns.txt_timeouts", "{lookup}",             \
+     GRIT_OBS_B_NONE, GRIT_OBS_S_TARGET,                                       \
+     "DNS resolutions whose TXT answer came too late (SPEC DNS-07).")          \
+  XX(CONFIG_UPDATES, "grit.client.config.updates", "{config}",                 \
+     GRIT_OBS_B_NONE, GRIT_OBS_S_TARGET,                                       \
+     "Changes of the service config in force.")                                \
+  XX(CONFIG_REJECTIONS, "grit.client.config.rejections", "{config}",           \
+     GRIT_OBS_B_NONE, GRIT_OBS_S_TARGET, "Service configs rejected.")          \
+  XX(LB_EJECTIONS, "grit.client.lb.ejections", "{ejection}", GRIT_OBS_B_NONE,  \
+     GRIT_OBS_S_TARGET,                                                        \
+     "Addresses ejected by outlier detection (SPEC "                           \
+     "OD-01).")                                                                \
+  XX(LB_UNEJECTIONS, "grit.client.lb.unejections", "{ejection}",               \
+     GRIT_OBS_B_NONE, GRIT_OBS_S_TARGET,                                       \
+     "Ejected addresses let back in by outlier detection.")                    \
+  XX(LB_HEALTH_NOT_SERVING, "grit.client.lb.health_not_serving", "{event}",    \
+     GRIT_OBS_B_NONE, GRIT_OBS_S_TARGET,                                       \
+     "READY backends whose health left SERVING (SPEC HC-01).")
 
 typedef enum grit_obs_id {
 #define GRIT_OBS_ID_GEN(id, name, unit, b, st, help) GRIT_OBS_##id,

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "test/behaviour/bh.h"
+#include "test/behaviour/metric.h"
 #include "test/peers/dnsresp.h"
 
 #define FAST "/test.S/Fast"
@@ -247,6 +248,13 @@ static void test_config_in_force_and_changes(void) {
   ASSERT_NULL(info.json);
   grit_service_config_info_free(&info);
   ASSERT_EQ(stats(ch).config_updates, 2);
+  /* The same counts as metrics (SPEC OB-01, DNS-10). */
+  grit_channel_stats st = stats(ch);
+  ASSERT_EQ(test_metric(ch, "grit_client_config_updates_total"), 2);
+  ASSERT_EQ(test_metric(ch, "grit_client_config_rejections_total"),
+            (double)st.config_rejections);
+  ASSERT_CMP(test_metric(ch, "grit_client_dns_lookups_total"), >=,
+             (double)st.dns_lookups);
   ASSERT_EQ(call(ch, 5000, NULL), GRIT_STATUS_OK);
   grit_channel_destroy(ch);
   teardown();

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "metric.h"
 #include "pypeer.h"
 #include "test/harness.h"
 
@@ -270,6 +271,7 @@ static void test_od_round_robin(void) {
   while (stat_ejections(ch) == 0 && test_now_ms() < end)
     calls(ch, 10);
   ASSERT_EQ(stat_ejections(ch), 1);
+  ASSERT_EQ(test_metric(ch, "grit_client_lb_ejections_total"), 1); /* OB-01 */
   ASSERT(ctl("/ctl.Ctl/Reset", "", NULL, 0));
   ASSERT_EQ(calls(ch, 200), 200);
   unsigned n[3];
