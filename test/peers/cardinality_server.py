@@ -12,12 +12,12 @@ Listens on 127.0.0.1 (ephemeral port) and prints "PORT n" once serving;
 runs until its stdin closes or it gets SIGTERM/SIGINT.
 """
 
-import signal
 import sys
-import threading
 from concurrent import futures
 
 import grpc
+
+import peerlife  # noqa: E402  (beside this script)
 
 
 def many(request, context):
@@ -48,19 +48,7 @@ def main():
         print("cannot listen on 127.0.0.1", file=sys.stderr)
         return 1
     server.start()
-    print("PORT %d" % port, flush=True)
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    signal.signal(signal.SIGINT, lambda *_: done.set())
-
-    def watch_stdin():
-        try:
-            sys.stdin.read()
-        except (OSError, ValueError):
-            pass
-        done.set()
-    threading.Thread(target=watch_stdin, daemon=True).start()
-    done.wait()
+    peerlife.announce_and_wait(port)
     server.stop(0)
     return 0
 

@@ -18,13 +18,13 @@ runs until its stdin closes or it gets SIGTERM/SIGINT.
 
 import argparse
 import os
-import signal
 import subprocess
 import sys
-import threading
 from concurrent import futures
 
 import grpc
+
+import peerlife  # noqa: E402  (beside this script)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PATTERN = bytes(range(256)) * 4096  # 1 MiB
@@ -81,19 +81,7 @@ def main():
         print("cannot listen on %s" % addr, file=sys.stderr)
         return 1
     server.start()
-    print("PORT %d" % port, flush=True)
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    signal.signal(signal.SIGINT, lambda *_: done.set())
-
-    def watch_stdin():
-        try:
-            sys.stdin.read()
-        except (OSError, ValueError):
-            pass
-        done.set()
-    threading.Thread(target=watch_stdin, daemon=True).start()
-    done.wait()
+    peerlife.announce_and_wait(port)
     server.stop(0)
     return 0
 

@@ -24,12 +24,12 @@ stdin closes or it gets SIGTERM/SIGINT.
 """
 
 import random
-import signal
-import sys
 import threading
 from concurrent import futures
 
 import grpc
+
+import peerlife  # noqa: E402  (beside this script)
 
 N = 3
 STATUS = {"UNKNOWN": 0, "SERVING": 1, "NOT_SERVING": 2}
@@ -128,17 +128,7 @@ def main():
         PORTS.append(s.add_insecure_port("127.0.0.1:0"))
         s.start()
         servers.append(s)
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *a: done.set())
-    signal.signal(signal.SIGINT, lambda *a: done.set())
-
-    def watch_stdin():
-        sys.stdin.read()
-        done.set()
-
-    threading.Thread(target=watch_stdin, daemon=True).start()
-    print("PORT %d" % PORTS[0], flush=True)
-    done.wait()
+    peerlife.announce_and_wait(PORTS[0])
     for s in servers:
         s.stop(0)
 

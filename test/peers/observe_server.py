@@ -22,7 +22,6 @@ later connection through to grpcio byte for byte.
 Listens on 127.0.0.1; runs until stdin closes or SIGTERM/SIGINT.
 """
 
-import signal
 import socket
 import struct
 import sys
@@ -31,6 +30,8 @@ import time
 from concurrent import futures
 
 import grpc
+
+import peerlife  # noqa: E402  (beside this script)
 
 LOCK = threading.Lock()
 LOG = {}
@@ -172,19 +173,7 @@ def main():
     lsock.bind(("127.0.0.1", 0))
     lsock.listen(16)
     threading.Thread(target=front, args=(lsock, backend), daemon=True).start()
-    print("PORT %d" % lsock.getsockname()[1], flush=True)
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    signal.signal(signal.SIGINT, lambda *_: done.set())
-
-    def watch_stdin():
-        try:
-            sys.stdin.read()
-        except (OSError, ValueError):
-            pass
-        done.set()
-    threading.Thread(target=watch_stdin, daemon=True).start()
-    done.wait()
+    peerlife.announce_and_wait(lsock.getsockname()[1])
     lsock.close()
     server.stop(0)
     return 0
