@@ -1,5 +1,5 @@
 /* grit demo: start local gRPC backends inside this process (the
- * test/h2server engine) and show calls succeeding against them: load
+ * h2server/ engine) and show calls succeeding against them: load
  * spread, a streaming call, a backend going away and coming back, the
  * statuses of failing calls; then what retries, retry throttling and
  * hedging change against a flaky, a failing and a sometimes-slow backend

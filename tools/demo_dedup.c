@@ -1,6 +1,6 @@
 /* `grit demo` scene 8: exactly-once effects under hedging and retries
  * (issue 17, SPEC DD-01..DD-03, ID-01). Two replicas of a CreateGroup
- * service (test/h2server engines with a handler) share one grit-dedup
+ * service (h2server/ engines with a handler) share one grit-dedup
  * store. Their backend is sometimes slow (hedges arrive while the first
  * attempt still runs) and sometimes fails after committing (the response
  * is lost: the client retries, and the next replica heals the key from the

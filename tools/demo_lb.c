@@ -2,7 +2,7 @@
  * detection (gRFC A50) against round_robin + retries over three backends
  * of which one fails 60 % of calls; and client-side health checking (gRFC
  * A17), where one backend turns NOT_SERVING mid-run. The backends are
- * test/h2server engines in this process; their grpc.health.v1.Health/Watch
+ * h2server/ engines in this process; their grpc.health.v1.Health/Watch
  * answers after 50 ms and ends, so the client's restarted Watch polls it
  * (a Watch that ends after a response is restarted at once, HC-02). */
 #include "tools.h"

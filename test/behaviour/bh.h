@@ -1,5 +1,5 @@
 /*
- * Helpers for behaviour tests: grit's public API against test/h2server
+ * Helpers for behaviour tests: grit's public API against h2server/
  * backends on loopback. Every wait is bounded.
  */
 #ifndef GRIT_TEST_BH_H

@@ -1,5 +1,5 @@
 /*
- * The call API without traps (issue 19) against test/h2server: no status
+ * The call API without traps (issue 19) against h2server/: no status
  * that reads as a success for a call that never ran, the end of a response
  * stream as its own result, wait_for_ready as one three-valued field and
  * the opts version, the one-response check of unary and client-streaming

@@ -1,5 +1,5 @@
 /*
- * Behaviour tests of the call path against test/h2server: request headers
+ * Behaviour tests of the call path against h2server/: request headers
  * (SPEC HS-01, HS-04..HS-06), status mapping (HS-02, HS-03), deadlines,
  * limits and wait-for-ready (SC-07, LB-03), hostile input, connection loss
  * and transparent retries (TR-01..TR-04), streaming and the async API, and

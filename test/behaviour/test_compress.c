@@ -1,5 +1,5 @@
 /*
- * Message compression end to end against test/h2server (SPEC CP-01..CP-04,
+ * Message compression end to end against h2server/ (SPEC CP-01..CP-04,
  * issue 13): what goes on the wire (headers, the compressed flag, sizes),
  * per-call and per-message choices, responses in gzip/deflate, a gzip bomb
  * and encodings grit did not offer, the send limit on the uncompressed

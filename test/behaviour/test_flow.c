@@ -1,5 +1,5 @@
 /*
- * Flow control and stream limits against test/h2server peers that behave
+ * Flow control and stream limits against h2server/ peers that behave
  * like real HTTP/2 servers: wide windows and silence (C-core), windows that
  * change, slow readers, stream limits, early responses (issue 12).
  */

@@ -1,6 +1,6 @@
 /*
  * Behaviour tests of hedging (SPEC HG-01..HG-09, with TH-02/TH-03 and
- * MX-01..MX-03) against test/h2server. The server's script answers
+ * MX-01..MX-03) against h2server/. The server's script answers
  * requests in arrival order; assertions are on its log (grpc-previous-rpc-
  * attempts, the client's RST_STREAM, arrival times) and on the attempt
  * records the observer receives. Every wait is bounded.

@@ -1,7 +1,7 @@
 /*
  * Behaviour tests of configured retries (SPEC RT-01..RT-14), transparent
  * retries (TR-01..TR-04), retry throttling (TH-01..TH-04), observability
- * (MX-01..MX-03) and idempotency keys (ID-01), against test/h2server.
+ * (MX-01..MX-03) and idempotency keys (ID-01), against h2server/.
  * Assertions are on the server's log and on the observer's records; every
  * wait is bounded and backoffs are small.
  */

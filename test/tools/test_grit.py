@@ -5,7 +5,7 @@ exit status, stdout and stderr.
   test_grit.py --grit PATH --h2server PATH --peers DIR GROUP
 
 GROUP is one of: call, json, grpcio, config, usage, demo. Servers are real
-and local: test/h2server's grit-h2server, and for 'grpcio' the Debian
+and local: h2server's grit-h2server, and for 'grpcio' the Debian
 grpcio peer test/peers/retry_server.py (run with /usr/bin/python3, as
 test/behaviour/pypeer.h does). Both bind 127.0.0.1 on an ephemeral port.
 Every child runs under a timeout and is stopped on the way out, also when

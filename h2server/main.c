@@ -21,7 +21,7 @@ static void usage(FILE *f) {
         "  [--initial-window-size N] [--no-ping-ack]\n"
         "  [--accept serve|close|reset|silent] [--log] [--quiet]\n"
         "SPEC is a script step, e.g. \"repeat=2 trailers_only status=14 "
-        "pushback=100\";\nsee test/h2server/README.md.\n",
+        "pushback=100\";\nsee h2server/README.md.\n",
         f);
 }
 
