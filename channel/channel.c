@@ -618,3 +618,13 @@ grit_err grit_channel_create(grit_runtime *rt, const char *target,
   *out = ch;
   return GRIT_OK;
 }
+
+static void ch_release_metrics(void) {
+  grit_obs_release_if_idle();
+}
+
+/* The default runtime lives in runtime/; once it stopped with no channel
+ * left anywhere, the metric series go too (their counts start again). */
+grit_err grit_default_runtime_shutdown(void) {
+  return grit_rt_default_shutdown(ch_release_metrics);
+}

@@ -4,7 +4,7 @@
  * callback) skip the wakeup: a check handle runs them right after the poll
  * callbacks of the same loop turn, and a prepare handle catches any posted
  * later in the turn, before the loop could block. */
-#include "channel/channel_int.h"
+#include "runtime/runtime.h"
 
 #include <signal.h>
 #include <string.h>
@@ -195,7 +195,7 @@ grit_err grit_rt_default(grit_runtime **out) {
   return rv;
 }
 
-grit_err grit_default_runtime_shutdown(void) {
+grit_err grit_rt_default_shutdown(void (*after_stop)(void)) {
   pthread_mutex_lock(&shutdown_mu);
   pthread_mutex_lock(&default_mu);
   grit_runtime *rt = default_rt;
@@ -209,7 +209,8 @@ grit_err grit_default_runtime_shutdown(void) {
   pthread_mutex_unlock(&default_mu);
   if (rv == GRIT_OK) {
     grit_runtime_destroy(rt);
-    grit_obs_release_if_idle(); /* no channel anywhere: metrics too */
+    if (after_stop)
+      after_stop(); /* no channel anywhere: metrics too */
   }
   pthread_mutex_unlock(&shutdown_mu);
   return rv;

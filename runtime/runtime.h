@@ -1,0 +1,57 @@
+/*
+ * runtime: the loop thread and its task queue. A grit_runtime is one libuv
+ * loop on its own thread; other threads hand it work as grit_task posts
+ * (one uv_async_send wakes the loop for a batch), and posts made on the
+ * loop thread run in the same turn without a wakeup. It also owns the
+ * process's shared default runtime. Below channel/, which runs every call
+ * on a runtime; it knows nothing of channels or calls beyond a count.
+ */
+#ifndef GRIT_RUNTIME_H
+#define GRIT_RUNTIME_H
+
+#include <pthread.h>
+#include <uv.h>
+
+#include "util/util.h"
+
+/* A unit of work posted to the loop. Embedded in the object it serves, so
+ * posting never allocates; posting a queued task again is a no-op. */
+typedef struct grit_task {
+  grit_list link;
+  void (*fn)(struct grit_task *t);
+  bool queued;
+} grit_task;
+
+struct grit_runtime {
+  uv_loop_t loop;
+  uv_async_t wake;     /* posts from other threads */
+  uv_check_t turn;     /* posts from the loop thread, after poll callbacks */
+  uv_prepare_t settle; /* ... and any left before the loop would block */
+  bool local_posted;   /* loop only: a post from the loop thread is queued */
+  uv_thread_t thread;
+  pthread_t tid;
+  pthread_mutex_t mu;
+  grit_list tasks;   /* under mu */
+  bool stopping;     /* under mu */
+  uint32_t channels; /* created and not yet destroyed by the user (atomic) */
+};
+
+/* Queue |t| unless it is queued already; returns whether it queued it. */
+bool grit_rt_post(grit_runtime *rt, grit_task *t);
+bool grit_rt_on_loop(const grit_runtime *rt);
+/* The shared default runtime, started on first use (again after
+ * grit_default_runtime_shutdown), with one more channel counted on it. */
+grit_err grit_rt_default(grit_runtime **out);
+/* A channel was created on |rt| / was destroyed by its user. The default
+ * runtime stops only while its count is zero. */
+void grit_rt_channel_opened(grit_runtime *rt);
+void grit_rt_channel_closed(grit_runtime *rt);
+/* grit_default_runtime_shutdown's work: stop the default runtime unless a
+ * channel still counts on it (GRIT_ERR_BUSY) or the caller is its loop
+ * thread (GRIT_ERR_WOULD_DEADLOCK). After a stop, |after_stop| (if not
+ * NULL) runs before a concurrent shutdown may proceed: the layer above
+ * releases what lives as long as any channel (channel/ frees the metric
+ * series). */
+grit_err grit_rt_default_shutdown(void (*after_stop)(void));
+
+#endif
