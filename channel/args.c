@@ -2,7 +2,6 @@
  * in grit_chan_opts; setters and copies are driven by it. */
 #include "channel/channel_int.h"
 
-#include <arpa/inet.h>
 #include <string.h>
 
 typedef struct arg_spec {
@@ -98,63 +97,6 @@ void grit_chan_opts_defaults(grit_chan_opts *o) {
 
 static char **str_field(grit_chan_opts *o, const arg_spec *s) {
   return (char **)((char *)o + s->offset);
-}
-
-/* A decimal port 1..65535 in [p, end), at most 5 digits, nothing else. */
-static bool port_valid(const char *p, const char *end) {
-  if (p == end || end - p > 5)
-    return false;
-  unsigned v = 0;
-  for (; p < end; p++) {
-    if (*p < '0' || *p > '9')
-      return false;
-    v = v * 10 + (unsigned)(*p - '0');
-  }
-  return v >= 1 && v <= 65535;
-}
-
-/* One "a.b.c.d:port" or "[v6]:port" in [p, end). */
-static bool dns_server_one_valid(const char *p, const char *end) {
-  char addr[INET6_ADDRSTRLEN];
-  unsigned char bin[sizeof(struct in6_addr)];
-  const char *a = p, *a_end, *colon;
-  int family = AF_INET;
-  if (*p == '[') {
-    a = p + 1;
-    a_end = memchr(a, ']', (size_t)(end - a));
-    if (!a_end || a_end + 1 == end || a_end[1] != ':')
-      return false;
-    colon = a_end + 1;
-    family = AF_INET6;
-  } else {
-    colon = memchr(p, ':', (size_t)(end - p));
-    if (!colon)
-      return false;
-    a_end = colon;
-  }
-  size_t n = (size_t)(a_end - a);
-  if (n == 0 || n >= sizeof(addr))
-    return false;
-  memcpy(addr, a, n);
-  addr[n] = '\0';
-  return inet_pton(family, addr, bin) == 1 && port_valid(colon + 1, end);
-}
-
-/* GRIT_ARG_DNS_SERVER: "addr:port[,addr:port...]", each address an IPv4
- * literal or a bracketed IPv6 one, each port 1..65535. c-ares would take
- * more forms (no port, bare IPv6) and reject the rest only when the channel
- * first resolves, leaving it in TRANSIENT_FAILURE; checked here instead,
- * so a typo fails grit_channel_create. */
-bool grit_dns_server_valid(const char *s) {
-  for (;;) {
-    const char *comma = strchr(s, ',');
-    const char *end = comma ? comma : s + strlen(s);
-    if (end == s || !dns_server_one_valid(s, end))
-      return false;
-    if (!comma)
-      return true;
-    s = comma + 1;
-  }
 }
 
 grit_err grit_chan_opts_copy(const grit_chan_opts *src, grit_chan_opts *dst) {

@@ -286,7 +286,14 @@ static void ch_start(grit_channel *ch) {
     return;
   if (ch->target.kind == GRIT_TARGET_DNS && ch->target.naddrs == 0) {
     grit_channel_set_state(ch, GRIT_STATE_CONNECTING);
-    if (grit_resolver_create(&ch->rt->loop, &ch->target, &ch->o, &ch->txt_draw,
+    grit_resolver_opts ro = {
+        .dns_server = ch->o.dns_server,
+        .dns_enable_txt = ch->o.dns_enable_txt,
+        .dns_min_reresolve_ms = ch->o.dns_min_reresolve_ms,
+        .dns_txt_timeout_ms = ch->o.dns_txt_timeout_ms,
+        .max_config_age_ms = ch->o.max_config_age_ms,
+    };
+    if (grit_resolver_create(&ch->rt->loop, &ch->target, &ro, &ch->txt_draw,
                              ch_on_resolved, ch, &ch->resolver) != GRIT_OK) {
       snprintf(ch->resolve_error, sizeof(ch->resolve_error),
                "cannot start the DNS resolver");

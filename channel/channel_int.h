@@ -69,42 +69,6 @@ struct grit_channel_args {
 void grit_chan_opts_defaults(grit_chan_opts *o);
 grit_err grit_chan_opts_copy(const grit_chan_opts *src, grit_chan_opts *dst);
 void grit_chan_opts_free(grit_chan_opts *o);
-/* GRIT_ARG_DNS_SERVER's form: "ip:port" / "[ipv6]:port", comma-separated. */
-bool grit_dns_server_valid(const char *s);
-
-/* ---- resolver.c: c-ares A/AAAA (+ TXT) on the loop ---- */
-
-typedef enum grit_txt_state {
-  GRIT_TXT_NONE = 0,   /* disabled, NXDOMAIN, no record, no choice matched */
-  GRIT_TXT_CONFIG = 1, /* config_json holds the chosen service config */
-  GRIT_TXT_ERROR = 2,  /* the TXT config is invalid: txt_error says why */
-  GRIT_TXT_KEEP = 3,   /* TXT lookup timed out: keep what we have */
-} grit_txt_state;
-
-typedef struct grit_resolver_result {
-  const grit_addr *addrs;
-  size_t naddrs;
-  const char *addr_error; /* non-NULL when the address lookup failed */
-  grit_txt_state txt;
-  const char *config_json;
-  size_t config_len;
-  const char *txt_error;
-  bool txt_timed_out; /* DNS-07: the TXT answer came too late */
-} grit_resolver_result;
-
-typedef void (*grit_resolver_cb)(void *ctx, const grit_resolver_result *r);
-typedef struct grit_resolver grit_resolver;
-
-grit_err grit_resolver_create(uv_loop_t *loop, const grit_target *t,
-                              const grit_chan_opts *o, const grit_rng *draw,
-                              grit_resolver_cb cb, void *ctx,
-                              grit_resolver **out);
-/* Ask for a resolution; rate-limited (DNS-05), coalesced if one runs. */
-void grit_resolver_request(grit_resolver *r);
-/* The channel rejected the last result (an invalid config and no good one
- * before, SPEC SC-03): resolve again after the failure backoff (DNS-05). */
-void grit_resolver_result_rejected(grit_resolver *r);
-void grit_resolver_destroy(grit_resolver *r);
 
 /* ---- policy.c: the LB policy in use, and a pending one ---- */
 

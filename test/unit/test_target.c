@@ -1,7 +1,7 @@
 /* Unit tests for target parsing (SPEC DNS-06): dns:[//authority/]host[:port],
  * bare host:port, ipv4:a:p[,a:p...], ipv6:[a]:p[,...], unix:path and
  * unix:///abs, the default port 443 (DNS-05) and the default :authority. */
-#include "channel/channel.h"
+#include "resolver/resolver.h"
 
 #include "test/harness.h"
 

@@ -11,11 +11,14 @@
  * c-ares' own 75 s. A late answer is ignored (each query carries the
  * generation of the resolution that asked); the next resolution asks
  * again. */
-#include "channel/channel_int.h"
+#include "resolver/resolver.h"
+#include "lb/lb.h"
+#include "service_config/service_config.h"
 
 #include <ares.h>
 #include <arpa/inet.h>
 #include <arpa/nameser.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -432,7 +435,7 @@ void grit_resolver_result_rejected(grit_resolver *r) {
   uv_timer_start(&r->sched_timer, res_sched_fire, r->reject_ms, 0);
 }
 
-static grit_err res_set_servers(grit_resolver *r, const grit_chan_opts *o) {
+static grit_err res_set_servers(grit_resolver *r, const grit_resolver_opts *o) {
   const char *servers = o->dns_server;
   if (r->target->dns_authority)
     servers = r->target->dns_authority;
@@ -448,7 +451,7 @@ static void res_library_init(void) {
 }
 
 grit_err grit_resolver_create(uv_loop_t *loop, const grit_target *t,
-                              const grit_chan_opts *o, const grit_rng *draw,
+                              const grit_resolver_opts *o, const grit_rng *draw,
                               grit_resolver_cb cb, void *ctx,
                               grit_resolver **out) {
   *out = NULL;

@@ -2,7 +2,8 @@
  * on a private c-ares channel (select loop, bounded by a timeout), and
  * explain it with grit_service_config_check_txt. Used by `grit config
  * check --dns`; never runs on a runtime's loop. */
-#include "channel/channel_int.h"
+#include "resolver/resolver.h"
+#include "service_config/service_config.h"
 
 #include <ares.h>
 #include <arpa/nameser.h>
