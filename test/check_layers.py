@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""The layering rule of docs/layout.md, checked over #include lines.
+
+  check_layers.py SOURCE_ROOT     check the tree; exit 1 on any violation
+  check_layers.py --self-test     check that each rule catches a planted
+                                  violation in a scratch tree
+
+Rules:
+  1. Every top-level folder with C sources has a floor in FLOORS (a new
+     module is placed on purpose, not by accident).
+  2. A module includes headers of its own floor or below, never above
+     (arrows point down). include/ (the public API) is below everything.
+  3. The module graph has no cycle (two modules of one floor may not
+     include each other, directly or through others).
+  4. A module's internal header (X/*_int.h) is included only by X itself
+     (and by tests, which reach internals on purpose).
+  5. Every SPEC id cited in the sources (RT-06, DNS-01..DNS-05) exists in
+     docs/spec.md.
+"""
+import os
+import re
+import sys
+import tempfile
+
+# Lower number = lower floor. Keep docs/layout.md's table in step.
+FLOORS = {
+    "include": -1,  # the public API: anyone may include it
+    "util": 0,
+    "transport": 1, "service_config": 1, "throttle": 1, "compress": 1,
+    "observe": 1, "dedup": 1,
+    "lb": 2, "retry": 2, "hedging": 2, "callsm": 2,
+    "runtime": 3, "resolver": 3,
+    "channel": 4,
+    "tools": 5, "interop": 5, "bench": 5, "pbjson": 5, "codegen": 5,
+    "h2server": 5, "examples": 5,
+    "test": 6,
+}
+# Folders whose files may include any module's internals.
+TEST_ROOMS = {"test"}
+SKIP_DIRS = {".git", "build", "docs", "scripts", "subprojects"}
+SOURCE_EXT = (".c", ".h")
+CODE_EXT = (".c", ".h", ".py", ".sh", ".build", ".js", ".proto", ".cc")
+SPEC_PREFIXES = ("SC|DNS|RT|HG|TH|TR|CB|LB|HS|MX|ID|FC|CP|HC|OD|OB|DD|AP|SM"
+                 "|CR|IC|LP|XD|OP")
+SPEC_RE = re.compile(r"\b(?:%s)-\d{2}\b" % SPEC_PREFIXES)
+INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def source_files(root):
+    for top in sorted(os.listdir(root)):
+        path = os.path.join(root, top)
+        if not os.path.isdir(path) or top in SKIP_DIRS or top.startswith("."):
+            continue
+        for dirpath, dirnames, files in os.walk(path):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for f in sorted(files):
+                yield top, os.path.join(dirpath, f)
+
+
+def bare_index(root):
+    """Headers reachable by a bare name from another folder: module -> set."""
+    index = {}
+    for top, path in source_files(root):
+        if path.endswith(".h") and top != "test":
+            index.setdefault(os.path.basename(path), set()).add(top)
+    return index
+
+
+def resolve(root, top, path, name, bare):
+    """The module an #include "name" in |path| reaches, or None."""
+    if os.path.exists(os.path.join(os.path.dirname(path), name)):
+        return None  # beside the including file: its own module
+    first = name.split("/", 1)[0]
+    if "/" in name and os.path.isdir(os.path.join(root, first)):
+        return first
+    owners = bare.get(os.path.basename(name), set()) - {top}
+    if len(owners) == 1:
+        return next(iter(owners))
+    return None  # generated (protoc output) or the module's own
+
+
+def check_includes(root, errors):
+    bare = bare_index(root)
+    edges = {}
+    seen_tops = set()
+    for top, path in source_files(root):
+        if not path.endswith(SOURCE_EXT):
+            continue
+        seen_tops.add(top)
+        rel = os.path.relpath(path, root)
+        if top not in FLOORS:
+            continue
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for lineno, line in enumerate(f, 1):
+                m = INCLUDE_RE.match(line)
+                if not m:
+                    continue
+                name = m.group(1)
+                dep = resolve(root, top, path, name, bare)
+                if dep is None or dep == top:
+                    continue
+                where = "%s:%d" % (rel, lineno)
+                if dep not in FLOORS:
+                    errors.append("%s: includes %s from %s/, which has no "
+                                  "floor" % (where, name, dep))
+                    continue
+                if FLOORS[dep] > FLOORS[top]:
+                    errors.append(
+                        "%s: %s/ (floor %d) includes %s from %s/ (floor %d):"
+                        " arrows point down" % (where, top, FLOORS[top], name,
+                                                dep, FLOORS[dep]))
+                if (os.path.basename(name).endswith("_int.h")
+                        and top not in TEST_ROOMS):
+                    errors.append("%s: %s/ includes %s, the internals of "
+                                  "%s/" % (where, top, name, dep))
+                if top not in TEST_ROOMS:
+                    edges.setdefault(top, {}).setdefault(dep, where)
+    for top in sorted(seen_tops - set(FLOORS)):
+        errors.append("%s/: C sources in a folder with no floor: add it to "
+                      "FLOORS in test/check_layers.py and docs/layout.md" % top)
+    check_cycles(edges, errors)
+
+
+def check_cycles(edges, errors):
+    state = {}
+
+    def visit(node, stack):
+        state[node] = 1
+        stack.append(node)
+        for dep in sorted(edges.get(node, {})):
+            if state.get(dep) == 1:
+                cycle = stack[stack.index(dep):] + [dep]
+                errors.append("module cycle: %s (%s)" % (
+                    " -> ".join(cycle), edges[node][dep]))
+            elif dep not in state:
+                visit(dep, stack)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node, [])
+
+
+def check_spec_ids(root, errors):
+    spec = os.path.join(root, "docs", "spec.md")
+    if not os.path.exists(spec):
+        errors.append("docs/spec.md is missing")
+        return
+    with open(spec, encoding="utf-8") as f:
+        # An id is defined where a line starts with it (the list items).
+        defined = set(re.findall(r"^\s*[-*]?\s*\**((?:%s)-\d{2})\b"
+                                 % SPEC_PREFIXES, f.read(), re.M))
+    cited = {}
+    for top, path in source_files(root):
+        if not path.endswith(CODE_EXT) or top == "docs":
+            continue
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for lineno, line in enumerate(f, 1):
+                for sid in SPEC_RE.findall(line):
+                    cited.setdefault(sid, "%s:%d" % (
+                        os.path.relpath(path, root), lineno))
+    for sid in sorted(set(cited) - defined):
+        errors.append("%s: cites %s, which docs/spec.md does not define"
+                      % (cited[sid], sid))
+
+
+def check(root):
+    errors = []
+    check_includes(root, errors)
+    check_spec_ids(root, errors)
+    return errors
+
+
+def write(root, rel, text):
+    path = os.path.join(root, rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def self_test():
+    """Each rule must catch a planted violation (and pass a clean tree)."""
+    cases = {
+        "clean": ({}, None),
+        "upward include": ({"util/bad.c": '#include "channel/channel.h"\n'},
+                           "arrows point down"),
+        "internals": ({"retry/bad.c": '#include "lb/lb_int.h"\n'},
+                      "the internals of lb/"),
+        "cycle": ({"lb/x.c": '#include "retry/retry.h"\n',
+                   "retry/y.c": '#include "lb/lb.h"\n'}, "module cycle"),
+        "no floor": ({"newroom/a.c": "int a;\n"}, "no floor"),
+        # Spelled apart so that this file itself cites no unknown id.
+        "unknown id": ({"retry/z.c": "/* SPEC RT-%s */\n" % "99"},
+                       "cites RT-" + "99"),
+        "bare name": ({"util/w.c": '#include "h2server.h"\n'},
+                      "arrows point down"),
+    }
+    base = {
+        "util/util.h": "/* util */\n",
+        "lb/lb.h": '#include "util/util.h"\n',
+        "lb/lb_int.h": '#include "lb/lb.h"\n',
+        "retry/retry.h": '#include "util/util.h"\n/* SPEC RT-01 */\n',
+        "channel/channel.h": '#include "lb/lb.h"\n#include "retry/retry.h"\n',
+        "channel/c.c": '#include "channel/channel.h"\n',
+        "h2server/h2server.h": "/* server */\n",
+        "test/t.c": '#include "lb/lb_int.h"\n#include "channel/channel.h"\n',
+        "docs/spec.md": "- RT-01 The first.\n",
+    }
+    failed = 0
+    for name, (extra, expect) in cases.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            for rel, text in list(base.items()) + list(extra.items()):
+                write(tmp, rel, text)
+            errors = check(tmp)
+            if expect is None:
+                ok = not errors
+            else:
+                ok = any(expect in e for e in errors)
+            print("%s: %s%s" % ("ok" if ok else "FAILED", name,
+                                "" if ok else " -> %r" % errors))
+            failed += not ok
+    return 1 if failed else 0
+
+
+def main():
+    if len(sys.argv) == 2 and sys.argv[1] == "--self-test":
+        return self_test()
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    errors = check(sys.argv[1])
+    for e in errors:
+        print(e)
+    if errors:
+        print("check_layers: %d violation(s); floors in docs/layout.md"
+              % len(errors))
+        return 1
+    print("check_layers: clean")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
