@@ -33,7 +33,7 @@ static const opt_row OPTS[] = {
      "messages; - reads stdin, one message per line\n"
      "in the same forms (an empty line is an empty\n"
      "message). Default: one empty message"},
-    /* Message types and JSON (README "JSON requests and responses"). */
+    /* Message types and JSON (docs/cli.md, "JSON"). */
     {"data-json", OPT_DATA_JSON, "JSON|@FILE|-",
      "a request message in proto3 JSON, or @FILE\n"
      "holding it; repeatable; - reads stdin, one JSON\n"

@@ -464,9 +464,9 @@ typedef struct grit_channel_args grit_channel_args;
  * that stays open (a response stream under way) the I/O thread polls the
  * connections without sleeping for this long, so the next messages are
  * read without a wake-up each: server streams of small messages run about
- * 10 % faster for about twice the client CPU per message (README
- * Performance). A library should not burn its user's CPU unasked, so it is
- * off unless the application opts in. */
+ * 10 % faster for about twice the client CPU per message
+ * (docs/performance.md). A library should not burn its user's CPU unasked, so
+ * it is off unless the application opts in. */
 #define GRIT_ARG_READ_SPIN_US "grit.read_spin_us"
 /** Int ms, default 1800000. Idle time after which connections close. */
 #define GRIT_ARG_IDLE_TIMEOUT_MS "grit.client_idle_timeout_ms"

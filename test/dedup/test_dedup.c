@@ -327,7 +327,7 @@ static void test_ttl(void) {
   grit_dedup_result_free(&b);
   ASSERT_OK(grit_dedup_claim(s, "k7b", FP("req"), 0, &b));
   usleep(1200 * 1000);
-  /* Past the TTL the key protects nothing: a new execution (README). */
+  /* Past the TTL the key protects nothing: a new execution (docs/dedup.md). */
   ASSERT_OK(grit_dedup_claim(s, "k7", FP("req"), 0, &b));
   ASSERT_EQ(b.outcome, GRIT_DEDUP_LEADER);
   uint64_t removed = 0;

@@ -190,8 +190,8 @@ static void test_chaos(void) {
 
 /* Expired keys: records with a 300 ms TTL are claimed, finished, replayed
  * and purged by several threads at once; past the TTL every record is gone
- * and a key re-sent then runs again (README "When a key protects you, and
- * when it cannot"). */
+ * and a key re-sent then runs again (docs/dedup.md "When a key protects you,
+ * and when it cannot"). */
 static void *expiry_thread(void *arg) {
   grit_dedup_store *s = arg;
   for (int k = 0; k < 100; k++) {

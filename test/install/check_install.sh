@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The install, as README's "Install" section tells a newcomer to do it
+# The install, as docs/install.md tells a newcomer to do it
 # (issue 19 points 1, 7, 8):
 #
 #  1. a library-only build (-Dtests=false -Dinterop=false -Dtools=false

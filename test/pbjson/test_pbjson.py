@@ -367,7 +367,7 @@ def main():
     ARGS = ap.parse_args()
     signal.signal(signal.SIGTERM, on_sigterm)
     # The expected JSON comes from Debian's python3-protobuf, which only
-    # Debian's interpreter sees (DESIGN.md "Environment notes").
+    # Debian's interpreter sees (docs/design.md "Environment notes").
     try:
         importlib.import_module("google.protobuf.json_format")
     except ImportError:
