@@ -5,6 +5,7 @@
  * runtime/ loop, resolves names with resolver/ and includes the other
  * modules' headers; nothing in the library includes it. Everything it
  * offers is behind include/grit/grit.h.
+ * Layout: floor 4 of docs/layout.md.
  */
 #ifndef GRIT_CHANNEL_H
 #define GRIT_CHANNEL_H

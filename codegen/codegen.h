@@ -3,7 +3,8 @@
  * CodeGeneratorRequest on stdin, a CodeGeneratorResponse on stdout);
  * emit.c writes one file's x.grit.h and x.grit.c. The generated code uses
  * only <grit/grit.h> and protobuf-c; this program links neither grit nor
- * anything but protobuf-c. */
+ * anything but protobuf-c.
+ * Layout: floor 5 of docs/layout.md. */
 #ifndef GRIT_CODEGEN_H
 #define GRIT_CODEGEN_H
 

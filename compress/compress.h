@@ -3,6 +3,7 @@
  * deflate on zlib. transport/ decodes received messages with it and
  * channel/ encodes request messages once, before the replay buffer. Pure:
  * no loop, no clock, no channel; every allocation goes through util.
+ * Layout: floor 1 of docs/layout.md.
  */
 #ifndef GRIT_COMPRESS_H
 #define GRIT_COMPRESS_H

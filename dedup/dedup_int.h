@@ -3,6 +3,7 @@
  * protocol: claim, wait, heal) drives, and the record snapshot the stores
  * return. Stores (store_mem.c, store_pg.c) keep records and their clock;
  * they know nothing of healing. Depends on util only.
+ * Layout: floor 1 of docs/layout.md.
  */
 #ifndef GRIT_DEDUP_INT_H
 #define GRIT_DEDUP_INT_H

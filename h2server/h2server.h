@@ -4,6 +4,7 @@
  * action (from a script, a handler callback, or the echo default) and logs
  * what it saw so tests assert on the log, not on sleeps. Independent of grit:
  * it links only nghttp2, libuv and OpenSSL.
+ * Layout: floor 5 of docs/layout.md.
  */
 #ifndef H2SERVER_H
 #define H2SERVER_H

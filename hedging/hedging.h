@@ -4,6 +4,7 @@
  * throttle as retries. It says what an attempt's status means and when the
  * next hedge is due; it knows nothing of the loop, streams or the channel:
  * time comes in as |now_ms|, throttling as a yes/no the caller computed.
+ * Layout: floor 2 of docs/layout.md.
  */
 #ifndef GRIT_HEDGING_H
 #define GRIT_HEDGING_H

@@ -3,6 +3,7 @@
  * (main.c parses flags and runs cases, cases.c holds the test cases,
  * support.c the message, check and wait helpers). It sees only the public
  * <grit/grit.h> and the protobuf-c code generated from interop/proto.
+ * Layout: floor 5 of docs/layout.md.
  */
 #ifndef GRIT_INTEROP_INTEROP_H
 #define GRIT_INTEROP_INTEROP_H

@@ -5,6 +5,7 @@
  * outlier_detection_experimental (OD-01) behind one small vtable looked up
  * by name. channel/ drives it on the loop thread; it knows nothing of calls
  * or configs.
+ * Layout: floor 2 of docs/layout.md.
  */
 #ifndef GRIT_LB_H
 #define GRIT_LB_H

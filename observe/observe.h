@@ -4,6 +4,7 @@
  * channel/ reports attempt start, attempt end and call end here; the writer
  * reads the same cells from any thread. Recording is lock-free (relaxed
  * atomics). It knows nothing of the channel, the loop or the clock.
+ * Layout: floor 1 of docs/layout.md.
  */
 #ifndef GRIT_OBSERVE_H
 #define GRIT_OBSERVE_H

@@ -3,7 +3,8 @@
  * reflection), for the grit command only (tools/), never the library.
  * Depends on protobuf-c's descriptor types (codegen/), jansson, and for
  * reflect.c the public grit API. Errors come back as text in a caller
- * buffer, naming the JSON path ("$.payload.type") where there is one. */
+ * buffer, naming the JSON path ("$.payload.type") where there is one.
+ * Layout: floor 5 of docs/layout.md. */
 #ifndef GRIT_PBJSON_H
 #define GRIT_PBJSON_H
 

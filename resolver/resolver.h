@@ -5,6 +5,7 @@
  * check behind `grit config check --dns`. Below channel/: it hands its
  * results to a callback and never sees a channel; the channel copies the
  * options it needs into a grit_resolver_opts.
+ * Layout: floor 3 of docs/layout.md.
  */
 #ifndef GRIT_RESOLVER_H
 #define GRIT_RESOLVER_H

@@ -3,6 +3,7 @@
  * backoff (SPEC RT-03), server pushback (RT-04), the retry decision in the
  * exact order of RT-14, and the replay buffer of refcounted slices (RT-07).
  * No loop, no clock, no I/O: time and randomness come in as arguments.
+ * Layout: floor 2 of docs/layout.md.
  */
 #ifndef GRIT_RETRY_H
 #define GRIT_RETRY_H

@@ -5,6 +5,7 @@
  * loop thread run in the same turn without a wakeup. It also owns the
  * process's shared default runtime. Below channel/, which runs every call
  * on a runtime; it knows nothing of channels or calls beyond a count.
+ * Layout: floor 3 of docs/layout.md.
  */
 #ifndef GRIT_RUNTIME_H
 #define GRIT_RUNTIME_H

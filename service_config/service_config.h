@@ -3,6 +3,7 @@
  * structs (SPEC SC-01..SC-12), and the DNS TXT record choice (DNS-02..04).
  * Called by channel/ (parse, choose, swap), retry/ and hedging/ (read the
  * policy structs). Pure: no loop, no clock, no jansson type in this header.
+ * Layout: floor 1 of docs/layout.md.
  */
 #ifndef GRIT_SERVICE_CONFIG_H
 #define GRIT_SERVICE_CONFIG_H

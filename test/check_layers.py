@@ -16,6 +16,8 @@ Rules:
      (and by tests, which reach internals on purpose).
   5. Every SPEC id cited in the sources (RT-06, DNS-01..DNS-05) exists in
      docs/spec.md.
+  6. docs/layout.md's floor table, and the "Layout: floor N" line of a
+     module's header comment, say what FLOORS says.
 """
 import os
 import re
@@ -165,10 +167,40 @@ def check_spec_ids(root, errors):
                       % (cited[sid], sid))
 
 
+LAYOUT_ROW_RE = re.compile(r"^\|\s*(\d+)\s*\|\s*`([a-z0-9_]+)/`\s*\|", re.M)
+HEADER_FLOOR_RE = re.compile(r"Layout: floor (\d+) of docs/layout\.md")
+
+
+def check_documented_floors(root, errors):
+    layout = os.path.join(root, "docs", "layout.md")
+    if not os.path.exists(layout):
+        errors.append("docs/layout.md is missing")
+        return
+    with open(layout, encoding="utf-8") as f:
+        rows = {m: int(n) for n, m in LAYOUT_ROW_RE.findall(f.read())}
+    for mod, floor in sorted(FLOORS.items()):
+        if floor < 0:
+            continue
+        if rows.get(mod) != floor:
+            errors.append("docs/layout.md: %s/ is on floor %s there, %d in "
+                          "FLOORS" % (mod, rows.get(mod), floor))
+    for mod in sorted(set(rows) - set(FLOORS)):
+        errors.append("docs/layout.md: %s/ is not in FLOORS" % mod)
+    for top, path in source_files(root):
+        if top not in FLOORS or not path.endswith(".h"):
+            continue
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for n in HEADER_FLOOR_RE.findall(f.read(4096)):
+                if int(n) != FLOORS[top]:
+                    errors.append("%s: says floor %s, FLOORS says %d" % (
+                        os.path.relpath(path, root), n, FLOORS[top]))
+
+
 def check(root):
     errors = []
     check_includes(root, errors)
     check_spec_ids(root, errors)
+    check_documented_floors(root, errors)
     return errors
 
 
@@ -177,6 +209,11 @@ def write(root, rel, text):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
+
+
+# A docs/layout.md table that agrees with FLOORS, for the self-test.
+LAYOUT = "".join("| %d | `%s/` | |\n" % (n, m)
+                 for m, n in sorted(FLOORS.items()) if n >= 0)
 
 
 def self_test():
@@ -195,6 +232,11 @@ def self_test():
                        "cites RT-" + "99"),
         "bare name": ({"util/w.c": '#include "h2server.h"\n'},
                       "arrows point down"),
+        "header floor": ({"lb/lb.h": "/* Layout: floor 3 of docs/layout.md."
+                                     " */\n"}, "says floor 3"),
+        "layout table": ({"docs/layout.md": LAYOUT.replace("| 2 | `lb/`",
+                                                           "| 1 | `lb/`")},
+                         "lb/ is on floor 1 there"),
     }
     base = {
         "util/util.h": "/* util */\n",
@@ -206,6 +248,7 @@ def self_test():
         "h2server/h2server.h": "/* server */\n",
         "test/t.c": '#include "lb/lb_int.h"\n#include "channel/channel.h"\n',
         "docs/spec.md": "- RT-01 The first.\n",
+        "docs/layout.md": LAYOUT,
     }
     failed = 0
     for name, (extra, expect) in cases.items():

@@ -3,6 +3,7 @@
  * as a value type in fixed point (thousandths of a token), shaped like
  * nghttp2_ratelim. retry/ and hedging/ feed it outcomes; channel/ owns the
  * per-server-name table and its locking. No allocation, no clock.
+ * Layout: floor 1 of docs/layout.md.
  */
 #ifndef GRIT_THROTTLE_H
 #define GRIT_THROTTLE_H

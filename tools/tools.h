@@ -1,5 +1,6 @@
 /* Shared pieces of the grit command: argument helpers, latency stats. Only
- * the public API (grit/grit.h) is used. */
+ * the public API (grit/grit.h) is used.
+ * Layout: floor 5 of docs/layout.md. */
 #ifndef GRIT_TOOLS_H
 #define GRIT_TOOLS_H
 

@@ -9,6 +9,7 @@
  * call chain that it is still walking; events found while parsing input are
  * queued and delivered after nghttp2_session_mem_recv returns. So a callback
  * may call any function of this header, including cancel and shutdown.
+ * Layout: floor 1 of docs/layout.md.
  */
 #ifndef GRIT_TRANSPORT_H
 #define GRIT_TRANSPORT_H

@@ -3,6 +3,7 @@
  * (all memory goes through the hook set by grit_set_allocator), refcounted
  * slices, intrusive lists, the monotonic clock, a seedable PRNG, tracing and
  * error details. It depends on libc only and knows nothing of gRPC.
+ * Layout: floor 0 of docs/layout.md.
  */
 #ifndef GRIT_UTIL_H
 #define GRIT_UTIL_H
