@@ -18,6 +18,8 @@ Rules:
      docs/spec.md.
   6. docs/layout.md's floor table, and the "Layout: floor N" line of a
      module's header comment, say what FLOORS says.
+  7. Every relative link in README.md and docs/*.md names a file that
+     exists, and a heading of it when it has a #fragment.
 """
 import os
 import re
@@ -196,8 +198,49 @@ def check_documented_floors(root, errors):
                         os.path.relpath(path, root), n, FLOORS[top]))
 
 
+LINK_RE = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def md_anchors(path):
+    """GitHub's heading ids of a Markdown file (fenced code skipped)."""
+    out, fenced = set(), False
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("```"):
+                fenced = not fenced
+            elif not fenced and line.startswith("#"):
+                text = line.lstrip("#").strip().lower()
+                out.add(re.sub(r"[^\w\- ]", "", text).replace(" ", "-"))
+    return out
+
+
+def check_doc_links(root, errors):
+    pages = [os.path.join(root, "README.md")]
+    docs = os.path.join(root, "docs")
+    if os.path.isdir(docs):
+        pages += [os.path.join(docs, f) for f in sorted(os.listdir(docs))
+                  if f.endswith(".md")]
+    for page in pages:
+        if not os.path.exists(page):
+            continue
+        with open(page, encoding="utf-8") as f:
+            text = f.read()
+        for target in LINK_RE.findall(text):
+            if re.match(r"^[a-z]+:", target):
+                continue  # https:, mailto:
+            path, _, frag = target.partition("#")
+            full = (os.path.normpath(os.path.join(os.path.dirname(page), path))
+                    if path else page)
+            rel = os.path.relpath(page, root)
+            if not os.path.exists(full):
+                errors.append("%s: link to %s: no such file" % (rel, target))
+            elif frag and full.endswith(".md") and frag not in md_anchors(full):
+                errors.append("%s: link to %s: no such heading" % (rel, target))
+
+
 def check(root):
     errors = []
+    check_doc_links(root, errors)
     check_includes(root, errors)
     check_spec_ids(root, errors)
     check_documented_floors(root, errors)
@@ -234,6 +277,10 @@ def self_test():
                       "arrows point down"),
         "header floor": ({"lb/lb.h": "/* Layout: floor 3 of docs/layout.md."
                                      " */\n"}, "says floor 3"),
+        "dead link": ({"docs/a.md": "[x](b.md) [y](spec.md#nope)\n"},
+                      "b.md: no such file"),
+        "dead anchor": ({"docs/a.md": "[y](spec.md#nope)\n"},
+                        "no such heading"),
         "layout table": ({"docs/layout.md": LAYOUT.replace("| 2 | `lb/`",
                                                            "| 1 | `lb/`")},
                          "lb/ is on floor 1 there"),
