@@ -55,6 +55,8 @@ def source_files(root):
         path = os.path.join(root, top)
         if not os.path.isdir(path) or top in SKIP_DIRS or top.startswith("."):
             continue
+        if os.path.exists(os.path.join(path, "meson-private")):
+            continue  # a build directory inside the source tree
         for dirpath, dirnames, files in os.walk(path):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
             for f in sorted(files):
