@@ -544,7 +544,7 @@ GRIT_EXTERN grit_err grit_channel_args_set_observer(grit_channel_args *a,
                                                     grit_attempt_observer_cb cb,
                                                     void *user_data);
 
-typedef struct grit_channel grit_channel; /* repeated below; C11 allows it */
+typedef struct grit_channel grit_channel; /* the channel, below */
 
 /** Where the service config in force came from (SPEC DNS-10). */
 typedef enum grit_config_source {
@@ -584,9 +584,9 @@ GRIT_EXTERN grit_err grit_channel_args_set_config_watcher(
     grit_channel_args *a, grit_config_change_cb cb, void *user_data);
 
 /* ------------------------------------------------------------------------
- * Channel.
+ * Channel (grit_channel is declared above, once: C99 has no repeated
+ * typedefs).
  */
-typedef struct grit_channel grit_channel;
 
 typedef enum grit_connectivity_state {
   GRIT_STATE_IDLE = 0,

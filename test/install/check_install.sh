@@ -210,6 +210,10 @@ else
       rc=$?
     ((rc != 0 && rc != 124)) ||
       die "README program $i: exit $rc with no server, want a failure"
+    # Issue 23 point 8: a failure is never described as a success.
+    if grep -q '(success)' "$work/closed.out"; then
+      die "README program $i prints '(success)' for a failed call"
+    fi
     say "README program $i, no server: exit $rc: $(head -1 "$work/closed.out")"
   done
 fi
