@@ -535,6 +535,8 @@ static grit_err ch_init(grit_channel *ch, const char *target,
   if (rv == GRIT_ERR_INVALID_ARG)
     grit_error_set(d, rv, GRIT_ARG_DNS_SERVER,
                    "want addr:port or [ipv6]:port, comma-separated");
+  if (rv == GRIT_OK)
+    rv = grit_chan_opts_security(&ch->o, d);
   if (rv != GRIT_OK)
     return rv;
   rv = grit_target_parse(target, &ch->target, d);

@@ -68,7 +68,8 @@ typedef struct grit_chan_opts {
   int64_t max_send_message;
   int64_t max_header_list;
   char *default_authority;
-  int64_t tls;
+  int64_t tls; /* -1: not set (AP-05: material decides), 0 insecure, 1 TLS */
+  const char *tls_material; /* the first TLS-only key set, or NULL */
   char *tls_root_certs_file;
   char *tls_root_certs; /* PEM text */
   char *tls_cert_chain_file;
@@ -103,6 +104,10 @@ struct grit_channel_args {
 void grit_chan_opts_defaults(grit_chan_opts *o);
 grit_err grit_chan_opts_copy(const grit_chan_opts *src, grit_chan_opts *dst);
 void grit_chan_opts_free(grit_chan_opts *o);
+/* SPEC AP-05: settle |o|'s security. TLS material (any TLS-only key) with
+ * GRIT_ARG_TLS unset means TLS; with GRIT_ARG_TLS=0 (explicitly insecure)
+ * it is GRIT_ERR_INVALID_ARG, the key named in |d|. */
+grit_err grit_chan_opts_security(grit_chan_opts *o, grit_error_detail *d);
 /* GRIT_ARG_DNS_SERVER's form: "ip:port" / "[ipv6]:port", comma-separated. */
 bool grit_dns_server_valid(const char *s);
 

@@ -429,7 +429,18 @@ typedef struct grit_channel_args grit_channel_args;
 #define GRIT_ARG_MAX_HEADER_LIST "grit.max_metadata_size"
 /** String. :authority for every call (default: the target's host:port). */
 #define GRIT_ARG_DEFAULT_AUTHORITY "grit.default_authority"
-/** Int 0/1, default 0. Use TLS (HS-07). */
+/** Int 0/1. The channel's security, chosen explicitly (SPEC AP-05, HS-07):
+ * 1 is TLS (the anchors' SslCredentials), 0 is an explicit insecure choice
+ * (their InsecureChannelCredentials). The rule, the one place it is said:
+ *  - TLS material implies TLS: setting any TLS-only argument (every
+ *    GRIT_ARG_TLS_* key below) without GRIT_ARG_TLS makes the channel TLS;
+ *    nothing configured as secure ever goes out in cleartext.
+ *  - TLS material with GRIT_ARG_TLS set to 0 is a contradiction:
+ *    grit_channel_create refuses it with GRIT_ERR_INVALID_ARG, the
+ *    detail's path naming the TLS argument.
+ *  - No argument at all (NULL args, or neither GRIT_ARG_TLS nor any TLS
+ *    material) is cleartext, as before; set GRIT_ARG_TLS to 0 to make
+ *    that choice visible in your code. */
 #define GRIT_ARG_TLS "grit.tls"
 /** String path. PEM root certificates; default: the system store. */
 #define GRIT_ARG_TLS_ROOT_CERTS_FILE "grit.tls_root_certs_file"
@@ -445,7 +456,8 @@ typedef struct grit_channel_args grit_channel_args;
 /** String. Name used for SNI and hostname checks instead of the target host
  * (tests; the gRPC "ssl_target_name_override"). */
 #define GRIT_ARG_TLS_TARGET_NAME_OVERRIDE "grit.tls_target_name_override"
-/** Int 0/1, default 1. Verify the server's hostname. */
+/** Int 0/1, default 1. Verify the server's hostname (TLS material: see
+ * GRIT_ARG_TLS). */
 #define GRIT_ARG_TLS_VERIFY_HOSTNAME "grit.tls_verify_hostname"
 /** Int ms, defaults 1000, 120000, 20000. Reconnect backoff (CB-01). */
 #define GRIT_ARG_INITIAL_RECONNECT_BACKOFF_MS                                  \
@@ -611,8 +623,14 @@ GRIT_EXTERN const char *grit_connectivity_state_name(grit_connectivity_state s);
  * Ownership: target and |args| copied (|args| may be NULL); |*out| is new,
  * release with grit_channel_destroy.
  * Thread: any.
+ * Security follows the rule at GRIT_ARG_TLS: TLS material makes the channel
+ * TLS.
+ *
  * Returns GRIT_OK; GRIT_ERR_INVALID_TARGET if the target does not parse;
- * GRIT_ERR_INVALID_CONFIG if GRIT_ARG_SERVICE_CONFIG is invalid (the
+ * GRIT_ERR_INVALID_ARG (NULL |out|; TLS material with GRIT_ARG_TLS set to
+ * 0, |detail|'s path naming the TLS argument; a malformed
+ * GRIT_ARG_DNS_SERVER); GRIT_ERR_INVALID_CONFIG if GRIT_ARG_SERVICE_CONFIG
+ * is invalid (the
  * reason goes to |detail| when not NULL); GRIT_ERR_TLS if a certificate
  * or key file cannot be loaded (reason in |detail|); GRIT_ERR_NOMEM;
  * GRIT_ERR_SYSTEM if the default runtime could not start. */

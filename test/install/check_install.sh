@@ -176,7 +176,7 @@ else
   # Made here, not by the background job's redirection, which may come
   # after the first read below.
   : >"$work/server.out"
-  "$python" "$src/test/peers/interop_server.py" --port 0 \
+  "$python" "$src/test/peers/interop_server.py" --port 0 --log-calls \
     --stub-dir "$work/stubs" >"$work/server.out" 2>"$work/server.err" &
   server_pid=$!
   port=
@@ -202,6 +202,27 @@ else
       say "README program $i: valgrind-clean"
     fi
   done
+  # Issue 23 point 1 (SPEC AP-05): TLS material without GRIT_ARG_TLS never
+  # goes out in cleartext. The grpcio server is cleartext: of the calls
+  # tls_material makes, only the explicitly insecure one may reach it.
+  build tls_material "$here/tls_material.c"
+  if command -v openssl >/dev/null; then
+    bash "$src/test/peers/gen_certs.sh" "$work/certs" >/dev/null 2>&1 ||
+      die "gen_certs.sh failed"
+    before=$(grep -c '^interop_server: call: ' "$work/server.err" || true)
+    rc=0
+    timeout 120 "$work/tls_material" "127.0.0.1:$port" "$work/certs/ca.pem" \
+      >"$work/tls_material.out" 2>&1 || rc=$?
+    ((rc == 0)) || { cat "$work/tls_material.out" >&2; die "tls_material: exit $rc"; }
+    after=$(grep -c '^interop_server: call: ' "$work/server.err" || true)
+    ((after - before == 1)) || {
+      cat "$work/tls_material.out" "$work/server.err" >&2
+      die "grpcio saw $((after - before)) calls from tls_material, want 1 (the insecure one)"
+    }
+    say "tls_material: TLS material never went out in cleartext (grpcio saw 1 call, the insecure one)"
+  else
+    skipped+=("tls_material: no openssl")
+  fi
   stop_server
   # The port is closed now: every program must report failure.
   for i in $(seq 1 "$n"); do
