@@ -240,12 +240,13 @@ void grit_call_destroy(grit_call *call) {
 }
 
 grit_err grit_call_get_info(grit_call *call, grit_call_info *info) {
-  if (!call || !info)
+  if (!call || !info || grit_sized_size(info) < sizeof(size_t))
     return GRIT_ERR_INVALID_ARG;
   pthread_mutex_lock(&call->mu);
-  *info = call->info;
+  grit_call_info all = call->info;
   pthread_mutex_unlock(&call->mu);
-  return GRIT_OK;
+  all.size = sizeof(all);
+  return grit_sized_fill(info, &all, sizeof(all)); /* docs/abi.md */
 }
 
 /* ---- unary ---- */
@@ -320,8 +321,8 @@ static void unary_wait_cb(const grit_status *st, const uint8_t *resp,
              GRIT_OK)
       w->st->code = GRIT_STATUS_RESOURCE_EXHAUSTED;
   }
-  if (w->info)
-    *w->info = *info;
+  if (w->info) /* as far as the caller's struct reaches (docs/abi.md) */
+    grit_sized_fill(w->info, info, sizeof(*info));
   pthread_mutex_lock(&w->mu);
   w->done = true;
   pthread_cond_signal(&w->cv);
@@ -332,8 +333,8 @@ grit_err grit_unary_call(grit_channel *ch, const char *method, const void *req,
                          size_t req_len, const grit_call_opts *opts,
                          grit_bytes *resp, grit_status *st,
                          grit_call_info *info) {
-  if (info)
-    memset(info, 0, sizeof(*info));
+  grit_call_info zero = GRIT_CALL_INFO_INIT;
+  bool info_ok = !info || grit_sized_fill(info, &zero, sizeof(zero)) == GRIT_OK;
   if (resp) {
     resp->data = NULL;
     resp->len = 0;
@@ -342,6 +343,9 @@ grit_err grit_unary_call(grit_channel *ch, const char *method, const void *req,
     memset(st, 0, sizeof(*st));
   if (!ch)
     return api_fail(st, GRIT_ERR_INVALID_ARG, "the channel is NULL");
+  if (!info_ok)
+    return api_fail(st, GRIT_ERR_INVALID_ARG,
+                    "grit_call_info.size is not set (GRIT_CALL_INFO_INIT)");
   if (grit_rt_on_loop(ch->rt))
     return api_fail(st, GRIT_ERR_WOULD_DEADLOCK, "called on the I/O thread");
   unary_waiter w = {.done = false, .resp = resp, .st = st, .info = info};

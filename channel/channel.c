@@ -370,9 +370,12 @@ grit_throttle_handle *grit_channel_throttle(grit_channel *ch,
   return ch->throttle;
 }
 
-grit_err grit_channel_get_stats(grit_channel *ch, grit_channel_stats *out) {
-  if (!ch || !out)
+grit_err grit_channel_get_stats(grit_channel *ch, grit_channel_stats *caller) {
+  /* Filled whole here, then copied as far as the caller's size reaches
+   * (docs/abi.md): a program built with fewer counters gets those. */
+  if (!ch || !caller || grit_sized_size(caller) < sizeof(size_t))
     return GRIT_ERR_INVALID_ARG;
+  grit_channel_stats all = {.size = sizeof(all)}, *out = &all;
   const grit_chan_stats *s = &ch->stats;
 #define LOAD(f) __atomic_load_n(&s->f, __ATOMIC_RELAXED)
   out->calls_started = LOAD(calls_started);
@@ -396,7 +399,7 @@ grit_err grit_channel_get_stats(grit_channel *ch, grit_channel_stats *out) {
   out->unejections = __atomic_load_n(&sh->unejections, __ATOMIC_RELAXED);
   out->health_not_serving =
       __atomic_load_n(&sh->health_not_serving, __ATOMIC_RELAXED);
-  return GRIT_OK;
+  return grit_sized_fill(caller, &all, sizeof(all));
 }
 
 /* ---- public entry points ---- */

@@ -554,7 +554,7 @@ int cmd_call(int argc, char **argv) {
   else
     rc = call_run_stream(&cs);
   if (fl.show_config) {
-    grit_service_config_info info;
+    grit_service_config_info info = GRIT_SERVICE_CONFIG_INFO_INIT;
     if (grit_channel_get_service_config(ch, &info) == GRIT_OK) {
       out_service_config(&cs.out, &info);
       grit_service_config_info_free(&info);

@@ -93,3 +93,21 @@ size_t grit_str_copy(char *dst, size_t cap, const char *src) {
   dst[n] = '\0';
   return n;
 }
+
+size_t grit_sized_size(const void *dst) {
+  size_t size;
+  memcpy(&size, dst, sizeof(size));
+  return size;
+}
+
+grit_err grit_sized_fill(void *dst, const void *src, size_t src_size) {
+  size_t size = grit_sized_size(dst);
+  if (size < sizeof(size_t))
+    return GRIT_ERR_INVALID_ARG;
+  size_t n = size < src_size ? size : src_size;
+  memcpy((char *)dst + sizeof(size_t), (const char *)src + sizeof(size_t),
+         n - sizeof(size_t));
+  if (size > n)
+    memset((char *)dst + n, 0, size - n);
+  return GRIT_OK;
+}

@@ -13,6 +13,17 @@
  * Ownership words, as in jansson: "copied" (grit keeps its own copy, the
  * default), "borrowed, valid while ..." (grit or the caller keeps ownership),
  * "new" (the receiver must release it with the named function).
+ *
+ * Structs that grow (docs/abi.md): a result struct the caller allocates and
+ * grit fills (grit_channel_stats, grit_call_info, grit_service_config_info)
+ * begins with |size|, which the caller sets to sizeof the struct as its
+ * grit.h declares it (the GRIT_..._INIT macros do). grit writes only the
+ * fields that fit in |size| bytes, and zeroes what it does not know, so a
+ * program built against an older grit.h keeps working with a newer
+ * library of the same soname. Input structs grow the same way by their
+ * |version| (grit_call_opts, grit_call_cbs). The other public structs
+ * (grit_allocator, grit_error_detail, grit_bytes, grit_status) are frozen:
+ * they never change within a soname.
  */
 #ifndef GRIT_GRIT_H
 #define GRIT_GRIT_H
@@ -354,7 +365,7 @@ typedef struct grit_attempt_record {
   bool pushback;              /* that wait came from grpc-retry-pushback-ms */
   grit_attempt_reason reason; /* why nothing followed, or NONE */
   /** Backends the load balancer passed over when it picked this attempt's,
-   * each with why (issue 15): "127.0.0.1:5001 (ejected by outlier
+   * each with why: "127.0.0.1:5001 (ejected by outlier
    * detection), 127.0.0.1:5002 (health: not SERVING)"; "" if none. Lists
    * the backends that health checks or outlier detection keep out of
    * rotation at the time of the pick. */
@@ -439,7 +450,7 @@ typedef struct grit_channel_args grit_channel_args;
  *    grit_channel_create refuses it with GRIT_ERR_INVALID_ARG, the
  *    detail's path naming the TLS argument.
  *  - No argument at all (NULL args, or neither GRIT_ARG_TLS nor any TLS
- *    material) is cleartext, as before; set GRIT_ARG_TLS to 0 to make
+ *    material) is cleartext; set GRIT_ARG_TLS to 0 to make
  *    that choice visible in your code. */
 #define GRIT_ARG_TLS "grit.tls"
 /** String path. PEM root certificates; default: the system store. */
@@ -565,8 +576,11 @@ typedef enum grit_config_source {
   GRIT_CONFIG_SOURCE_DNS = 2,     /* a _grpc_config TXT record */
 } grit_config_source;
 
-/** The service config a channel uses, and its history (SPEC DNS-10). */
+/** The service config a channel uses, and its history (SPEC DNS-10). In
+ * caller storage (grit_channel_get_service_config) set |size| first
+ * (GRIT_SERVICE_CONFIG_INFO_INIT); fields are added at the end only. */
 typedef struct grit_service_config_info {
+  size_t size; /* sizeof(grit_service_config_info) as the caller knows it */
   /** The config in force as compact JSON, NUL-terminated; NULL when none
    * (the empty config). */
   char *json;
@@ -580,9 +594,14 @@ typedef struct grit_service_config_info {
   uint64_t hash;
 } grit_service_config_info;
 
+/** A grit_service_config_info with |size| set and everything else zero. */
+#define GRIT_SERVICE_CONFIG_INFO_INIT                                          \
+  { .size = sizeof(grit_service_config_info) }
+
 /** Config-change callback: runs on the I/O thread after the config in
  * force changed (content or source) or a config was rejected. |info| and
- * its strings are borrowed, valid during the call only. */
+ * its strings are borrowed, valid during the call only; |info->size| is
+ * the library's own sizeof. */
 typedef void (*grit_config_change_cb)(grit_channel *ch,
                                       const grit_service_config_info *info,
                                       void *user_data);
@@ -674,8 +693,10 @@ GRIT_EXTERN grit_err grit_channel_watch_state(grit_channel *ch,
 GRIT_EXTERN grit_connectivity_state grit_channel_wait_for_state_change(
     grit_channel *ch, grit_connectivity_state last_seen, uint64_t timeout_ms);
 
-/** Channel-wide counters (SPEC MX-01). */
+/** Channel-wide counters (SPEC MX-01). Caller storage: set |size| first
+ * (GRIT_CHANNEL_STATS_INIT); new counters are added at the end only. */
 typedef struct grit_channel_stats {
+  size_t size; /* sizeof(grit_channel_stats) as the caller knows it */
   uint64_t calls_started, calls_succeeded, calls_failed;
   uint64_t attempts;            /* every attempt, transparent included */
   uint64_t retries;             /* attempts of kind RETRY */
@@ -685,7 +706,7 @@ typedef struct grit_channel_stats {
   /** Retries per call, for calls that had any (gRFC A96): bucket i counts
    * calls with at most 1, 2, 3, 4, 5, 10, 100, 1000 retries. */
   uint64_t retries_per_call[8];
-  /* Issue 15 (SPEC OD-01, HC-01): */
+  /* Outlier detection and health checks (SPEC OD-01, HC-01): */
   uint64_t ejections;          /* outlier detection ejected an address */
   uint64_t unejections;        /* ... and let one back in */
   uint64_t health_not_serving; /* a READY backend's health left SERVING */
@@ -697,24 +718,31 @@ typedef struct grit_channel_stats {
   uint64_t config_updates, config_rejections;
 } grit_channel_stats;
 
-/** Read |ch|'s counters into |out|. Each is read atomically; together they
+/** A grit_channel_stats with |size| set and every counter zero. */
+#define GRIT_CHANNEL_STATS_INIT                                                \
+  { .size = sizeof(grit_channel_stats) }
+
+/** Read |ch|'s counters into |out|, as many as |out->size| holds (the rest
+ * of a larger struct is zeroed). Each is read atomically; together they
  * are a near-consistent snapshot. Thread: any.
- * Returns GRIT_OK or GRIT_ERR_INVALID_ARG. */
+ * Returns GRIT_OK or GRIT_ERR_INVALID_ARG (|ch| or |out| NULL, or
+ * |out->size| smaller than the size field itself: not set). */
 GRIT_EXTERN grit_err grit_channel_get_stats(grit_channel *ch,
                                             grit_channel_stats *out);
 
 /** Read the service config |ch| uses now, where it came from, when it was
- * applied and the last rejection, into |out| (SPEC DNS-10). Before the
- * first resolution it reports the default config (or none).
+ * applied and the last rejection, into |out| (SPEC DNS-10), as many fields
+ * as |out->size| holds. Before the first resolution it reports the default
+ * config (or none).
  * Ownership: |out|'s strings are new; release with
  * grit_service_config_info_free. Thread: any.
- * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (|ch| or |out| NULL);
- * GRIT_ERR_NOMEM (|out| zeroed). */
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (|ch| or |out| NULL, or
+ * |out->size| not set); GRIT_ERR_NOMEM (|out| zeroed but for |size|). */
 GRIT_EXTERN grit_err grit_channel_get_service_config(
     grit_channel *ch, grit_service_config_info *out);
 
-/** Free the strings of |info| (not |info| itself) and zero it. Thread: any.
- * NULL is a no-op. */
+/** Free the strings of |info| (not |info| itself) and zero it, keeping
+ * |size|. Thread: any. NULL is a no-op. */
 GRIT_EXTERN void grit_service_config_info_free(grit_service_config_info *info);
 
 /** The source's name: "none", "default" or "dns". Thread: any. */
@@ -749,9 +777,9 @@ GRIT_EXTERN grit_err grit_metrics_write_prometheus(grit_channel *ch,
  */
 typedef struct grit_call grit_call;
 
-/** Layout version of grit_call_opts. Version 1 (wait_for_ready as an int
- * and a flag) is gone: grit rejects any other version with
- * GRIT_ERR_INVALID_ARG. */
+/** Layout version of grit_call_opts. grit accepts this version (and, once
+ * the struct grows, every earlier one of the same soname: docs/abi.md);
+ * any other is GRIT_ERR_INVALID_ARG. */
 #define GRIT_CALL_OPTS_VERSION 2
 
 /** Wait-for-ready (the service config's "waitForReady", SPEC SC-07):
@@ -977,8 +1005,11 @@ GRIT_EXTERN void grit_call_cancel(grit_call *call);
  * Thread: any, including the call's own callbacks. NULL is a no-op. */
 GRIT_EXTERN void grit_call_destroy(grit_call *call);
 
-/** Per-call result information (SPEC MX-02). */
+/** Per-call result information (SPEC MX-02). In caller storage
+ * (grit_call_get_info, grit_unary_call) set |size| first
+ * (GRIT_CALL_INFO_INIT); fields are added at the end only. */
 typedef struct grit_call_info {
+  size_t size; /* sizeof(grit_call_info) as the caller knows it */
   /** The call's id: process-wide (shared by every channel and runtime),
    * unique, increasing in the order calls are created, never 0. The same
    * value as grit_attempt_record.call_id and in grit's trace lines. */
@@ -995,9 +1026,14 @@ typedef struct grit_call_info {
   char response_encoding[32];
 } grit_call_info;
 
-/** Fill |info| for |call|. call_id is set from the start; the rest is
- * meaningful once the call has ended.
- * Thread: any. Returns GRIT_OK or GRIT_ERR_INVALID_ARG. */
+/** A grit_call_info with |size| set and everything else zero. */
+#define GRIT_CALL_INFO_INIT                                                    \
+  { .size = sizeof(grit_call_info) }
+
+/** Fill |info| for |call|, as many fields as |info->size| holds. call_id is
+ * set from the start; the rest is meaningful once the call has ended.
+ * Thread: any. Returns GRIT_OK or GRIT_ERR_INVALID_ARG (NULL, or
+ * |info->size| not set). */
 GRIT_EXTERN grit_err grit_call_get_info(grit_call *call, grit_call_info *info);
 
 /* ------------------------------------------------------------------------
@@ -1010,14 +1046,15 @@ GRIT_EXTERN grit_err grit_call_get_info(grit_call *call, grit_call_info *info);
  * ended OK with a message; release with grit_bytes_free); |st| filled with
  * new data on every return (release with grit_status_free); |info| filled
  * as grit_call_get_info would once the call has ended (attempts, hedges,
- * backoff, peer), all zero (call_id 0) when the call did not run. Each of
- * the three may be NULL.
+ * backoff, peer; as many fields as |info->size| holds), all zero (call_id
+ * 0) when the call did not run. Each of the three may be NULL.
  * Thread: any but the I/O thread.
  * Returns GRIT_OK when the call ran (its outcome is in |st|, which may be
  * an error status); otherwise the call did not run and |st| holds the
  * mapped code (see grit_status) and the cause: GRIT_ERR_INVALID_ARG (NULL
  * channel or method, method not starting with '/', bad opts version,
- * wait_for_ready or kind, NULL |req| with a length, |req_len| over 4 GiB);
+ * wait_for_ready or kind, NULL |req| with a length, |req_len| over 4 GiB,
+ * |info->size| not set);
  * GRIT_ERR_SHUTDOWN (channel being or already destroyed); GRIT_ERR_NOMEM;
  * GRIT_ERR_WOULD_DEADLOCK on the I/O thread. */
 GRIT_EXTERN grit_err grit_unary_call(grit_channel *ch, const char *method,
@@ -1028,7 +1065,8 @@ GRIT_EXTERN grit_err grit_unary_call(grit_channel *ch, const char *method,
 
 /** Completion of grit_unary_call_async. |resp| is the response message
  * (NULL and 0 when none), |st| the status; both borrowed for the callback.
- * |info| is the call's result information. Runs on the I/O thread. */
+ * |info| is the call's result information (borrowed; |info->size| is the
+ * library's own sizeof). Runs on the I/O thread. */
 typedef void (*grit_unary_cb)(const grit_status *st, const uint8_t *resp,
                               size_t resp_len, const grit_call_info *info,
                               void *user_data);

@@ -135,6 +135,15 @@ if ((have_valgrind)); then
   say "smoke: valgrind-clean"
 fi
 
+# Issue 23 point 7: result structs of an older (and a newer) grit.h layout
+# are filled only as far as their size field says.
+build abi_layout "$here/abi_layout.c"
+timeout 60 "$work/abi_layout" >/dev/null || die "abi_layout: exit $?"
+if ((have_valgrind)); then
+  vg abi_layout "$work/abi_layout"
+  say "abi_layout: older and newer struct layouts valgrind-clean"
+fi
+
 # The server-side library (issue 17): its own pkg-config name.
 # shellcheck disable=SC2046 # pkg-config output is meant to split
 "$cc" -std=c11 -Wall -Wextra -Werror -o "$work/smoke_dedup" \
