@@ -287,7 +287,7 @@ static void test_mismatch(void) {
   ASSERT_NULL(b.response);
   ASSERT_OK(grit_dedup_claim(s, "k5", FP("create alicf"), 0, &b));
   ASSERT_EQ(b.outcome, GRIT_DEDUP_MISMATCH);
-  grit_dedup_stats st;
+  grit_dedup_stats st = GRIT_DEDUP_STATS_INIT;
   grit_dedup_get_stats(s, &st);
   ASSERT_EQ(st.mismatches, 3);
   grit_dedup_store_destroy(s);
@@ -381,7 +381,7 @@ static void test_memory_bound(void) {
   }
   ASSERT_EQ(e, GRIT_DEDUP_ERR_FULL);
   ASSERT_CMP(claimed, >, 10);
-  grit_dedup_stats st;
+  grit_dedup_stats st = GRIT_DEDUP_STATS_INIT;
   grit_dedup_get_stats(s, &st);
   ASSERT_CMP(st.bytes, <=, 8192);
   ASSERT_EQ(st.records, claimed);
