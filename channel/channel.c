@@ -25,7 +25,9 @@ static void ch_free(grit_channel *ch) {
   grit_free(ch->health_service);
   pthread_mutex_destroy(&ch->mu);
   pthread_cond_destroy(&ch->cv);
+  grit_runtime *rt = ch->rt;
   grit_free(ch);
+  grit_rt_unref(rt); /* last: a stopped runtime may go with its channel */
 }
 
 void grit_channel_unref(grit_channel *ch) {
@@ -86,7 +88,7 @@ grit_err grit_channel_watch_state(grit_channel *ch,
                                   void *user_data) {
   if (!ch || !cb)
     return GRIT_ERR_INVALID_ARG;
-  if (ch_state(ch) == GRIT_STATE_SHUTDOWN)
+  if (ch_state(ch) == GRIT_STATE_SHUTDOWN || grit_rt_forked(ch->rt))
     return GRIT_ERR_SHUTDOWN;
   grit_watcher *w = grit_calloc(1, sizeof(*w));
   if (!w)
@@ -425,8 +427,8 @@ void grit_channel_enter_idle(grit_channel *ch) {
 
 grit_connectivity_state grit_channel_get_state(grit_channel *ch,
                                                bool try_to_connect) {
-  if (!ch)
-    return GRIT_STATE_SHUTDOWN;
+  if (!ch || grit_rt_forked(ch->rt))
+    return GRIT_STATE_SHUTDOWN; /* AP-06: made before fork(), unusable */
   grit_connectivity_state s = ch_state(ch);
   if (try_to_connect && s == GRIT_STATE_IDLE)
     grit_rt_post(ch->rt, &ch->connect_task);
@@ -459,6 +461,8 @@ void grit_channel_destroy(grit_channel *ch) {
   if (!ch)
     return;
   grit_runtime *rt = ch->rt;
+  if (grit_rt_forked(rt))
+    return; /* AP-06: the parent's; its thread and locks are not here */
   bool on_loop = grit_rt_on_loop(rt);
   if (!on_loop)
     grit_channel_ref(ch); /* keep it while we wait */
@@ -591,6 +595,8 @@ grit_err grit_channel_create(grit_runtime *rt, const char *target,
   if (!target)
     return GRIT_ERR_INVALID_TARGET;
   grit_err rv = GRIT_OK;
+  if (rt && grit_rt_forked(rt))
+    return GRIT_ERR_SHUTDOWN; /* AP-06: a runtime made before fork() */
   if (rt)
     grit_rt_channel_opened(rt);
   else
@@ -603,6 +609,7 @@ grit_err grit_channel_create(grit_runtime *rt, const char *target,
     return GRIT_ERR_NOMEM;
   }
   ch->rt = rt;
+  grit_rt_ref(rt); /* AP-06: released with the channel's memory */
   ch->refs = 1;
   pthread_mutex_init(&ch->mu, NULL);
   pthread_cond_init(&ch->cv, NULL);

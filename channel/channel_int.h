@@ -36,11 +36,27 @@ struct grit_runtime {
   grit_list tasks;   /* under mu */
   bool stopping;     /* under mu */
   uint32_t channels; /* created and not yet destroyed by the user (atomic) */
+  /* AP-06: the owner's reference plus one per channel object (which calls
+   * outliving their channel keep alive), so a handle that outlives the
+   * runtime's thread never reads freed memory. Atomic. */
+  uint32_t refs;
+  bool stopped;      /* the thread has ended; posts are refused (atomic) */
+  uint32_t fork_gen; /* grit_rt_fork_gen when made: another is a parent's */
+  struct grit_runtime *abandoned_next; /* runtime.c, in a fork()ed child */
 };
 
-/* Queue |t| unless it is queued already; returns whether it queued it. */
+/* Queue |t| unless it is queued already or the runtime has stopped;
+ * returns whether it queued it. */
 bool grit_rt_post(grit_runtime *rt, grit_task *t);
 bool grit_rt_on_loop(const grit_runtime *rt);
+/* A reference on |rt|'s memory (not its thread): each channel object holds
+ * one until it is freed. The last unref frees a stopped runtime. */
+void grit_rt_ref(grit_runtime *rt);
+void grit_rt_unref(grit_runtime *rt);
+/* SPEC AP-06: |rt| belongs to the parent of this process (it was made
+ * before a fork()); its thread does not exist here, so nothing may wait
+ * for it or lock what it may have held. */
+bool grit_rt_forked(const grit_runtime *rt);
 /* The shared default runtime, started on first use (again after
  * grit_default_runtime_shutdown), with one more channel counted on it. */
 grit_err grit_rt_default(grit_runtime **out);
@@ -328,6 +344,9 @@ void grit_throttle_table_success(grit_throttle_handle *h);
 /* Record a failure; whether further attempts are still allowed. */
 bool grit_throttle_table_failure_allows(grit_throttle_handle *h);
 bool grit_throttle_table_allows(grit_throttle_handle *h);
+/* fork() (AP-06): hold the table's lock across it; released in both. */
+void grit_throttle_table_fork_lock(void);
+void grit_throttle_table_fork_unlock(void);
 
 /* ---- call.c, attempt.c, call_retry.c: calls and their attempts ---- */
 
@@ -564,6 +583,9 @@ void grit_obs_channel_unregister(grit_channel *ch);
 /* With no channel left in the process, free the metric series (their
  * counts start again from zero); returns whether it did. */
 bool grit_obs_release_if_idle(void);
+/* fork() (AP-06): hold the live-channel and registry locks across it. */
+void grit_obs_fork_lock(void);
+void grit_obs_fork_unlock(void);
 
 /* call_retry.c: what follows an uncommitted attempt's failure. */
 void grit_call_on_attempt_failed(grit_call *c, call_attempt *a,

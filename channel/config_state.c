@@ -187,6 +187,8 @@ grit_err grit_channel_get_service_config(grit_channel *ch,
                                          grit_service_config_info *out) {
   if (!ch || !out || grit_sized_size(out) < sizeof(size_t))
     return GRIT_ERR_INVALID_ARG;
+  if (grit_rt_forked(ch->rt))
+    return GRIT_ERR_SHUTDOWN; /* AP-06: cfg_mu may be the parent's, held */
   size_t size = grit_sized_size(out);
   grit_service_config_info all;
   grit_err rv = GRIT_OK;

@@ -10,6 +10,32 @@
  * blocking ones (they would wait for the thread they run on and return
  * GRIT_ERR_WOULD_DEADLOCK).
  *
+ * Lifetimes (SPEC AP-06; docs/security.md), the rules every function below
+ * follows:
+ *  - A destroyed handle (channel, call, runtime, metadata, args) must not be
+ *    used again, as after free(): pass it to no grit function, not even a
+ *    second destroy, and do not race a destroy against other use of the
+ *    same handle from another thread.
+ *  - A call may outlive its channel: grit_channel_destroy ends the
+ *    channel's calls CANCELLED, and each call handle stays valid (every
+ *    grit_call_* function answers as for an ended call) until its own
+ *    grit_call_destroy, which frees the last of the channel.
+ *  - Inside a call's callbacks, grit_call_destroy of that call and
+ *    grit_channel_destroy of its channel are safe; both return at once.
+ *  - A runtime (grit_runtime_destroy, grit_default_runtime_shutdown) stops
+ *    once its channels are destroyed, even while call handles made on them
+ *    are open; those stay valid as above.
+ *
+ * fork() (SPEC AP-06): in a child process, the default runtime starts
+ * afresh on first use, so new channels work. Objects made before the fork
+ * (channels, calls, runtimes) belong to the parent: their thread does not
+ * exist in the child, so every function on them answers at once, never
+ * waits: calls fail with GRIT_ERR_SHUTDOWN (a filled status is UNAVAILABLE
+ * saying "created before fork()"), grit_channel_get_state gives
+ * GRIT_STATE_SHUTDOWN, and their destroy functions release nothing (the
+ * memory is the parent's snapshot). The parent's objects are unharmed.
+ * Calling fork() from a grit callback is not supported.
+ *
  * Ownership words, as in jansson: "copied" (grit keeps its own copy, the
  * default), "borrowed, valid while ..." (grit or the caller keeps ownership),
  * "new" (the receiver must release it with the named function).
@@ -274,16 +300,23 @@ typedef struct grit_runtime grit_runtime;
  * could not be started. |*out| is NULL on error. */
 GRIT_EXTERN grit_err grit_runtime_create(grit_runtime **out);
 
-/** Stop the I/O thread and free the runtime. Channels still open on it are
- * a caller bug (the runtime waits for them). Must not be called from the
- * runtime's own thread. Thread: any other. NULL is a no-op. */
+/** Stop the I/O thread and release the runtime. Destroy every channel on it
+ * first: while one is open the thread keeps running, and this waits until
+ * another thread destroys it. Call handles made on its destroyed channels
+ * may still be open; they stay valid (Lifetimes, above), and the last of
+ * them frees what is left of the runtime. Must not be called from the
+ * runtime's own thread (there it does nothing). In a fork()ed child, on a
+ * runtime made before the fork, it returns at once. Thread: any other.
+ * NULL is a no-op. */
 GRIT_EXTERN void grit_runtime_destroy(grit_runtime *rt);
 
 /** Stop the shared default runtime (the one channels created with a NULL
  * runtime use): end its I/O thread and free it, so that a program can exit
  * with nothing of grit's left (valgrind-clean). Call it after destroying
- * every channel created on the default runtime and every call made on them.
- * A later grit_channel_create with a NULL runtime starts a new one.
+ * every channel created on the default runtime; call handles made on them
+ * may still be open (they have ended, and stay valid until
+ * grit_call_destroy, which frees the rest). A later grit_channel_create
+ * with a NULL runtime starts a new one.
  *
  * It returns once the I/O thread has ended: connections still closing are
  * closed first. Calling it when the default runtime never started, or again
@@ -649,10 +682,11 @@ GRIT_EXTERN const char *grit_connectivity_state_name(grit_connectivity_state s);
  * GRIT_ERR_INVALID_ARG (NULL |out|; TLS material with GRIT_ARG_TLS set to
  * 0, |detail|'s path naming the TLS argument; a malformed
  * GRIT_ARG_DNS_SERVER); GRIT_ERR_INVALID_CONFIG if GRIT_ARG_SERVICE_CONFIG
- * is invalid (the
- * reason goes to |detail| when not NULL); GRIT_ERR_TLS if a certificate
- * or key file cannot be loaded (reason in |detail|); GRIT_ERR_NOMEM;
- * GRIT_ERR_SYSTEM if the default runtime could not start. */
+ * is invalid (the reason goes to |detail| when not NULL); GRIT_ERR_TLS if
+ * a certificate or key file cannot be loaded (reason in |detail|);
+ * GRIT_ERR_SHUTDOWN if |rt| was made before fork() (in the child);
+ * GRIT_ERR_NOMEM; GRIT_ERR_SYSTEM if the default runtime could not
+ * start. */
 GRIT_EXTERN grit_err grit_channel_create(grit_runtime *rt, const char *target,
                                          const grit_channel_args *args,
                                          grit_error_detail *detail,
@@ -661,12 +695,15 @@ GRIT_EXTERN grit_err grit_channel_create(grit_runtime *rt, const char *target,
 /** Destroy |ch|: calls still in flight are cancelled (they end CANCELLED
  * with their callbacks run), connections close. Returns after the I/O
  * thread has released the channel; when called from a grit callback it
- * returns at once and the release completes later.
+ * returns at once and the release completes later. |ch| must not be used
+ * afterwards (Lifetimes, at the top); call handles made on it stay valid
+ * until their own grit_call_destroy.
  * Thread: any. NULL is a no-op. */
 GRIT_EXTERN void grit_channel_destroy(grit_channel *ch);
 
 /** Current connectivity state of |ch|. With |try_to_connect| an IDLE
- * channel starts connecting. Thread: any. */
+ * channel starts connecting. GRIT_STATE_SHUTDOWN for NULL and, in a
+ * fork()ed child, for a channel made before the fork. Thread: any. */
 GRIT_EXTERN grit_connectivity_state grit_channel_get_state(grit_channel *ch,
                                                            bool try_to_connect);
 
@@ -679,8 +716,9 @@ typedef void (*grit_state_cb)(grit_channel *ch, grit_connectivity_state state,
  * |timeout_ms| (0: no timeout).
  *
  * Ownership: |user_data| is never dereferenced by grit. Thread: any.
- * Returns GRIT_OK; GRIT_ERR_NOMEM; GRIT_ERR_SHUTDOWN if the channel is
- * being destroyed. */
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (|ch| or |cb| NULL);
+ * GRIT_ERR_NOMEM; GRIT_ERR_SHUTDOWN if the channel was made before fork()
+ * (in the child). */
 GRIT_EXTERN grit_err grit_channel_watch_state(grit_channel *ch,
                                               grit_connectivity_state last_seen,
                                               uint64_t timeout_ms,
@@ -737,7 +775,8 @@ GRIT_EXTERN grit_err grit_channel_get_stats(grit_channel *ch,
  * Ownership: |out|'s strings are new; release with
  * grit_service_config_info_free. Thread: any.
  * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (|ch| or |out| NULL, or
- * |out->size| not set); GRIT_ERR_NOMEM (|out| zeroed but for |size|). */
+ * |out->size| not set); GRIT_ERR_NOMEM (|out| zeroed but for |size|);
+ * GRIT_ERR_SHUTDOWN (made before fork(), in the child). */
 GRIT_EXTERN grit_err grit_channel_get_service_config(
     grit_channel *ch, grit_service_config_info *out);
 
@@ -897,8 +936,9 @@ typedef struct grit_call_cbs {
  * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (NULL channel, method or |out|,
  * method not starting with '/', opts version other than
  * GRIT_CALL_OPTS_VERSION, wait_for_ready or kind out of range, unknown cbs
- * version); GRIT_ERR_SHUTDOWN (the channel is being or has been
- * destroyed); GRIT_ERR_NOMEM. |*out| is NULL on error. */
+ * version); GRIT_ERR_SHUTDOWN (the channel was made before fork(), in the
+ * child); GRIT_ERR_NOMEM. |*out| is NULL on error. A destroyed channel
+ * must not be passed (Lifetimes, at the top). */
 GRIT_EXTERN grit_err grit_call_start(grit_channel *ch, const char *method,
                                      const grit_call_opts *opts,
                                      const grit_call_cbs *cbs, void *user_data,
@@ -1055,8 +1095,9 @@ GRIT_EXTERN grit_err grit_call_get_info(grit_call *call, grit_call_info *info);
  * channel or method, method not starting with '/', bad opts version,
  * wait_for_ready or kind, NULL |req| with a length, |req_len| over 4 GiB,
  * |info->size| not set);
- * GRIT_ERR_SHUTDOWN (channel being or already destroyed); GRIT_ERR_NOMEM;
- * GRIT_ERR_WOULD_DEADLOCK on the I/O thread. */
+ * GRIT_ERR_SHUTDOWN (the channel was made before fork(), in the child);
+ * GRIT_ERR_NOMEM; GRIT_ERR_WOULD_DEADLOCK on the I/O thread. A destroyed
+ * channel must not be passed (Lifetimes, at the top). */
 GRIT_EXTERN grit_err grit_unary_call(grit_channel *ch, const char *method,
                                      const void *req, size_t req_len,
                                      const grit_call_opts *opts,
