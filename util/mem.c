@@ -65,6 +65,17 @@ void grit_free(void *p) {
     current.free(p, current.user_data);
 }
 
+/* Issue 23 point 5: protobuf-c's allocator shape, for generated stubs. */
+void *grit_allocator_alloc(void *allocator_data, size_t size) {
+  (void)allocator_data;
+  return grit_malloc(size);
+}
+
+void grit_allocator_free(void *allocator_data, void *ptr) {
+  (void)allocator_data;
+  grit_free(ptr);
+}
+
 void *grit_memdup(const void *p, size_t n) {
   void *q = grit_malloc(n ? n : 1);
   if (q && n)
