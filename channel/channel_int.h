@@ -53,10 +53,14 @@ bool grit_rt_on_loop(const grit_runtime *rt);
  * one until it is freed. The last unref frees a stopped runtime. */
 void grit_rt_ref(grit_runtime *rt);
 void grit_rt_unref(grit_runtime *rt);
-/* SPEC AP-06: |rt| belongs to the parent of this process (it was made
- * before a fork()); its thread does not exist here, so nothing may wait
- * for it or lock what it may have held. */
-bool grit_rt_forked(const grit_runtime *rt);
+/* SPEC AP-06: bumped in a fork()ed child (runtime.c's atfork handler). */
+extern uint32_t grit_rt_fork_gen;
+/* |rt| belongs to the parent of this process (it was made before a
+ * fork()); its thread does not exist here, so nothing may wait for it or
+ * lock what it may have held. Inline: it is on every call's path. */
+static inline bool grit_rt_forked(const grit_runtime *rt) {
+  return rt->fork_gen != __atomic_load_n(&grit_rt_fork_gen, __ATOMIC_RELAXED);
+}
 /* The shared default runtime, started on first use (again after
  * grit_default_runtime_shutdown), with one more channel counted on it. */
 grit_err grit_rt_default(grit_runtime **out);

@@ -11,11 +11,7 @@
 
 /* SPEC AP-06: bumped in a fork()ed child (atfork handler below). A runtime
  * made under an older value is the parent's: its thread is not here. */
-static uint32_t fork_gen;
-
-bool grit_rt_forked(const grit_runtime *rt) {
-  return rt->fork_gen != __atomic_load_n(&fork_gen, __ATOMIC_RELAXED);
-}
+uint32_t grit_rt_fork_gen;
 
 /* Run every queued task, including the ones they post in turn. */
 static void rt_run_tasks(grit_runtime *rt) {
@@ -159,7 +155,7 @@ grit_err grit_runtime_create(grit_runtime **out) {
     return GRIT_ERR_NOMEM;
   grit_list_init(&rt->tasks);
   rt->refs = 1; /* the owner's: grit_runtime_destroy, or the default slot */
-  rt->fork_gen = __atomic_load_n(&fork_gen, __ATOMIC_RELAXED);
+  rt->fork_gen = __atomic_load_n(&grit_rt_fork_gen, __ATOMIC_RELAXED);
   if (uv_loop_init(&rt->loop) != 0)
     goto fail_loop;
   if (uv_async_init(&rt->loop, &rt->wake, rt_drain) != 0)
@@ -281,7 +277,7 @@ static void rt_atfork_parent(void) {
 static grit_runtime *abandoned;
 
 static void rt_atfork_child(void) {
-  __atomic_add_fetch(&fork_gen, 1, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&grit_rt_fork_gen, 1, __ATOMIC_RELAXED);
   if (default_rt) { /* the parent's; never touched here again */
     default_rt->abandoned_next = abandoned;
     abandoned = default_rt;
