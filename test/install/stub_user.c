@@ -24,8 +24,7 @@ static int failures;
 
 int main(void) {
   grit_channel *ch;
-  if (grit_channel_create(NULL, "ipv4:127.0.0.1:1", NULL, NULL, &ch) !=
-      GRIT_OK)
+  if (grit_channel_create(NULL, "ipv4:127.0.0.1:1", NULL, NULL, &ch) != GRIT_OK)
     return 1;
 
   /* NULL pointers: an error, never a crash. */
