@@ -466,10 +466,12 @@ void grit_channel_destroy(grit_channel *ch) {
   bool on_loop = grit_rt_on_loop(rt);
   if (!on_loop)
     grit_channel_ref(ch); /* keep it while we wait */
-  grit_rt_post(rt, &ch->destroy_task);
+  /* Refused only when the runtime's thread has already ended (a caller
+   * bug, grit.h): nothing can release the channel then, so do not wait. */
+  bool posted = grit_rt_post(rt, &ch->destroy_task);
   if (!on_loop) {
     pthread_mutex_lock(&ch->mu);
-    while (!ch->destroy_done)
+    while (posted && !ch->destroy_done)
       pthread_cond_wait(&ch->cv, &ch->mu);
     pthread_mutex_unlock(&ch->mu);
     grit_channel_unref(ch);

@@ -315,8 +315,9 @@ typedef struct grit_runtime grit_runtime;
 GRIT_EXTERN grit_err grit_runtime_create(grit_runtime **out);
 
 /** Stop the I/O thread and release the runtime. Destroy every channel on it
- * first: while one is open the thread keeps running, and this waits until
- * another thread destroys it. Call handles made on its destroyed channels
+ * first: a channel still open is a caller bug (its connections may keep
+ * the thread, and this call, waiting; once the thread has ended the
+ * channel cannot be destroyed). Call handles made on its destroyed channels
  * may still be open; they stay valid (Lifetimes, above), and the last of
  * them frees what is left of the runtime. Must not be called from the
  * runtime's own thread (there it does nothing). In a fork()ed child, on a
