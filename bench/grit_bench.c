@@ -500,7 +500,8 @@ static int hedge_run(const opts *o, const char *name, const char *target,
   h2s_server_get_stats(fast, &sa);
   h2s_server_get_stats(slow, &sb);
   uint64_t req0 = sa.requests + sb.requests;
-  grit_channel_stats cs0, cs1;
+  grit_channel_stats cs0 = GRIT_CHANNEL_STATS_INIT,
+                     cs1 = GRIT_CHANNEL_STATS_INIT;
   grit_channel_get_stats(r.chans[0], &cs0);
   uint64_t t0 = now_us();
   phase(&r, oo.calls, true);

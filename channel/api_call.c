@@ -23,6 +23,15 @@ static grit_status_code api_err_code(grit_err rv) {
   }
 }
 
+/* SPEC AP-06: a channel or call made before fork() is the parent's; in the
+ * child its thread does not exist and its locks may be held for ever. */
+static const char forked_why[] =
+    "the channel was created before fork(): use a new one in the child";
+
+static bool call_forked(const grit_call *call) {
+  return grit_rt_forked(call->ch->rt);
+}
+
 /* Fill |st| (if any) for error |rv|, as "<strerror>: |why|"; return |rv|. */
 static grit_err api_fail(grit_status *st, grit_err rv, const char *why) {
   if (!st)
@@ -42,6 +51,8 @@ grit_err grit_call_start(grit_channel *ch, const char *method,
   *out = NULL;
   if (cbs && cbs->version != GRIT_CALL_CBS_VERSION)
     return GRIT_ERR_INVALID_ARG;
+  if (ch && grit_rt_forked(ch->rt))
+    return GRIT_ERR_SHUTDOWN;
   grit_call *c;
   const char *why;
   grit_err rv = grit_call_create_internal(ch, method, opts, &c, &why);
@@ -67,6 +78,8 @@ static grit_err call_send(grit_call *call, const void *data, size_t len,
   if (!call || (!data && len) || len > UINT32_MAX ||
       (flags & ~(GRIT_SEND_NO_COMPRESS | GRIT_SEND_NO_WAIT)))
     return GRIT_ERR_INVALID_ARG;
+  if (call_forked(call))
+    return GRIT_ERR_SHUTDOWN;
   bool wait = !(flags & GRIT_SEND_NO_WAIT);
   /* The one copy, compressed if the call compresses (CP-04: the replay
    * buffer and every attempt share these bytes). */
@@ -114,6 +127,8 @@ grit_err grit_call_send_flags(grit_call *call, const void *data, size_t len,
 grit_err grit_call_close_send(grit_call *call) {
   if (!call)
     return GRIT_ERR_INVALID_ARG;
+  if (call_forked(call))
+    return GRIT_ERR_SHUTDOWN;
   pthread_mutex_lock(&call->mu);
   bool closed = call->send_closed_user;
   call->send_closed_user = true;
@@ -124,7 +139,7 @@ grit_err grit_call_close_send(grit_call *call) {
 }
 
 void grit_call_cancel(grit_call *call) {
-  if (!call)
+  if (!call || call_forked(call))
     return;
   pthread_mutex_lock(&call->mu);
   bool done = call->done;
@@ -138,6 +153,10 @@ static grit_err blocking_check(grit_call *call, const char **why) {
   if (!call) {
     *why = "the call is NULL";
     return GRIT_ERR_INVALID_ARG;
+  }
+  if (call_forked(call)) {
+    *why = forked_why;
+    return GRIT_ERR_SHUTDOWN;
   }
   if (!call->blocking) {
     *why = "the call has callbacks (async mode)";
@@ -233,19 +252,22 @@ const grit_metadata *grit_call_headers(grit_call *call) {
 }
 
 void grit_call_destroy(grit_call *call) {
-  if (!call)
-    return;
+  if (!call || call_forked(call))
+    return; /* a parent's call: its memory is left as it is */
   grit_call_cancel(call);
   grit_call_unref(call);
 }
 
 grit_err grit_call_get_info(grit_call *call, grit_call_info *info) {
-  if (!call || !info)
+  if (!call || !info || grit_sized_size(info) < sizeof(size_t))
     return GRIT_ERR_INVALID_ARG;
+  if (call_forked(call))
+    return GRIT_ERR_SHUTDOWN;
   pthread_mutex_lock(&call->mu);
-  *info = call->info;
+  grit_call_info all = call->info;
   pthread_mutex_unlock(&call->mu);
-  return GRIT_OK;
+  all.size = sizeof(all);
+  return grit_sized_fill(info, &all, sizeof(all)); /* docs/abi.md */
 }
 
 /* ---- unary ---- */
@@ -263,6 +285,10 @@ static grit_err unary_start(grit_channel *ch, const char *method,
     *why = req_len > UINT32_MAX ? "the request is over 4 GiB"
                                 : "the request is NULL with a length";
     return GRIT_ERR_INVALID_ARG;
+  }
+  if (ch && grit_rt_forked(ch->rt)) {
+    *why = forked_why;
+    return GRIT_ERR_SHUTDOWN;
   }
   grit_call *c;
   grit_err rv = grit_call_create_internal(ch, method, opts, &c, why);
@@ -320,8 +346,8 @@ static void unary_wait_cb(const grit_status *st, const uint8_t *resp,
              GRIT_OK)
       w->st->code = GRIT_STATUS_RESOURCE_EXHAUSTED;
   }
-  if (w->info)
-    *w->info = *info;
+  if (w->info) /* as far as the caller's struct reaches (docs/abi.md) */
+    grit_sized_fill(w->info, info, sizeof(*info));
   pthread_mutex_lock(&w->mu);
   w->done = true;
   pthread_cond_signal(&w->cv);
@@ -332,8 +358,8 @@ grit_err grit_unary_call(grit_channel *ch, const char *method, const void *req,
                          size_t req_len, const grit_call_opts *opts,
                          grit_bytes *resp, grit_status *st,
                          grit_call_info *info) {
-  if (info)
-    memset(info, 0, sizeof(*info));
+  grit_call_info zero = GRIT_CALL_INFO_INIT;
+  bool info_ok = !info || grit_sized_fill(info, &zero, sizeof(zero)) == GRIT_OK;
   if (resp) {
     resp->data = NULL;
     resp->len = 0;
@@ -342,6 +368,9 @@ grit_err grit_unary_call(grit_channel *ch, const char *method, const void *req,
     memset(st, 0, sizeof(*st));
   if (!ch)
     return api_fail(st, GRIT_ERR_INVALID_ARG, "the channel is NULL");
+  if (!info_ok)
+    return api_fail(st, GRIT_ERR_INVALID_ARG,
+                    "grit_call_info.size is not set (GRIT_CALL_INFO_INIT)");
   if (grit_rt_on_loop(ch->rt))
     return api_fail(st, GRIT_ERR_WOULD_DEADLOCK, "called on the I/O thread");
   unary_waiter w = {.done = false, .resp = resp, .st = st, .info = info};

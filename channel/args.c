@@ -9,12 +9,17 @@ typedef struct arg_spec {
   bool is_string;
   int64_t min, max;
   size_t offset;
+  bool tls_only; /* TLS material: setting it asks for TLS (AP-05) */
 } arg_spec;
 
 #define INT_ARG(k, field, lo, hi)                                              \
-  { (k), false, (lo), (hi), offsetof(grit_chan_opts, field) }
+  { (k), false, (lo), (hi), offsetof(grit_chan_opts, field), false }
 #define STR_ARG(k, field)                                                      \
-  { (k), true, 0, 0, offsetof(grit_chan_opts, field) }
+  { (k), true, 0, 0, offsetof(grit_chan_opts, field), false }
+#define TLS_INT_ARG(k, field, lo, hi)                                          \
+  { (k), false, (lo), (hi), offsetof(grit_chan_opts, field), true }
+#define TLS_STR_ARG(k, field)                                                  \
+  { (k), true, 0, 0, offsetof(grit_chan_opts, field), true }
 #define MS_MAX ((int64_t)1 << 40)
 
 static const arg_spec specs[] = {
@@ -37,12 +42,12 @@ static const arg_spec specs[] = {
     INT_ARG(GRIT_ARG_MAX_HEADER_LIST, max_header_list, 1024, UINT32_MAX),
     STR_ARG(GRIT_ARG_DEFAULT_AUTHORITY, default_authority),
     INT_ARG(GRIT_ARG_TLS, tls, 0, 1),
-    STR_ARG(GRIT_ARG_TLS_ROOT_CERTS_FILE, tls_root_certs_file),
-    STR_ARG(GRIT_ARG_TLS_ROOT_CERTS, tls_root_certs),
-    STR_ARG(GRIT_ARG_TLS_CERT_CHAIN_FILE, tls_cert_chain_file),
-    STR_ARG(GRIT_ARG_TLS_PRIVATE_KEY_FILE, tls_private_key_file),
-    STR_ARG(GRIT_ARG_TLS_TARGET_NAME_OVERRIDE, tls_target_name_override),
-    INT_ARG(GRIT_ARG_TLS_VERIFY_HOSTNAME, tls_verify_hostname, 0, 1),
+    TLS_STR_ARG(GRIT_ARG_TLS_ROOT_CERTS_FILE, tls_root_certs_file),
+    TLS_STR_ARG(GRIT_ARG_TLS_ROOT_CERTS, tls_root_certs),
+    TLS_STR_ARG(GRIT_ARG_TLS_CERT_CHAIN_FILE, tls_cert_chain_file),
+    TLS_STR_ARG(GRIT_ARG_TLS_PRIVATE_KEY_FILE, tls_private_key_file),
+    TLS_STR_ARG(GRIT_ARG_TLS_TARGET_NAME_OVERRIDE, tls_target_name_override),
+    TLS_INT_ARG(GRIT_ARG_TLS_VERIFY_HOSTNAME, tls_verify_hostname, 0, 1),
     INT_ARG(GRIT_ARG_INITIAL_RECONNECT_BACKOFF_MS, initial_reconnect_backoff_ms,
             1, MS_MAX),
     INT_ARG(GRIT_ARG_MAX_RECONNECT_BACKOFF_MS, max_reconnect_backoff_ms, 1,
@@ -85,6 +90,7 @@ void grit_chan_opts_defaults(grit_chan_opts *o) {
   o->max_recv_message = 4 << 20;          /* SC-07 */
   o->max_send_message = -1;               /* SC-07 */
   o->max_header_list = 16384;             /* HS-06 */
+  o->tls = -1;                            /* AP-05: not chosen yet */
   o->tls_verify_hostname = 1;             /* HS-07 */
   o->initial_reconnect_backoff_ms = 1000; /* CB-01 */
   o->max_reconnect_backoff_ms = 120000;
@@ -132,6 +138,21 @@ void grit_chan_opts_free(grit_chan_opts *o) {
   }
 }
 
+/* SPEC AP-05: nothing configured as secure goes out in cleartext. The
+ * anchors choose security by a credentials object; here the choice is
+ * GRIT_ARG_TLS, and TLS material stands for it when it is not set. */
+grit_err grit_chan_opts_security(grit_chan_opts *o, grit_error_detail *d) {
+  if (o->tls_material && o->tls == 0) {
+    grit_error_set(d, GRIT_ERR_INVALID_ARG, o->tls_material,
+                   "TLS material given on a channel made explicitly insecure "
+                   "(grit.tls = 0): drop one or the other");
+    return GRIT_ERR_INVALID_ARG;
+  }
+  if (o->tls < 0)
+    o->tls = o->tls_material ? 1 : 0;
+  return GRIT_OK;
+}
+
 grit_err grit_channel_args_create(grit_channel_args **out) {
   grit_channel_args *a = grit_calloc(1, sizeof(*a));
   *out = a;
@@ -156,6 +177,8 @@ grit_err grit_channel_args_set_int(grit_channel_args *a, const char *key,
   *(int64_t *)((char *)&a->o + s->offset) = value;
   if (s->offset == offsetof(grit_chan_opts, rng_seed))
     a->o.rng_seed_set = true;
+  if (s->tls_only && !a->o.tls_material)
+    a->o.tls_material = s->key;
   return GRIT_OK;
 }
 
@@ -173,6 +196,8 @@ grit_err grit_channel_args_set_string(grit_channel_args *a, const char *key,
   char **f = str_field(&a->o, s);
   grit_free(*f);
   *f = copy;
+  if (s->tls_only && !a->o.tls_material)
+    a->o.tls_material = s->key;
   return GRIT_OK;
 }
 

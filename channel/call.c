@@ -639,7 +639,8 @@ grit_err grit_call_create_internal(grit_channel *ch, const char *method,
   c->refs = 1;
   c->loop_holds = 1; /* until the call starts on the loop */
   c->id = __atomic_add_fetch(&next_call_id, 1, __ATOMIC_RELAXED);
-  c->info.call_id = c->id; /* grit_call_get_info reads it at once */
+  c->info.size = sizeof(c->info); /* handed to grit_unary_cb (abi.md) */
+  c->info.call_id = c->id;        /* grit_call_get_info reads it at once */
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->cv, NULL);
   grit_list_init(&c->ops);

@@ -25,7 +25,9 @@ static void ch_free(grit_channel *ch) {
   grit_free(ch->health_service);
   pthread_mutex_destroy(&ch->mu);
   pthread_cond_destroy(&ch->cv);
+  grit_runtime *rt = ch->rt;
   grit_free(ch);
+  grit_rt_unref(rt); /* last: a stopped runtime may go with its channel */
 }
 
 void grit_channel_unref(grit_channel *ch) {
@@ -86,7 +88,7 @@ grit_err grit_channel_watch_state(grit_channel *ch,
                                   void *user_data) {
   if (!ch || !cb)
     return GRIT_ERR_INVALID_ARG;
-  if (ch_state(ch) == GRIT_STATE_SHUTDOWN)
+  if (ch_state(ch) == GRIT_STATE_SHUTDOWN || grit_rt_forked(ch->rt))
     return GRIT_ERR_SHUTDOWN;
   grit_watcher *w = grit_calloc(1, sizeof(*w));
   if (!w)
@@ -377,9 +379,12 @@ grit_throttle_handle *grit_channel_throttle(grit_channel *ch,
   return ch->throttle;
 }
 
-grit_err grit_channel_get_stats(grit_channel *ch, grit_channel_stats *out) {
-  if (!ch || !out)
+grit_err grit_channel_get_stats(grit_channel *ch, grit_channel_stats *caller) {
+  /* Filled whole here, then copied as far as the caller's size reaches
+   * (docs/abi.md): a program built with fewer counters gets those. */
+  if (!ch || !caller || grit_sized_size(caller) < sizeof(size_t))
     return GRIT_ERR_INVALID_ARG;
+  grit_channel_stats all = {.size = sizeof(all)}, *out = &all;
   const grit_chan_stats *s = &ch->stats;
 #define LOAD(f) __atomic_load_n(&s->f, __ATOMIC_RELAXED)
   out->calls_started = LOAD(calls_started);
@@ -403,7 +408,7 @@ grit_err grit_channel_get_stats(grit_channel *ch, grit_channel_stats *out) {
   out->unejections = __atomic_load_n(&sh->unejections, __ATOMIC_RELAXED);
   out->health_not_serving =
       __atomic_load_n(&sh->health_not_serving, __ATOMIC_RELAXED);
-  return GRIT_OK;
+  return grit_sized_fill(caller, &all, sizeof(all));
 }
 
 /* ---- public entry points ---- */
@@ -429,8 +434,8 @@ void grit_channel_enter_idle(grit_channel *ch) {
 
 grit_connectivity_state grit_channel_get_state(grit_channel *ch,
                                                bool try_to_connect) {
-  if (!ch)
-    return GRIT_STATE_SHUTDOWN;
+  if (!ch || grit_rt_forked(ch->rt))
+    return GRIT_STATE_SHUTDOWN; /* AP-06: made before fork(), unusable */
   grit_connectivity_state s = ch_state(ch);
   if (try_to_connect && s == GRIT_STATE_IDLE)
     grit_rt_post(ch->rt, &ch->connect_task);
@@ -463,13 +468,17 @@ void grit_channel_destroy(grit_channel *ch) {
   if (!ch)
     return;
   grit_runtime *rt = ch->rt;
+  if (grit_rt_forked(rt))
+    return; /* AP-06: the parent's; its thread and locks are not here */
   bool on_loop = grit_rt_on_loop(rt);
   if (!on_loop)
     grit_channel_ref(ch); /* keep it while we wait */
-  grit_rt_post(rt, &ch->destroy_task);
+  /* Refused only when the runtime's thread has already ended (a caller
+   * bug, grit.h): nothing can release the channel then, so do not wait. */
+  bool posted = grit_rt_post(rt, &ch->destroy_task);
   if (!on_loop) {
     pthread_mutex_lock(&ch->mu);
-    while (!ch->destroy_done)
+    while (posted && !ch->destroy_done)
       pthread_cond_wait(&ch->cv, &ch->mu);
     pthread_mutex_unlock(&ch->mu);
     grit_channel_unref(ch);
@@ -542,6 +551,8 @@ static grit_err ch_init(grit_channel *ch, const char *target,
   if (rv == GRIT_ERR_INVALID_ARG)
     grit_error_set(d, rv, GRIT_ARG_DNS_SERVER,
                    "want addr:port or [ipv6]:port, comma-separated");
+  if (rv == GRIT_OK)
+    rv = grit_chan_opts_security(&ch->o, d);
   if (rv != GRIT_OK)
     return rv;
   rv = grit_target_parse(target, &ch->target, d);
@@ -584,15 +595,34 @@ static grit_err ch_init(grit_channel *ch, const char *target,
   return rv;
 }
 
+/* fork() (SPEC AP-06): the channel layer's global locks, held across it. */
+static void ch_fork_lock(void) {
+  grit_throttle_table_fork_lock();
+  grit_obs_fork_lock();
+}
+
+static void ch_fork_unlock(void) {
+  grit_obs_fork_unlock();
+  grit_throttle_table_fork_unlock();
+}
+
+static void ch_fork_hooks(void) {
+  grit_rt_fork_hooks(ch_fork_lock, ch_fork_unlock);
+}
+
 grit_err grit_channel_create(grit_runtime *rt, const char *target,
                              const grit_channel_args *args,
                              grit_error_detail *detail, grit_channel **out) {
+  static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
+  pthread_once(&hooks_once, ch_fork_hooks);
   if (!out)
     return GRIT_ERR_INVALID_ARG;
   *out = NULL;
   if (!target)
     return GRIT_ERR_INVALID_TARGET;
   grit_err rv = GRIT_OK;
+  if (rt && grit_rt_forked(rt))
+    return GRIT_ERR_SHUTDOWN; /* AP-06: a runtime made before fork() */
   if (rt)
     grit_rt_channel_opened(rt);
   else
@@ -605,6 +635,7 @@ grit_err grit_channel_create(grit_runtime *rt, const char *target,
     return GRIT_ERR_NOMEM;
   }
   ch->rt = rt;
+  grit_rt_ref(rt); /* AP-06: released with the channel's memory */
   ch->refs = 1;
   pthread_mutex_init(&ch->mu, NULL);
   pthread_cond_init(&ch->cv, NULL);

@@ -34,7 +34,8 @@ typedef struct grit_chan_opts {
   int64_t max_send_message;
   int64_t max_header_list;
   char *default_authority;
-  int64_t tls;
+  int64_t tls; /* -1: not set (AP-05: material decides), 0 insecure, 1 TLS */
+  const char *tls_material; /* the first TLS-only key set, or NULL */
   char *tls_root_certs_file;
   char *tls_root_certs; /* PEM text */
   char *tls_cert_chain_file;
@@ -69,6 +70,10 @@ struct grit_channel_args {
 void grit_chan_opts_defaults(grit_chan_opts *o);
 grit_err grit_chan_opts_copy(const grit_chan_opts *src, grit_chan_opts *dst);
 void grit_chan_opts_free(grit_chan_opts *o);
+/* SPEC AP-05: settle |o|'s security. TLS material (any TLS-only key) with
+ * GRIT_ARG_TLS unset means TLS; with GRIT_ARG_TLS=0 (explicitly insecure)
+ * it is GRIT_ERR_INVALID_ARG, the key named in |d|. */
+grit_err grit_chan_opts_security(grit_chan_opts *o, grit_error_detail *d);
 
 /* ---- policy.c: the LB policy in use, and a pending one ---- */
 
@@ -253,6 +258,9 @@ void grit_throttle_table_success(grit_throttle_handle *h);
 /* Record a failure; whether further attempts are still allowed. */
 bool grit_throttle_table_failure_allows(grit_throttle_handle *h);
 bool grit_throttle_table_allows(grit_throttle_handle *h);
+/* fork() (AP-06): hold the table's lock across it; released in both. */
+void grit_throttle_table_fork_lock(void);
+void grit_throttle_table_fork_unlock(void);
 
 /* ---- call.c, attempt.c, call_retry.c: calls and their attempts ---- */
 
@@ -489,6 +497,9 @@ void grit_obs_channel_unregister(grit_channel *ch);
 /* With no channel left in the process, free the metric series (their
  * counts start again from zero); returns whether it did. */
 bool grit_obs_release_if_idle(void);
+/* fork() (AP-06): hold the live-channel and registry locks across it. */
+void grit_obs_fork_lock(void);
+void grit_obs_fork_unlock(void);
 
 /* call_retry.c: what follows an uncommitted attempt's failure. */
 void grit_call_on_attempt_failed(grit_call *c, call_attempt *a,

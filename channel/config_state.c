@@ -42,7 +42,7 @@ const char *grit_config_source_name(grit_config_source s) {
 static void cfg_notify_on_loop(grit_task *t) {
   grit_channel *ch = GRIT_CONTAINER_OF(t, grit_channel, config_task);
   if (!ch->shutting_down && ch->o.config_cb) {
-    grit_service_config_info info;
+    grit_service_config_info info = GRIT_SERVICE_CONFIG_INFO_INIT;
     if (grit_channel_get_service_config(ch, &info) == GRIT_OK) {
       ch->o.config_cb(ch, &info, ch->o.config_cb_data);
       grit_service_config_info_free(&info);
@@ -173,22 +173,39 @@ void grit_channel_config_txt_timeout(grit_channel *ch, bool timed_out) {
   ch->txt_timing_out = timed_out;
 }
 
+/* Whether the caller's struct of |size| bytes holds the field that ends at
+ * |end| (docs/abi.md). */
+static bool cfg_holds(size_t size, size_t end) {
+  return size >= end;
+}
+
+#define CFG_END(f)                                                             \
+  (offsetof(grit_service_config_info, f) +                                     \
+   sizeof(((grit_service_config_info *)0)->f))
+
 grit_err grit_channel_get_service_config(grit_channel *ch,
                                          grit_service_config_info *out) {
-  if (!ch || !out)
+  if (!ch || !out || grit_sized_size(out) < sizeof(size_t))
     return GRIT_ERR_INVALID_ARG;
-  memset(out, 0, sizeof(*out));
+  if (grit_rt_forked(ch->rt))
+    return GRIT_ERR_SHUTDOWN; /* AP-06: cfg_mu may be the parent's, held */
+  size_t size = grit_sized_size(out);
+  grit_service_config_info all;
   grit_err rv = GRIT_OK;
   pthread_mutex_lock(&ch->cfg_mu);
-  *out = ch->cfg_info;
-  out->json = NULL;
-  out->last_rejection = NULL;
-  if (ch->cfg_info.json && !(out->json = grit_strdup(ch->cfg_info.json)))
+  all = ch->cfg_info;
+  all.size = sizeof(all);
+  all.json = NULL;
+  all.last_rejection = NULL;
+  /* Strings go only into fields the caller has: nothing is left unowned. */
+  if (ch->cfg_info.json && cfg_holds(size, CFG_END(json)) &&
+      !(all.json = grit_strdup(ch->cfg_info.json)))
     rv = GRIT_ERR_NOMEM;
-  if (ch->cfg_info.last_rejection &&
-      !(out->last_rejection = grit_strdup(ch->cfg_info.last_rejection)))
+  if (ch->cfg_info.last_rejection && cfg_holds(size, CFG_END(last_rejection)) &&
+      !(all.last_rejection = grit_strdup(ch->cfg_info.last_rejection)))
     rv = GRIT_ERR_NOMEM;
   pthread_mutex_unlock(&ch->cfg_mu);
+  grit_sized_fill(out, &all, sizeof(all));
   if (rv != GRIT_OK)
     grit_service_config_info_free(out);
   return rv;
@@ -197,7 +214,12 @@ grit_err grit_channel_get_service_config(grit_channel *ch,
 void grit_service_config_info_free(grit_service_config_info *info) {
   if (!info)
     return;
-  grit_free(info->json);
-  grit_free(info->last_rejection);
-  memset(info, 0, sizeof(*info));
+  size_t size = grit_sized_size(info);
+  if (cfg_holds(size, CFG_END(json)))
+    grit_free(info->json);
+  if (cfg_holds(size, CFG_END(last_rejection)))
+    grit_free(info->last_rejection);
+  if (size > sizeof(size_t))
+    memset((char *)info + sizeof(size_t), 0,
+           (size < sizeof(*info) ? size : sizeof(*info)) - sizeof(size_t));
 }

@@ -256,3 +256,14 @@ grit_err grit_metrics_write_prometheus(grit_channel *ch, grit_bytes *out) {
   out->len = b.len;
   return GRIT_OK;
 }
+
+/* Lock order as grit_obs_release_if_idle: live channels, then registry. */
+void grit_obs_fork_lock(void) {
+  pthread_mutex_lock(&live_mu);
+  grit_obs_registry_fork_lock();
+}
+
+void grit_obs_fork_unlock(void) {
+  grit_obs_registry_fork_unlock();
+  pthread_mutex_unlock(&live_mu);
+}

@@ -129,3 +129,11 @@ bool grit_throttle_table_allows(grit_throttle_handle *h) {
   grit_throttle_table_unlock(h);
   return ok;
 }
+
+void grit_throttle_table_fork_lock(void) {
+  pthread_mutex_lock(&table_mu);
+}
+
+void grit_throttle_table_fork_unlock(void) {
+  pthread_mutex_unlock(&table_mu);
+}

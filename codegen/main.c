@@ -92,6 +92,26 @@ static char *out_name(const char *proto, const char *ext) {
   return s;
 }
 
+/* The --grit_opt parameters (protoc's "a=b,c" text). protoc-gen-grit takes
+ * none yet: each one is refused by name, as protoc-c and grpc_cpp_plugin
+ * refuse theirs, so a typo never passes silently. NULL when all is well,
+ * else a malloc'd reason. */
+static char *check_parameters(const char *param) {
+  if (!param || !*param)
+    return NULL;
+  const char *end = strchr(param, ',');
+  int n = end ? (int)(end - param) : (int)strlen(param);
+#define BAD_PARAM                                                              \
+  "unknown parameter '%.*s' (protoc-gen-grit takes no parameters; remove "     \
+  "--grit_opt or the part before ':' in --grit_out)"
+  int len = snprintf(NULL, 0, BAD_PARAM, n, param);
+  char *why = len >= 0 ? malloc((size_t)len + 1) : NULL;
+  if (why)
+    snprintf(why, (size_t)len + 1, BAD_PARAM, n, param);
+#undef BAD_PARAM
+  return why;
+}
+
 int main(void) {
   size_t len = 0;
   uint8_t *in = read_all(stdin, &len);
@@ -118,6 +138,11 @@ int main(void) {
       calloc(nfiles ? nfiles : 1, sizeof(*fp));
   cg_buf *bufs = calloc(nfiles ? nfiles : 1, sizeof(*bufs));
   const char *why = files && fp && bufs ? NULL : "out of memory";
+  char *bad_param = why ? NULL : check_parameters(req->parameter);
+  if (bad_param)
+    why = bad_param;
+  else if (!why && req->parameter && *req->parameter)
+    why = "out of memory";
   for (size_t i = 0; !why && i < req->n_file_to_generate; i++) {
     const char *name = req->file_to_generate[i];
     const Google__Protobuf__FileDescriptorProto *f = find_file(req, name);
@@ -162,6 +187,7 @@ int main(void) {
   free(files);
   free(fp);
   free(bufs);
+  free(bad_param);
   google__protobuf__compiler__code_generator_request__free_unpacked(req, NULL);
   return rc;
 }

@@ -292,13 +292,18 @@ grit_dedup_err grit_dedup_purge(grit_dedup_store *s, uint64_t *removed) {
   return s->ops->purge(s, removed);
 }
 
-void grit_dedup_get_stats(grit_dedup_store *s, grit_dedup_stats *out) {
-  memset(out, 0, sizeof(*out));
-  if (!s)
-    return;
+grit_dedup_err grit_dedup_get_stats(grit_dedup_store *s,
+                                    grit_dedup_stats *caller) {
+  /* Filled whole, then copied as far as the caller's size reaches (the
+   * ABI rule of docs/abi.md). */
+  if (!s || !caller || grit_sized_size(caller) < sizeof(size_t))
+    return GRIT_DEDUP_ERR_INVALID_ARG;
   pthread_mutex_lock(&s->mu);
-  *out = s->stats;
+  grit_dedup_stats out = s->stats;
   pthread_mutex_unlock(&s->mu);
+  out.size = sizeof(out);
   if (s->ops->stats)
-    s->ops->stats(s, out);
+    s->ops->stats(s, &out);
+  grit_sized_fill(caller, &out, sizeof(out));
+  return GRIT_DEDUP_OK;
 }

@@ -80,7 +80,7 @@ done:
 
 bool interop_client_compressed_unary(const interop_ctx *ctx) {
   static const bool yes = true, no = false;
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   /* The probe: expected compressed, sent plain: the server checks. */
   if (!unary_once(ctx, false, &yes, NULL, GRIT_STATUS_INVALID_ARGUMENT, &info,
                   "UnaryCall (probe: expect_compressed, not compressed)")) {
@@ -96,7 +96,7 @@ bool interop_client_compressed_unary(const interop_ctx *ctx) {
 
 bool interop_server_compressed_unary(const interop_ctx *ctx) {
   static const bool yes = true, no = false;
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   bool ok = false;
 
   REQUIRE(unary_once(ctx, false, NULL, &yes, GRIT_STATUS_OK, &info,

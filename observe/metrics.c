@@ -308,3 +308,11 @@ bool grit_obs_subchannel_counts(uint64_t out[5]) {
     out[i] = __atomic_load_n(&sc_states[i], __ATOMIC_RELAXED);
   return __atomic_load_n(&sc_seen, __ATOMIC_RELAXED);
 }
+
+void grit_obs_registry_fork_lock(void) {
+  pthread_mutex_lock(&reg_mu);
+}
+
+void grit_obs_registry_fork_unlock(void) {
+  pthread_mutex_unlock(&reg_mu);
+}

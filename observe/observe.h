@@ -124,6 +124,10 @@ grit_obs_target *grit_obs_target_get(const char *target);
 /* Free every series (counts start again from zero). Only while nothing
  * records or writes: no channel, call or scrape exists. */
 void grit_obs_release(void);
+/* fork() (SPEC AP-06): the registry lock, held across it by the runtime's
+ * atfork handlers and released in parent and child. */
+void grit_obs_registry_fork_lock(void);
+void grit_obs_registry_fork_unlock(void);
 /* The series of |method| under |t| ("other" past GRIT_OBS_MAX_METHODS).
  * Lock-free once it exists; NULL if |t| is NULL or on out-of-memory. */
 grit_obs_method *grit_obs_method_get(grit_obs_target *t, const char *method);

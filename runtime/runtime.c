@@ -9,6 +9,10 @@
 #include <signal.h>
 #include <string.h>
 
+/* SPEC AP-06: bumped in a fork()ed child (atfork handler below). A runtime
+ * made under an older value is the parent's: its thread is not here. */
+uint32_t grit_rt_fork_gen;
+
 /* Run every queued task, including the ones they post in turn. */
 static void rt_run_tasks(grit_runtime *rt) {
   grit_list batch;
@@ -68,8 +72,12 @@ static void rt_drain(uv_async_t *a) {
 }
 
 bool grit_rt_post(grit_runtime *rt, grit_task *t) {
+  if (grit_rt_forked(rt))
+    return false; /* the parent's: its lock may be held for ever */
   pthread_mutex_lock(&rt->mu);
-  bool queued = !t->queued;
+  /* A stopped runtime's wake handle is closed: the task is dropped (every
+   * object it could serve has already finished on the loop). */
+  bool queued = !t->queued && !rt->stopped;
   if (queued) {
     t->queued = true;
     grit_list_insert_tail(&rt->tasks, &t->link);
@@ -85,7 +93,21 @@ bool grit_rt_post(grit_runtime *rt, grit_task *t) {
 }
 
 bool grit_rt_on_loop(const grit_runtime *rt) {
-  return pthread_equal(pthread_self(), rt->tid);
+  /* Once stopped, the thread id may be reused by another thread. */
+  return !__atomic_load_n(&rt->stopped, __ATOMIC_ACQUIRE) &&
+         pthread_equal(pthread_self(), rt->tid);
+}
+
+void grit_rt_ref(grit_runtime *rt) {
+  __atomic_add_fetch(&rt->refs, 1, __ATOMIC_RELAXED);
+}
+
+void grit_rt_unref(grit_runtime *rt) {
+  if (__atomic_sub_fetch(&rt->refs, 1, __ATOMIC_ACQ_REL) != 0)
+    return;
+  if (!grit_rt_forked(rt)) /* a parent's runtime is abandoned as it is */
+    pthread_mutex_destroy(&rt->mu);
+  grit_free(rt);
 }
 
 static void rt_thread(void *arg) {
@@ -123,12 +145,17 @@ static void rt_init_turn(grit_runtime *rt) {
   uv_unref((uv_handle_t *)&rt->settle);
 }
 
+static void rt_fork_handlers(void);
+
 grit_err grit_runtime_create(grit_runtime **out) {
+  rt_fork_handlers();
   grit_runtime *rt = grit_calloc(1, sizeof(*rt));
   *out = NULL;
   if (!rt)
     return GRIT_ERR_NOMEM;
   grit_list_init(&rt->tasks);
+  rt->refs = 1; /* the owner's: grit_runtime_destroy, or the default slot */
+  rt->fork_gen = __atomic_load_n(&grit_rt_fork_gen, __ATOMIC_RELAXED);
   if (uv_loop_init(&rt->loop) != 0)
     goto fail_loop;
   if (uv_async_init(&rt->loop, &rt->wake, rt_drain) != 0)
@@ -158,14 +185,23 @@ fail_loop:
 void grit_runtime_destroy(grit_runtime *rt) {
   if (!rt || grit_rt_on_loop(rt))
     return;
+  if (grit_rt_forked(rt)) {
+    /* In a fork()ed child: the thread is the parent's; nothing to stop,
+     * and the parent's memory snapshot is left as it is. */
+    return;
+  }
   pthread_mutex_lock(&rt->mu);
   rt->stopping = true;
   pthread_mutex_unlock(&rt->mu);
   uv_async_send(&rt->wake);
   uv_thread_join(&rt->thread);
   uv_loop_close(&rt->loop);
-  pthread_mutex_destroy(&rt->mu);
-  grit_free(rt);
+  /* Handles that outlived their channel (calls) still hold references:
+   * they may post (refused now) and ask grit_rt_on_loop (false). */
+  pthread_mutex_lock(&rt->mu);
+  __atomic_store_n(&rt->stopped, true, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&rt->mu);
+  grit_rt_unref(rt);
 }
 
 void grit_rt_channel_opened(grit_runtime *rt) {
@@ -214,4 +250,67 @@ grit_err grit_rt_default_shutdown(void (*after_stop)(void)) {
   }
   pthread_mutex_unlock(&shutdown_mu);
   return rv;
+}
+
+/* ---- fork (SPEC AP-06) ----
+ *
+ * A fork()ed child has only the thread that called fork(): no runtime
+ * thread. Before the fork the global locks are taken, so the child never
+ * inherits one held by a thread it does not have; in the child they are
+ * released, the default runtime is abandoned (the next channel on it
+ * starts a new one) and fork_gen moves on, so objects made before the fork
+ * answer GRIT_ERR_SHUTDOWN instead of waiting for a thread that is not
+ * there. */
+/* The layers above hold their own global locks across a fork through
+ * these hooks (set once, before their first object exists). */
+static void (*fork_lock_hook)(void);
+static void (*fork_unlock_hook)(void);
+
+void grit_rt_fork_hooks(void (*lock)(void), void (*unlock)(void)) {
+  pthread_mutex_lock(&default_mu);
+  fork_lock_hook = lock;
+  fork_unlock_hook = unlock;
+  pthread_mutex_unlock(&default_mu);
+}
+
+static void rt_atfork_prepare(void) {
+  pthread_mutex_lock(&default_mu);
+  if (fork_lock_hook)
+    fork_lock_hook();
+}
+
+static void rt_atfork_parent(void) {
+  if (fork_unlock_hook)
+    fork_unlock_hook();
+  pthread_mutex_unlock(&default_mu);
+}
+
+/* The parent's default runtimes, abandoned in this child: kept reachable
+ * (a leak checker sees memory left as it was, not lost). */
+static grit_runtime *abandoned;
+
+static void rt_atfork_child(void) {
+  __atomic_add_fetch(&grit_rt_fork_gen, 1, __ATOMIC_RELAXED);
+  if (default_rt) { /* the parent's; never touched here again */
+    default_rt->abandoned_next = abandoned;
+    abandoned = default_rt;
+    default_rt = NULL;
+  }
+  /* A shutdown under way in another thread of the parent holds it. */
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  memcpy(&shutdown_mu, &fresh, sizeof(fresh));
+  if (fork_unlock_hook)
+    fork_unlock_hook();
+  pthread_mutex_unlock(&default_mu);
+}
+
+/* Registered once, by the first runtime: a program that never uses grit
+ * pays nothing at fork. */
+static void rt_atfork_register(void) {
+  pthread_atfork(rt_atfork_prepare, rt_atfork_parent, rt_atfork_child);
+}
+
+static void rt_fork_handlers(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, rt_atfork_register);
 }

@@ -35,11 +35,31 @@ struct grit_runtime {
   grit_list tasks;   /* under mu */
   bool stopping;     /* under mu */
   uint32_t channels; /* created and not yet destroyed by the user (atomic) */
+  /* AP-06: the owner's reference plus one per channel object (which calls
+   * outliving their channel keep alive), so a handle that outlives the
+   * runtime's thread never reads freed memory. Atomic. */
+  uint32_t refs;
+  bool stopped;      /* the thread has ended; posts are refused (atomic) */
+  uint32_t fork_gen; /* grit_rt_fork_gen when made: another is a parent's */
+  struct grit_runtime *abandoned_next; /* runtime.c, in a fork()ed child */
 };
 
-/* Queue |t| unless it is queued already; returns whether it queued it. */
+/* Queue |t| unless it is queued already or the runtime has stopped;
+ * returns whether it queued it. */
 bool grit_rt_post(grit_runtime *rt, grit_task *t);
 bool grit_rt_on_loop(const grit_runtime *rt);
+/* A reference on |rt|'s memory (not its thread): each channel object holds
+ * one until it is freed. The last unref frees a stopped runtime. */
+void grit_rt_ref(grit_runtime *rt);
+void grit_rt_unref(grit_runtime *rt);
+/* SPEC AP-06: bumped in a fork()ed child (runtime.c's atfork handler). */
+extern uint32_t grit_rt_fork_gen;
+/* |rt| belongs to the parent of this process (it was made before a
+ * fork()); its thread does not exist here, so nothing may wait for it or
+ * lock what it may have held. Inline: it is on every call's path. */
+static inline bool grit_rt_forked(const grit_runtime *rt) {
+  return rt->fork_gen != __atomic_load_n(&grit_rt_fork_gen, __ATOMIC_RELAXED);
+}
 /* The shared default runtime, started on first use (again after
  * grit_default_runtime_shutdown), with one more channel counted on it. */
 grit_err grit_rt_default(grit_runtime **out);
@@ -54,5 +74,10 @@ void grit_rt_channel_closed(grit_runtime *rt);
  * releases what lives as long as any channel (channel/ frees the metric
  * series). */
 grit_err grit_rt_default_shutdown(void (*after_stop)(void));
+/* fork() (SPEC AP-06): |lock| runs before a fork (after the runtime's own
+ * lock is taken), |unlock| after it in parent and child: the layer above
+ * holds its global locks across the fork so the child never inherits one
+ * held by a thread it does not have. Set once, before the first channel. */
+void grit_rt_fork_hooks(void (*lock)(void), void (*unlock)(void));
 
 #endif

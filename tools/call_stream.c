@@ -90,7 +90,7 @@ int call_run_stream(const call_setup *cs) {
   pthread_join(th, NULL);
   int rc = 1;
   if (rv == GRIT_OK) {
-    grit_call_info info = {0};
+    grit_call_info info = GRIT_CALL_INFO_INIT;
     grit_call_get_info(call, &info);
     att_rec att[MAX_CALL_ATTEMPTS];
     size_t n = att_take(cs->store, info.call_id, att, MAX_CALL_ATTEMPTS);

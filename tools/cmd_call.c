@@ -57,7 +57,7 @@ static const opt_row OPTS[] = {
      "default service config: a file, or JSON if it\n"
      "starts with '{'"},
     {"tls", 'T', NULL, "use TLS"},
-    {"ca", 'c', "FILE", "root certificates (PEM)"},
+    {"ca", 'c', "FILE", "root certificates (PEM); implies --tls"},
     {"authority", 'a', "NAME", ":authority and TLS name"},
     {"wait-for-ready", 'w', NULL, "queue until the channel is READY"},
     {"show-headers", 'H', NULL, "print the response headers too"},
@@ -432,7 +432,9 @@ static grit_err make_args(const call_flags *fl, const char *sc,
   if (rv == GRIT_OK && fl->authority)
     rv = grit_channel_args_set_string(a, GRIT_ARG_DEFAULT_AUTHORITY,
                                       fl->authority);
-  if (rv == GRIT_OK && fl->authority)
+  /* SPEC AP-05: --ca is TLS material and implies --tls (the library's
+   * rule too); the name override is TLS material, so only with TLS. */
+  if (rv == GRIT_OK && fl->authority && (fl->tls || fl->ca))
     rv = grit_channel_args_set_string(a, GRIT_ARG_TLS_TARGET_NAME_OVERRIDE,
                                       fl->authority);
   if (rv == GRIT_OK && fl->dns_txt)
@@ -552,7 +554,7 @@ int cmd_call(int argc, char **argv) {
   else
     rc = call_run_stream(&cs);
   if (fl.show_config) {
-    grit_service_config_info info;
+    grit_service_config_info info = GRIT_SERVICE_CONFIG_INFO_INIT;
     if (grit_channel_get_service_config(ch, &info) == GRIT_OK) {
       out_service_config(&cs.out, &info);
       grit_service_config_info_free(&info);

@@ -80,7 +80,7 @@ static void count_peers(grit_channel *ch, size_t n, demo_tally *t) {
     grit_call_close_send(c);
     grit_status st;
     grit_call_finish(c, &st);
-    grit_call_info info;
+    grit_call_info info = GRIT_CALL_INFO_INIT;
     grit_call_get_info(c, &info);
     t->codes[st.code]++;
     if (st.code == GRIT_STATUS_OK)
@@ -231,7 +231,7 @@ static void async_next(async_run *r) {
   if (grit_unary_call_async(r->ch, r->method, "hello", 5, &o, async_done,
                             slot) != GRIT_OK) {
     grit_status st = {.code = GRIT_STATUS_INTERNAL, .message = (char *)""};
-    grit_call_info info = {0};
+    grit_call_info info = GRIT_CALL_INFO_INIT;
     async_done(&st, NULL, 0, &info, slot);
   }
 }
@@ -380,7 +380,7 @@ static int scene_storm(void) {
     size_t before = h2s_server_request_count(b);
     demo_tally t;
     run_async(ch, FLAKY, 40, 1, &t);
-    grit_channel_stats st;
+    grit_channel_stats st = GRIT_CHANNEL_STATS_INIT;
     grit_channel_get_stats(ch, &st);
     sent[i] = h2s_server_request_count(b) - before;
     throttled[i] = st.throttled;
@@ -421,7 +421,7 @@ static int scene_hedging(void) {
         h2s_server_request_count(b[0]) + h2s_server_request_count(b[1]);
     demo_tally t;
     run_async(ch, SLOW, 500, 8, &t);
-    grit_channel_stats st;
+    grit_channel_stats st = GRIT_CHANNEL_STATS_INIT;
     grit_channel_get_stats(ch, &st);
     size_t sent = h2s_server_request_count(b[0]) +
                   h2s_server_request_count(b[1]) - before;

@@ -36,7 +36,7 @@ static const char OPTIONS_HELP[] =
     "protoc)\n"
     "  --import-path DIR   protoc -I for --proto (repeatable)\n"
     "  --tls               use TLS\n"
-    "  --ca FILE           root certificates (PEM)\n"
+    "  --ca FILE           root certificates (PEM); implies --tls\n"
     "  --authority NAME    :authority and TLS name\n"
     "  --help              this text (also -h)\n"
     "Without --protoset or --proto, asks the server's reflection service\n"
@@ -116,7 +116,9 @@ static int open_channel(const desc_flags *fl, const char *target,
   if (rv == GRIT_OK && fl->authority)
     rv = grit_channel_args_set_string(a, GRIT_ARG_DEFAULT_AUTHORITY,
                                       fl->authority);
-  if (rv == GRIT_OK && fl->authority)
+  /* SPEC AP-05: --ca is TLS material and implies --tls (the library's
+   * rule too); the name override is TLS material, so only with TLS. */
+  if (rv == GRIT_OK && fl->authority && (fl->tls || fl->ca))
     rv = grit_channel_args_set_string(a, GRIT_ARG_TLS_TARGET_NAME_OVERRIDE,
                                       fl->authority);
   if (rv == GRIT_OK)

@@ -314,7 +314,7 @@ int demo_scene_dedup(size_t n, const char *pg_conninfo) {
     if (ok != n || rows != n || dups != 0 || sent <= n)
       rc = 1;
   }
-  grit_dedup_stats st;
+  grit_dedup_stats st = GRIT_DEDUP_STATS_INIT;
   grit_dedup_get_stats(store, &st);
   printf("  dedup store: %" PRIu64 " claims, %" PRIu64 " executions, %" PRIu64
          " replays, %" PRIu64 " heals, %" PRIu64 " in progress\n",

@@ -93,7 +93,7 @@ static void lb_calls(grit_channel *ch, size_t n, lb_tally *t) {
   grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION, .timeout_ms = 5000};
   for (size_t i = 0; i < n && t->n < 600; i++) {
     grit_status st;
-    grit_call_info info;
+    grit_call_info info = GRIT_CALL_INFO_INIT;
     uint64_t t0 = tool_now_us();
     grit_unary_call(ch, LB_METHOD, "hello", 5, &o, NULL, &st, &info);
     t->lat_us[t->n++] = tool_now_us() - t0;
@@ -150,7 +150,7 @@ int demo_scene_outlier(void) {
       lb_calls(ch, 50, &t);
       usleep(30000);
     }
-    grit_channel_stats st;
+    grit_channel_stats st = GRIT_CHANNEL_STATS_INIT;
     grit_channel_get_stats(ch, &st);
     tool_pcts p = tool_percentiles(t.lat_us, t.n);
     per_call[i] = t.n ? (double)t.attempts / (double)t.n : 0;
@@ -198,7 +198,7 @@ int demo_scene_health(void) {
          "  C %3" PRIu64 "\n",
          before[0], before[1], before[2]);
   __atomic_store_n(&b[2].serving, 2, __ATOMIC_RELAXED);
-  grit_channel_stats st = {0};
+  grit_channel_stats st = GRIT_CHANNEL_STATS_INIT;
   uint64_t t0 = tool_now_us();
   for (int i = 0; i < 200 && st.health_not_serving == 0; i++) {
     usleep(10000);

@@ -65,6 +65,17 @@ void grit_free(void *p) {
     current.free(p, current.user_data);
 }
 
+/* Issue 23 point 5: protobuf-c's allocator shape, for generated stubs. */
+void *grit_allocator_alloc(void *allocator_data, size_t size) {
+  (void)allocator_data;
+  return grit_malloc(size);
+}
+
+void grit_allocator_free(void *allocator_data, void *ptr) {
+  (void)allocator_data;
+  grit_free(ptr);
+}
+
 void *grit_memdup(const void *p, size_t n) {
   void *q = grit_malloc(n ? n : 1);
   if (q && n)
@@ -92,4 +103,22 @@ size_t grit_str_copy(char *dst, size_t cap, const char *src) {
   memcpy(dst, src, n);
   dst[n] = '\0';
   return n;
+}
+
+size_t grit_sized_size(const void *dst) {
+  size_t size;
+  memcpy(&size, dst, sizeof(size));
+  return size;
+}
+
+grit_err grit_sized_fill(void *dst, const void *src, size_t src_size) {
+  size_t size = grit_sized_size(dst);
+  if (size < sizeof(size_t))
+    return GRIT_ERR_INVALID_ARG;
+  size_t n = size < src_size ? size : src_size;
+  memcpy((char *)dst + sizeof(size_t), (const char *)src + sizeof(size_t),
+         n - sizeof(size_t));
+  if (size > n)
+    memset((char *)dst + n, 0, size - n);
+  return GRIT_OK;
 }

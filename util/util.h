@@ -27,6 +27,15 @@ void *grit_memdup(const void *p, size_t n);
  * that accept one (nghttp2_session_client_new3). */
 const grit_allocator *grit_allocator_get(void);
 
+/* Fill a caller-allocated result struct that begins with a size_t |size|
+ * (docs/abi.md) from grit's own |src| of |src_size| bytes: the bytes after
+ * |size| that fit in the caller's size are copied, any tail grit does not
+ * know is zeroed, |size| is kept. GRIT_ERR_INVALID_ARG (nothing written)
+ * when the caller's size is smaller than the size field: not set. */
+grit_err grit_sized_fill(void *dst, const void *src, size_t src_size);
+/* The size a caller-allocated sized struct declares (its first size_t). */
+size_t grit_sized_size(const void *dst);
+
 /* Copy the string |src| into |dst| of |cap| > 0 bytes, truncating, always
  * NUL-terminated; returns the length copied. */
 size_t grit_str_copy(char *dst, size_t cap, const char *src);

@@ -83,7 +83,9 @@ typedef enum grit_dedup_verdict {
   GRIT_DEDUP_UNKNOWN = 2        /* cannot tell now: leave the key pending */
 } grit_dedup_verdict;
 
-/* The result of a claim (caller storage). */
+/* The result of a claim (caller storage). Its layout is frozen for the
+ * life of the soname (docs/abi.md): what a claim reports later comes
+ * through new functions, never new fields here. */
 typedef struct grit_dedup_result {
   grit_dedup_outcome outcome;
   uint64_t token;    /* LEADER: pass to succeed/fail/abandon */
@@ -246,16 +248,26 @@ GRIT_DEDUP_EXTERN grit_dedup_err grit_dedup_pg_succeed_tx(
 GRIT_DEDUP_EXTERN grit_dedup_err grit_dedup_purge(grit_dedup_store *s,
                                                   uint64_t *removed);
 
-/* Counters of a store, for tests and metrics (this process only). */
+/* Counters of a store, for tests and metrics (this process only). Caller
+ * storage: set |size| first (GRIT_DEDUP_STATS_INIT); counters are added at
+ * the end only, and the store writes only those that fit (docs/abi.md). */
 typedef struct grit_dedup_stats {
+  size_t size; /* sizeof(grit_dedup_stats) as the caller knows it */
   uint64_t claims, leaders, replays, mismatches, in_progress, heals;
   uint64_t records; /* in-process: records held */
   uint64_t bytes;   /* in-process: bytes counted against max_bytes */
 } grit_dedup_stats;
 
-/** Copy the counters of |s| into |out|. Thread: any. */
-GRIT_DEDUP_EXTERN void grit_dedup_get_stats(grit_dedup_store *s,
-                                            grit_dedup_stats *out);
+/** A grit_dedup_stats with |size| set and every counter zero. */
+#define GRIT_DEDUP_STATS_INIT                                                  \
+  { .size = sizeof(grit_dedup_stats) }
+
+/** Copy the counters of |s| into |out|, as many as |out->size| holds (the
+ * rest of a larger struct is zeroed). Thread: any.
+ * Returns GRIT_DEDUP_OK, or GRIT_DEDUP_ERR_INVALID_ARG (|s| or |out| NULL,
+ * or |out->size| not set; nothing written). */
+GRIT_DEDUP_EXTERN grit_dedup_err grit_dedup_get_stats(grit_dedup_store *s,
+                                                      grit_dedup_stats *out);
 
 #ifdef __cplusplus
 }

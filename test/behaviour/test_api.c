@@ -618,8 +618,9 @@ static void test_unary_info(void) {
   ASSERT_NOT_NULL(ch);
   grit_call_opts o = opts_ms(CALL_MS);
   grit_status st;
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   memset(&info, 0xab, sizeof(info));
+  info.size = sizeof(info);
   ASSERT_OK(grit_unary_call(ch, "/pkg.Retry/M", "x", 1, &o, NULL, &st, &info));
   ASSERT_EQ(st.code, GRIT_STATUS_OK);
   grit_status_free(&st);
@@ -641,6 +642,7 @@ static void test_unary_info(void) {
   ASSERT_STR_EQ(info.peer, peer);
 
   memset(&info, 0xab, sizeof(info));
+  info.size = sizeof(info);
   ASSERT_EQ(grit_unary_call(ch, "nope", "x", 1, &o, NULL, &st, &info),
             GRIT_ERR_INVALID_ARG);
   grit_status_free(&st);

@@ -572,7 +572,7 @@ static void test_refused_stream_retried_once(void) {
   ASSERT_OK(grit_call_finish(c, &st));
   ASSERT_EQ(st.code, GRIT_STATUS_OK);
   grit_status_free(&st);
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_OK(grit_call_get_info(c, &info));
   ASSERT_EQ(info.attempts, 2);
   ASSERT_EQ(info.transparent_retries, 1);
@@ -1124,7 +1124,7 @@ static void test_goaway_transparent_retry(void) {
   ASSERT_OK(grit_call_finish(c, &st));
   ASSERT_EQ(st.code, GRIT_STATUS_OK);
   grit_status_free(&st);
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_OK(grit_call_get_info(c, &info));
   ASSERT_EQ(info.transparent_retries, 1);
   grit_call_destroy(c);

@@ -68,7 +68,7 @@ static void test_request_gzip_on_wire(void) {
   uint8_t *big = calloc(1, BIG);
   grit_status st;
   grit_bytes resp;
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_EQ(unary(ch, big, BIG, GRIT_COMPRESSION_DEFAULT, &st, &resp, &info),
             GRIT_STATUS_OK);
   ASSERT_STR_EQ(info.request_encoding, "gzip");
@@ -200,7 +200,7 @@ static void test_response_decoded(void) {
   for (int i = 0; i < 2; i++) {
     grit_status st;
     grit_bytes resp;
-    grit_call_info info;
+    grit_call_info info = GRIT_CALL_INFO_INIT;
     ASSERT_EQ(unary(ch, "x", 1, GRIT_COMPRESSION_DEFAULT, &st, &resp, &info),
               GRIT_STATUS_OK);
     ASSERT_EQ(resp.len, sizeof(text) - 1);
@@ -241,7 +241,7 @@ static void test_gzip_bomb(void) {
   grit_channel *ch = channel_with(srv, NULL, 0, NULL);
   grit_status st;
   grit_bytes resp;
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_EQ(unary(ch, "x", 1, GRIT_COMPRESSION_DEFAULT, &st, &resp, &info),
             GRIT_STATUS_RESOURCE_EXHAUSTED);
   ASSERT_STR_EQ(st.message, "received message larger than max when "
@@ -275,7 +275,7 @@ static void test_wrong_encoding(void) {
   for (int i = 0; i < 4; i++) {
     grit_status st;
     grit_bytes resp;
-    grit_call_info info;
+    grit_call_info info = GRIT_CALL_INFO_INIT;
     ASSERT_EQ(unary(ch, "x", 1, GRIT_COMPRESSION_DEFAULT, &st, &resp, &info),
               GRIT_STATUS_INTERNAL);
     ASSERT_STR_EQ(st.message, want[i]);
@@ -295,7 +295,7 @@ static void test_unimplemented_not_retried(void) {
   grit_channel *ch = channel_with(srv, "gzip", 0, NULL);
   grit_status st;
   grit_bytes resp;
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   uint8_t *big = calloc(1, BIG);
   ASSERT_EQ(unary(ch, big, BIG, GRIT_COMPRESSION_DEFAULT, &st, &resp, &info),
             GRIT_STATUS_UNIMPLEMENTED);
@@ -319,7 +319,7 @@ static void test_send_limit_uncompressed(void) {
   uint8_t *big = calloc(1, BIG);
   grit_status st;
   grit_bytes resp;
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_EQ(unary(ch, big, BIG, GRIT_COMPRESSION_DEFAULT, &st, &resp, &info),
             GRIT_STATUS_RESOURCE_EXHAUSTED);
   ASSERT_STR_EQ(st.message, "sent message larger than max (271828 vs. 100000)");
@@ -349,7 +349,7 @@ static void test_retry_replays_compressed(void) {
   uint8_t *big = calloc(1, BIG);
   grit_status st;
   grit_bytes resp;
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_EQ(unary(ch, big, BIG, GRIT_COMPRESSION_DEFAULT, &st, &resp, &info),
             GRIT_STATUS_OK);
   ASSERT_EQ(info.attempts, 2);

@@ -95,8 +95,7 @@ static grit_status_code call(grit_channel *ch, uint64_t timeout_ms,
 }
 
 static grit_channel_stats stats(grit_channel *ch) {
-  grit_channel_stats s;
-  memset(&s, 0, sizeof(s));
+  grit_channel_stats s = GRIT_CHANNEL_STATS_INIT;
   grit_channel_get_stats(ch, &s);
   return s;
 }
@@ -123,7 +122,7 @@ static void test_txt_dropped_default_bound(void) {
   grit_channel_stats s = stats(ch);
   ASSERT_EQ(s.dns_txt_timeouts, 1);
   ASSERT_EQ(s.dns_lookups, 1);
-  grit_service_config_info info;
+  grit_service_config_info info = GRIT_SERVICE_CONFIG_INFO_INIT;
   ASSERT_OK(grit_channel_get_service_config(ch, &info));
   ASSERT_EQ(info.source, GRIT_CONFIG_SOURCE_DEFAULT);
   ASSERT_NOT_NULL(strstr(info.json, "7s"));
@@ -144,7 +143,7 @@ static void test_txt_dropped_short_bound(void) {
   ASSERT_EQ(call(ch, 10000, &el), GRIT_STATUS_OK);
   ASSERT_CMP(el, <, 900);
   ASSERT_EQ(stats(ch).dns_txt_timeouts, 1);
-  grit_service_config_info info;
+  grit_service_config_info info = GRIT_SERVICE_CONFIG_INFO_INIT;
   ASSERT_OK(grit_channel_get_service_config(ch, &info));
   ASSERT_EQ(info.source, GRIT_CONFIG_SOURCE_NONE);
   ASSERT_NULL(info.json);
@@ -201,7 +200,7 @@ static void test_config_in_force_and_changes(void) {
                                         .max_age_ms = 200,
                                         .cb = on_config,
                                         .cb_data = &l});
-  grit_service_config_info info;
+  grit_service_config_info info = GRIT_SERVICE_CONFIG_INFO_INIT;
   ASSERT_OK(grit_channel_get_service_config(ch, &info));
   ASSERT_EQ(info.source, GRIT_CONFIG_SOURCE_NONE); /* not resolved yet */
   grit_service_config_info_free(&info);

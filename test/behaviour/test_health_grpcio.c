@@ -130,13 +130,13 @@ static unsigned calls(grit_channel *ch, unsigned n) {
 }
 
 static uint64_t stat_health(grit_channel *ch) {
-  grit_channel_stats s = {0};
+  grit_channel_stats s = GRIT_CHANNEL_STATS_INIT;
   grit_channel_get_stats(ch, &s);
   return s.health_not_serving;
 }
 
 static uint64_t stat_ejections(grit_channel *ch) {
-  grit_channel_stats s = {0};
+  grit_channel_stats s = GRIT_CHANNEL_STATS_INIT;
   grit_channel_get_stats(ch, &s);
   return s.ejections;
 }

@@ -183,7 +183,7 @@ static void test_second_hedge_wins(void) {
   ASSERT_EQ(r1->status_sent, 0);
   ASSERT_EQ(recs_with_reason(GRIT_REASON_HEDGE_LOST), 1);
   ASSERT_EQ(recs_with_reason(GRIT_REASON_OK), 1);
-  grit_channel_stats s;
+  grit_channel_stats s = GRIT_CHANNEL_STATS_INIT;
   ASSERT_OK(grit_channel_get_stats(ch, &s));
   ASSERT_EQ(s.hedges, 1);
   ASSERT_EQ(s.attempts, 2);
@@ -324,7 +324,7 @@ static void test_throttled_hedges(void) {
   ASSERT_EQ(h2s_server_request_count(srv), 2);
   ASSERT_EQ(unary(ch, CALL_MS, NULL, 0), GRIT_STATUS_UNAVAILABLE);
   ASSERT_EQ(h2s_server_request_count(srv), 3);
-  grit_channel_stats s;
+  grit_channel_stats s = GRIT_CHANNEL_STATS_INIT;
   ASSERT_OK(grit_channel_get_stats(ch, &s));
   ASSERT_EQ(s.hedges, 1);
   ASSERT_EQ(s.throttled, 2);
@@ -479,7 +479,7 @@ static void test_buffer_overflow_commits(void) {
   if (now < t0 + 1250) /* past the time the third hedge would be due */
     usleep((useconds_t)(t0 + 1250 - now) * 1000);
   ASSERT_EQ(h2s_server_request_count(srv), 2);
-  grit_channel_stats s;
+  grit_channel_stats s = GRIT_CHANNEL_STATS_INIT;
   ASSERT_OK(grit_channel_get_stats(ch, &s));
   ASSERT_EQ(s.hedges, 1);
   grit_channel_destroy(ch);
@@ -578,7 +578,7 @@ static void test_previous_rpc_attempts(void) {
   pthread_mutex_unlock(&g_recs.mu);
   uint64_t t0_us = test_now_ms() * 1000;
   grit_status st;
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_EQ(unary_info(ch, CALL_MS, &st, &info), GRIT_STATUS_OK);
   grit_status_free(&st);
   ASSERT_EQ(h2s_server_request_count(srv), base + 3);
@@ -614,7 +614,7 @@ static void test_transparent_retry_of_hedge(void) {
   grit_channel *ch =
       chan(&srv, 1, hedge_cfg(cfg, sizeof(cfg), 2, "0.1s", ""), NULL, 0);
   grit_status st;
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   /* The hedge is due at 100 ms; the deadline leaves time for the three
    * streams to reach the server on a slow first connection. */
   ASSERT_EQ(unary_info(ch, 1500, &st, &info), GRIT_STATUS_DEADLINE_EXCEEDED);

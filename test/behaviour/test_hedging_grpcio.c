@@ -181,7 +181,7 @@ static void test_second_hedge_wins(void) {
 static void test_previous_rpc_attempts(void) {
   grit_channel *ch = chan(3, "0.1s"); /* connected and idle */
   uint64_t t0_us = now_ms() * 1000;
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_EQ(unary(ch, "d0=3000 d1=3000", CALL_MS, &info), GRIT_STATUS_OK);
   ASSERT_EQ(info.hedges, 2);
   entry e[8];
@@ -230,7 +230,7 @@ static void test_fatal_cancels_rest(void) {
 /* HG-04: all attempts fail non-fatally: the last status. */
 static void test_all_nonfatal(void) {
   grit_channel *ch = chan(3, "0.05s");
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_EQ(unary(ch, "f0=14 f1=14 f2=14", CALL_MS, &info),
             GRIT_STATUS_UNAVAILABLE);
   ASSERT_EQ(info.attempts, 3);
@@ -262,7 +262,7 @@ static void test_streaming_replay(void) {
   grit_call_send(c, "d0=3000", 7);
   grit_call_send(c, "b", 1);
   /* The hedge starts meanwhile: wait (bounded) until the client has. */
-  grit_channel_stats cs = {0};
+  grit_channel_stats cs = GRIT_CHANNEL_STATS_INIT;
   for (int i = 0; i < 500 && cs.hedges == 0; i++) {
     usleep(10 * 1000);
     ASSERT_OK(grit_channel_get_stats(ch, &cs));

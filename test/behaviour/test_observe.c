@@ -199,7 +199,8 @@ static void test_scripted_run(void) {
   grit_channel *ch = chan(true);
   ASSERT_NOT_NULL(ch);
   grit_status st = {0};
-  grit_call_info info[4] = {{0}};
+  grit_call_info info[4] = {GRIT_CALL_INFO_INIT, GRIT_CALL_INFO_INIT,
+                            GRIT_CALL_INFO_INIT, GRIT_CALL_INFO_INIT};
 
   /* 1. The front refuses the first stream (GOAWAY, last stream 0): one
    * transparent retry, then OK (SPEC TR-02). */
@@ -391,7 +392,7 @@ static void test_off_by_default(void) {
   grit_channel *ch = chan(false);
   ASSERT_NOT_NULL(ch);
   grit_status st = {0};
-  grit_call_info info = {0};
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_OK(call(ch, "Plain", "off", "", NULL, NULL, &st, &info));
   grit_status_free(&st);
   char lines[2][256];
@@ -418,7 +419,7 @@ static void test_malformed_traceparent(void) {
       "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-", /* 00+ */
   };
   grit_status st = {0};
-  grit_call_info info = {0};
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     ASSERT_EQ(call(ch, "Plain", "bad", "", bad[i], NULL, &st, &info),
               GRIT_ERR_INVALID_ARG);

@@ -292,7 +292,7 @@ static void test_retry_then_ok(void) {
   grit_channel *ch =
       chan(srv, cfg_retry(cfg, sizeof(cfg), 4, UNAVAIL, "", ""), &o, NULL);
   ASSERT_NOT_NULL(ch);
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_EQ(unary(ch, M, &info), GRIT_STATUS_OK);
   ASSERT(h2s_server_wait_closed(srv, 3, WAIT_MS));
   ASSERT_EQ(h2s_server_request_count(srv), 3);
@@ -336,7 +336,7 @@ static void test_retry_then_ok(void) {
   ASSERT_EQ(info.backoff_ms, backoff_sum);
   ASSERT_STR_EQ(info.peer, peer);
   /* MX-01 */
-  grit_channel_stats s;
+  grit_channel_stats s = GRIT_CHANNEL_STATS_INIT;
   ASSERT_OK(grit_channel_get_stats(ch, &s));
   ASSERT_EQ(s.calls_started, 1);
   ASSERT_EQ(s.calls_succeeded, 1);
@@ -418,7 +418,7 @@ static void test_max_attempts_cap(void) {
   cfg_retry(cfg, sizeof(cfg), 10, UNAVAIL, "", "");
   grit_channel *ch = chan(srv, cfg, NULL, NULL);
   ASSERT_NOT_NULL(ch);
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_EQ(unary(ch, M, &info), GRIT_STATUS_UNAVAILABLE);
   ASSERT_EQ(info.attempts, 5);
   ASSERT(h2s_server_wait_closed(srv, 5, WAIT_MS));
@@ -543,7 +543,7 @@ static void test_pushback_positive(void) {
   grit_channel *ch =
       chan(srv, cfg_retry(cfg, sizeof(cfg), 3, UNAVAIL, "", ""), &o, NULL);
   ASSERT_NOT_NULL(ch);
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_EQ(unary(ch, M, &info), GRIT_STATUS_OK);
   ASSERT_EQ(h2s_server_request_count(srv), 2);
   const h2s_request *r0 = h2s_server_request(srv, 0);
@@ -797,7 +797,7 @@ static void test_cancel_during_attempt(void) {
   ASSERT_EQ(d.code, GRIT_STATUS_CANCELLED);
   ASSERT(h2s_server_wait_closed(srv, 1, WAIT_MS));
   ASSERT(h2s_server_request(srv, 0)->client_rst);
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_OK(grit_call_get_info(c, &info));
   ASSERT_EQ(info.attempts, 1);
   grit_call_destroy(c);
@@ -842,13 +842,13 @@ static void test_cancel_during_backoff(void) {
   ASSERT(done_wait(&d, WAIT_MS));
   ASSERT_EQ(d.code, GRIT_STATUS_CANCELLED);
   ASSERT_CMP(test_now_ms() - t0, <, 1500); /* did not wait out the backoff */
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_OK(grit_call_get_info(c, &info));
   ASSERT_EQ(info.attempts, 1);
   grit_call_destroy(c);
   ASSERT_EQ(h2s_server_request_count(srv), 1);
   ASSERT_EQ(obs_count(&o), 1);
-  grit_channel_stats s;
+  grit_channel_stats s = GRIT_CHANNEL_STATS_INIT;
   ASSERT_OK(grit_channel_get_stats(ch, &s));
   ASSERT_EQ(s.attempts, 1);
   ASSERT_EQ(s.retries, 0);
@@ -1011,7 +1011,7 @@ static void test_buffer_overflow_channel(void) {
   ASSERT_OK(grit_call_send(ca, m, sizeof(m)));
   ASSERT(h2s_server_wait_requests(srv, 1, WAIT_MS));
   /* Call B's 65 bytes do not fit beside them: committed, not retried. */
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_EQ(call_info(ch, "/pkg.Svc/B", m, sizeof(m), NULL, &info, NULL),
             GRIT_STATUS_UNAVAILABLE);
   ASSERT_EQ(info.attempts, 1);
@@ -1049,7 +1049,7 @@ static void test_pick_failure_retried(void) {
       chan(srv, cfg_retry(cfg, sizeof(cfg), 3, UNAVAIL, "", ""), &o, NULL);
   ASSERT_NOT_NULL(ch);
   h2s_server_kill(srv); /* nobody listens: connecting fails */
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_EQ(unary(ch, M, &info), GRIT_STATUS_UNAVAILABLE);
   ASSERT_EQ(info.attempts, 3);
   ASSERT_EQ(obs_count(&o), 3);
@@ -1073,7 +1073,7 @@ static void test_http_503_retried(void) {
   grit_channel *ch =
       chan(srv, cfg_retry(cfg, sizeof(cfg), 4, UNAVAIL, "", ""), NULL, NULL);
   ASSERT_NOT_NULL(ch);
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_EQ(unary(ch, M, &info), GRIT_STATUS_OK);
   ASSERT_EQ(info.attempts, 3);
   ASSERT_EQ(h2s_server_request_count(srv), 3);
@@ -1180,7 +1180,7 @@ static void test_goaway_transparent(void) {
   grit_channel *ch =
       chan(srv, cfg_retry(cfg, sizeof(cfg), 3, UNAVAIL, "", ""), &o, NULL);
   ASSERT_NOT_NULL(ch);
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_EQ(unary(ch, M, &info), GRIT_STATUS_OK);
   ASSERT(h2s_server_wait_closed(srv, 2, WAIT_MS));
   ASSERT_EQ(h2s_server_request_count(srv), 2);
@@ -1198,7 +1198,7 @@ static void test_goaway_transparent(void) {
   ASSERT_EQ(o.r[1].attempt, 1); /* keeps the number */
   ASSERT_EQ(o.r[1].backoff_ms, 0);
   ASSERT_EQ(o.r[1].reason, GRIT_REASON_OK);
-  grit_channel_stats s;
+  grit_channel_stats s = GRIT_CHANNEL_STATS_INIT;
   ASSERT_OK(grit_channel_get_stats(ch, &s));
   ASSERT_EQ(s.attempts, 2);
   ASSERT_EQ(s.transparent_retries, 1);
@@ -1220,7 +1220,7 @@ static void test_refused_once_per_call(void) {
   grit_channel *ch =
       chan(srv, cfg_retry(cfg, sizeof(cfg), 3, UNAVAIL, "", ""), &o, NULL);
   ASSERT_NOT_NULL(ch);
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_EQ(unary(ch, M, &info), GRIT_STATUS_OK);
   ASSERT(h2s_server_wait_closed(srv, 4, WAIT_MS));
   ASSERT_EQ(h2s_server_request_count(srv), 4);
@@ -1250,7 +1250,7 @@ static void test_drop_after_write(void) {
   grit_channel *ch =
       chan(srv, cfg_retry(cfg, sizeof(cfg), 3, UNAVAIL, "", ""), &o, NULL);
   ASSERT_NOT_NULL(ch);
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_EQ(unary(ch, M, &info), GRIT_STATUS_OK);
   ASSERT_EQ(h2s_server_request_count(srv), 2);
   ASSERT_STR_EQ(prev_attempts(srv, 1), "1");
@@ -1299,7 +1299,7 @@ static void test_mcs_goaway_not_sent(void) {
   ASSERT_OK(grit_unary_call_async(ch, M, "b", 1, &co, done_unary_cb, &b));
   /* b reaches the transport's queue in the loop turn that starts its
    * attempt, before any GOAWAY can be read: wait (bounded) for that. */
-  grit_channel_stats cs = {0};
+  grit_channel_stats cs = GRIT_CHANNEL_STATS_INIT;
   for (int i = 0; i < 500 && cs.attempts < 3; i++) {
     usleep(10 * 1000);
     ASSERT_OK(grit_channel_get_stats(ch, &cs));
@@ -1342,7 +1342,7 @@ static void test_transparent_free(void) {
                 ",\"retryThrottling\":{\"maxTokens\":3,\"tokenRatio\":0.001}"),
       &o, NULL);
   ASSERT_NOT_NULL(ch);
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_EQ(unary(ch, M, &info), GRIT_STATUS_OK);
   ASSERT_EQ(h2s_server_request_count(srv), 3);
   ASSERT_NULL(prev_attempts(srv, 1));
@@ -1351,7 +1351,7 @@ static void test_transparent_free(void) {
   ASSERT_EQ(info.transparent_retries, 1);
   ASSERT_EQ(obs_count(&o), 3);
   ASSERT_EQ(o.r[2].reason, GRIT_REASON_OK);
-  grit_channel_stats s;
+  grit_channel_stats s = GRIT_CHANNEL_STATS_INIT;
   ASSERT_OK(grit_channel_get_stats(ch, &s));
   ASSERT_EQ(s.throttled, 0);
   grit_channel_destroy(ch);
@@ -1381,7 +1381,7 @@ static void test_retries_disabled(void) {
   ASSERT_EQ(obs_count(&o), 2);
   ASSERT_EQ(o.r[0].reason, GRIT_REASON_DISABLED);
   ASSERT_EQ(o.r[1].reason, GRIT_REASON_DISABLED);
-  grit_channel_stats s;
+  grit_channel_stats s = GRIT_CHANNEL_STATS_INIT;
   ASSERT_OK(grit_channel_get_stats(ch, &s));
   ASSERT_EQ(s.attempts, 2);
   ASSERT_EQ(s.retries, 0);
@@ -1408,7 +1408,7 @@ static void test_throttling_end_to_end(void) {
                 ",\"retryThrottling\":{\"maxTokens\":10,\"tokenRatio\":0.1}"),
       &o, NULL);
   ASSERT_NOT_NULL(ch);
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   /* 10 -> 9 (retry) -> 8 (exhausted); 7 (retry) -> 6 (exhausted). */
   for (int i = 0; i < 2; i++) {
     ASSERT_EQ(unary(ch, "/pkg.Svc/Fail", &info), GRIT_STATUS_UNAVAILABLE);
@@ -1438,7 +1438,7 @@ static void test_throttling_end_to_end(void) {
   ASSERT_EQ(o.r[before].reason, GRIT_REASON_NONE);
   ASSERT_EQ(o.r[before + 1].kind, GRIT_ATTEMPT_RETRY);
   ASSERT_EQ(o.r[before + 1].reason, GRIT_REASON_THROTTLED);
-  grit_channel_stats s;
+  grit_channel_stats s = GRIT_CHANNEL_STATS_INIT;
   ASSERT_OK(grit_channel_get_stats(ch, &s));
   ASSERT_EQ(s.throttled, 3);
   ASSERT_EQ(s.retries, 3);
@@ -1458,7 +1458,7 @@ static void test_throttling_shared(void) {
   char cfg[512];
   cfg_retry(cfg, sizeof(cfg), 3, UNAVAIL, "",
             ",\"retryThrottling\":{\"maxTokens\":4,\"tokenRatio\":0.1}");
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   /* Same target. */
   grit_channel *a = chan(srv[0], cfg, NULL, NULL);
   grit_channel *b = chan(srv[0], cfg, NULL, NULL);
@@ -1468,7 +1468,7 @@ static void test_throttling_shared(void) {
   ASSERT_EQ(info.attempts, 2); /* 3 (retry), then 2: throttled */
   ASSERT_EQ(unary(b, M, &info), GRIT_STATUS_UNAVAILABLE);
   ASSERT_EQ(info.attempts, 1); /* the other channel's tokens: 1 */
-  grit_channel_stats s;
+  grit_channel_stats s = GRIT_CHANNEL_STATS_INIT;
   ASSERT_OK(grit_channel_get_stats(b, &s));
   ASSERT_EQ(s.throttled, 1);
   grit_channel_destroy(a);
@@ -1548,7 +1548,7 @@ static void test_stats_sequence(void) {
   grit_channel *ch =
       chan(srv, cfg_retry(cfg, sizeof(cfg), 4, UNAVAIL, "", ""), NULL, NULL);
   ASSERT_NOT_NULL(ch);
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_EQ(unary(ch, "/pkg.Svc/Ok", &info), GRIT_STATUS_OK); /* 1 */
   ASSERT_EQ(info.attempts, 1);
   ASSERT_EQ(unary(ch, "/pkg.Svc/A", &info), GRIT_STATUS_OK); /* 3, 2 r */
@@ -1562,7 +1562,7 @@ static void test_stats_sequence(void) {
             GRIT_STATUS_UNAVAILABLE); /* 4, 3 r */
   ASSERT_EQ(info.attempts, 4);
   ASSERT_CMP(info.backoff_ms, >=, 8 + 16 + 32);
-  grit_channel_stats s;
+  grit_channel_stats s = GRIT_CHANNEL_STATS_INIT;
   ASSERT_OK(grit_channel_get_stats(ch, &s));
   ASSERT_EQ(s.calls_started, 5);
   ASSERT_EQ(s.calls_succeeded, 3);

@@ -206,7 +206,7 @@ static void test_retry_then_ok(void) {
   static const char *const kv[] = {"x-call-key=k-ok", "x-fail=2", NULL};
   grit_bytes resp = {0};
   grit_status st = {0};
-  grit_call_info info = {0};
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_EQ(call(ch, kv, &resp, &st, &info), GRIT_STATUS_OK);
   ASSERT_EQ(resp.len, 4);
   ASSERT_MEM_EQ(resp.data, "ping", 4);
@@ -238,7 +238,7 @@ static void test_non_retryable(void) {
                                    "x-code=INVALID_ARGUMENT",
                                    "x-message=bad request", NULL};
   grit_status st = {0};
-  grit_call_info info = {0};
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_EQ(call(ch, kv, NULL, &st, &info), GRIT_STATUS_INVALID_ARGUMENT);
   ASSERT_STR_EQ(st.message, "bad request");
   grit_status_free(&st);
@@ -258,7 +258,7 @@ static void test_pushback(void) {
   static const char *const stop[] = {"x-call-key=k-pb-stop", "x-fail=3",
                                      "x-pushback=-1", NULL};
   grit_status st = {0};
-  grit_call_info info = {0};
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_EQ(call(ch, stop, NULL, &st, &info), GRIT_STATUS_UNAVAILABLE);
   grit_status_free(&st);
   ASSERT_EQ(info.attempts, 1);
@@ -289,7 +289,7 @@ static void test_exhausted(void) {
   ASSERT_NOT_NULL(ch);
   static const char *const kv[] = {"x-call-key=k-ex", "x-fail=10", NULL};
   grit_status st = {0};
-  grit_call_info info = {0};
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_EQ(call(ch, kv, NULL, &st, &info), GRIT_STATUS_UNAVAILABLE);
   ASSERT_STR_EQ(st.message, "attempt 3 failed");
   grit_status_free(&st);
@@ -299,7 +299,7 @@ static void test_exhausted(void) {
   ASSERT(strncmp(log_line(log, 2, l, sizeof(l)), "prev=2 ", 7) == 0);
   ASSERT_EQ(g_obs.n, 3);
   ASSERT_EQ(g_obs.reason[2], GRIT_REASON_EXHAUSTED);
-  grit_channel_stats s;
+  grit_channel_stats s = GRIT_CHANNEL_STATS_INIT;
   ASSERT_OK(grit_channel_get_stats(ch, &s));
   ASSERT_EQ(s.retries, 2);
   ASSERT_EQ(s.retries_per_call[1], 1);
@@ -345,7 +345,7 @@ static void test_pushback_past_deadline(void) {
   static const char *const kv[] = {"x-call-key=k-pb-dl", "x-fail=3",
                                    "x-pushback=3000", NULL};
   grit_status st = {0};
-  grit_call_info info = {0};
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   g_call_ms = 600;
   uint64_t t0 = now_ms();
   ASSERT_EQ(call(ch, kv, NULL, &st, &info), GRIT_STATUS_DEADLINE_EXCEEDED);
@@ -369,7 +369,7 @@ static void test_listed_deadline_code(void) {
   static const char *const kv[] = {"x-call-key=k-dl", "x-fail=1",
                                    "x-code=DEADLINE_EXCEEDED", NULL};
   grit_status st = {0};
-  grit_call_info info = {0};
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_EQ(call(ch, kv, NULL, &st, &info), GRIT_STATUS_OK);
   grit_status_free(&st);
   ASSERT_EQ(info.attempts, 2);
@@ -387,7 +387,7 @@ static void test_max_attempts_cap(void) {
   ASSERT_NOT_NULL(ch);
   static const char *const kv[] = {"x-call-key=k-cap", "x-fail=20", NULL};
   grit_status st = {0};
-  grit_call_info info = {0};
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   ASSERT_EQ(call(ch, kv, NULL, &st, &info), GRIT_STATUS_UNAVAILABLE);
   ASSERT_STR_EQ(st.message, "attempt 5 failed");
   grit_status_free(&st);

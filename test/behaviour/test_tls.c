@@ -323,7 +323,127 @@ static void test_root_certs_text(void) {
   }
 }
 
+/* The TLS-only arguments, each set alone on |a| (SPEC AP-05). Files are
+ * the test CA and client pair, so each loads. */
+static const char *const material_keys[] = {
+    GRIT_ARG_TLS_ROOT_CERTS_FILE, GRIT_ARG_TLS_ROOT_CERTS,
+    GRIT_ARG_TLS_CERT_CHAIN_FILE, GRIT_ARG_TLS_TARGET_NAME_OVERRIDE,
+    GRIT_ARG_TLS_VERIFY_HOSTNAME,
+};
+#define N_MATERIAL (sizeof(material_keys) / sizeof(material_keys[0]))
+
+static void set_material(grit_channel_args *a, size_t i) {
+  char buf[PATH_MAX];
+  const char *key = material_keys[i];
+  if (strcmp(key, GRIT_ARG_TLS_ROOT_CERTS_FILE) == 0) {
+    ASSERT_OK(grit_channel_args_set_string(a, key, cert(buf, "ca.pem")));
+  } else if (strcmp(key, GRIT_ARG_TLS_ROOT_CERTS) == 0) {
+    char *pem = read_file(cert(buf, "ca.pem"));
+    ASSERT_NOT_NULL(pem);
+    ASSERT_OK(grit_channel_args_set_string(a, key, pem));
+    free(pem);
+  } else if (strcmp(key, GRIT_ARG_TLS_CERT_CHAIN_FILE) == 0) {
+    /* A client certificate goes with its key. */
+    ASSERT_OK(grit_channel_args_set_string(a, key, cert(buf, "client.pem")));
+    ASSERT_OK(grit_channel_args_set_string(a, GRIT_ARG_TLS_PRIVATE_KEY_FILE,
+                                           cert(buf, "client.key")));
+  } else if (strcmp(key, GRIT_ARG_TLS_TARGET_NAME_OVERRIDE) == 0) {
+    ASSERT_OK(grit_channel_args_set_string(a, key, "foo.test.google.fr"));
+  } else {
+    ASSERT_OK(grit_channel_args_set_int(a, key, 0));
+  }
+}
+
+/* SPEC AP-05, issue 23: TLS material without GRIT_ARG_TLS means TLS. Against
+ * a cleartext server every such channel's call fails UNAVAILABLE and the
+ * server sees no request: nothing went out in clear. The same channel
+ * against the TLS server succeeds, so the material was used, not ignored. */
+static void test_material_implies_tls(void) {
+  NEED_CERTS();
+  h2s_server *clear = bh_server(NULL);
+  ASSERT_NOT_NULL(clear);
+  h2s_server *tls = tls_server("server", NULL, false);
+  ASSERT_NOT_NULL(tls);
+  for (size_t i = 0; i < N_MATERIAL; i++) {
+    grit_channel_args *a = NULL;
+    ASSERT_OK(grit_channel_args_create(&a));
+    set_material(a, i);
+    grit_channel *ch = bh_channel_args(&clear, 1, NULL, a);
+    ASSERT_NOT_NULL(ch);
+    grit_status st;
+    grit_status_code c = bh_unary(ch, "/pkg.Svc/M", "secret", CALL_MS, &st);
+    fprintf(stderr, "  %s alone, cleartext server: %s \"%s\"\n",
+            material_keys[i], grit_status_code_name(c),
+            (int)c >= 0 ? st.message : "");
+    if ((int)c >= 0)
+      grit_status_free(&st);
+    ASSERT_EQ(c, GRIT_STATUS_UNAVAILABLE);
+    grit_channel_destroy(ch);
+    /* Roots and name are what a TLS server needs; the others give the
+     * system store, which does not know the test CA. */
+    if (i == 0 || i == 1) {
+      ASSERT_OK(grit_channel_args_set_string(
+          a, GRIT_ARG_TLS_TARGET_NAME_OVERRIDE, "foo.test.google.fr"));
+      ch = bh_channel_args(&tls, 1, NULL, a);
+      ASSERT_NOT_NULL(ch);
+      ASSERT_EQ(bh_unary(ch, "/pkg.Svc/M", "hi", CALL_MS, NULL),
+                GRIT_STATUS_OK);
+      grit_channel_destroy(ch);
+    }
+    grit_channel_args_destroy(a);
+  }
+  ASSERT(h2s_server_wait_connections(clear, 1, 2000));
+  ASSERT_EQ(h2s_server_request_count(clear), 0);
+  ASSERT_EQ(h2s_server_request_count(tls), 2);
+  h2s_server_stop(tls);
+  h2s_server_stop(clear);
+}
+
+/* SPEC AP-05: TLS material on a channel made explicitly insecure
+ * (GRIT_ARG_TLS 0) is refused, naming the argument; GRIT_ARG_TLS 0 alone
+ * is the explicit cleartext choice and works. */
+static void test_material_with_tls_off(void) {
+  NEED_CERTS();
+  for (size_t i = 0; i < N_MATERIAL; i++) {
+    for (int order = 0; order < 2; order++) {
+      grit_channel_args *a = NULL;
+      ASSERT_OK(grit_channel_args_create(&a));
+      if (order == 0)
+        ASSERT_OK(grit_channel_args_set_int(a, GRIT_ARG_TLS, 0));
+      set_material(a, i);
+      if (order == 1)
+        ASSERT_OK(grit_channel_args_set_int(a, GRIT_ARG_TLS, 0));
+      grit_error_detail d = {0};
+      grit_channel *c = (grit_channel *)&d; /* must come back NULL */
+      ASSERT_EQ(grit_channel_create(g_rt, "ipv4:127.0.0.1:1", a, &d, &c),
+                GRIT_ERR_INVALID_ARG);
+      ASSERT_NULL(c);
+      ASSERT_EQ(d.code, GRIT_ERR_INVALID_ARG);
+      ASSERT_STR_EQ(d.path, material_keys[i]);
+      ASSERT(strstr(d.reason, "insecure") != NULL);
+      grit_channel_args_destroy(a);
+    }
+  }
+  h2s_server *clear = bh_server(NULL);
+  ASSERT_NOT_NULL(clear);
+  grit_channel_args *a = NULL;
+  ASSERT_OK(grit_channel_args_create(&a));
+  ASSERT_OK(grit_channel_args_set_int(a, GRIT_ARG_TLS, 0));
+  grit_channel *ch = bh_channel_args(&clear, 1, NULL, a);
+  ASSERT_NOT_NULL(ch);
+  ASSERT_EQ(bh_unary(ch, "/pkg.Svc/M", "hi", CALL_MS, NULL), GRIT_STATUS_OK);
+  ASSERT_EQ(h2s_server_request_count(clear), 1);
+  const h2s_request *r = h2s_server_request(clear, 0);
+  ASSERT_NOT_NULL(r);
+  ASSERT_STR_EQ(h2s_request_header(r, ":scheme"), "http");
+  grit_channel_destroy(ch);
+  grit_channel_args_destroy(a);
+  h2s_server_stop(clear);
+}
+
 static const test_case tests[] = {
+    {"material_implies_tls", test_material_implies_tls},
+    {"material_with_tls_off", test_material_with_tls_off},
     {"root_certs_text", test_root_certs_text},
     {"good_certificate", test_good_certificate},
     {"untrusted", test_untrusted},

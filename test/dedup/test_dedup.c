@@ -287,7 +287,7 @@ static void test_mismatch(void) {
   ASSERT_NULL(b.response);
   ASSERT_OK(grit_dedup_claim(s, "k5", FP("create alicf"), 0, &b));
   ASSERT_EQ(b.outcome, GRIT_DEDUP_MISMATCH);
-  grit_dedup_stats st;
+  grit_dedup_stats st = GRIT_DEDUP_STATS_INIT;
   grit_dedup_get_stats(s, &st);
   ASSERT_EQ(st.mismatches, 3);
   grit_dedup_store_destroy(s);
@@ -381,7 +381,7 @@ static void test_memory_bound(void) {
   }
   ASSERT_EQ(e, GRIT_DEDUP_ERR_FULL);
   ASSERT_CMP(claimed, >, 10);
-  grit_dedup_stats st;
+  grit_dedup_stats st = GRIT_DEDUP_STATS_INIT;
   grit_dedup_get_stats(s, &st);
   ASSERT_CMP(st.bytes, <=, 8192);
   ASSERT_EQ(st.records, claimed);
@@ -599,7 +599,39 @@ static void test_oom(void) {
   grit_set_allocator(NULL);
 }
 
+/* docs/abi.md (issue 23 point 7): a program built when grit_dedup_stats
+ * ended before |records| gets its counters and nothing written past its
+ * struct, held in a heap block of exactly its size (ASan, valgrind); an
+ * unset size is refused with nothing written. */
+typedef struct old_dedup_stats {
+  size_t size;
+  uint64_t claims, leaders, replays, mismatches, in_progress, heals;
+} old_dedup_stats;
+
+static void test_stats_layout(void) {
+  grit_dedup_store *s = new_store((grit_dedup_opts){0});
+  ASSERT_NOT_NULL(s);
+  grit_dedup_result a;
+  ASSERT_OK(grit_dedup_claim(s, "k", FP("x"), 0, &a));
+  old_dedup_stats *o = malloc(sizeof(*o));
+  ASSERT_NOT_NULL(o);
+  memset(o, 0xab, sizeof(*o));
+  o->size = sizeof(*o);
+  ASSERT_EQ(grit_dedup_get_stats(s, (grit_dedup_stats *)o), GRIT_DEDUP_OK);
+  ASSERT_EQ(o->size, sizeof(*o));
+  ASSERT_EQ(o->claims, 1);
+  ASSERT_EQ(o->leaders, 1);
+  free(o);
+  grit_dedup_stats unset = {0};
+  ASSERT_EQ(grit_dedup_get_stats(s, &unset), GRIT_DEDUP_ERR_INVALID_ARG);
+  ASSERT_EQ(unset.claims, 0);
+  ASSERT_OK(grit_dedup_abandon(s, "k", a.token));
+  grit_dedup_result_free(&a);
+  grit_dedup_store_destroy(s);
+}
+
 static const test_case tests[] = {
+    {"stats_layout", test_stats_layout},
     {"race32", test_race32},
     {"heal_committed", test_heal_committed},
     {"heal_not_committed", test_heal_not_committed},

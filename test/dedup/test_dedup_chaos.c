@@ -170,7 +170,7 @@ static void test_chaos(void) {
     pthread_join(th[i], NULL);
   atomic_store(&stop_purge, true);
   pthread_join(pt, NULL);
-  grit_dedup_stats s;
+  grit_dedup_stats s = GRIT_DEDUP_STATS_INIT;
   grit_dedup_get_stats(store, &s);
   fprintf(stderr,
           "  %d answered, %d died after commit, %d before; %llu claims, "
@@ -218,7 +218,7 @@ static void test_expiry(void) {
     pthread_join(th[i], NULL);
   usleep(400 * 1000);
   ASSERT_OK(grit_dedup_purge(s, NULL));
-  grit_dedup_stats st2;
+  grit_dedup_stats st2 = GRIT_DEDUP_STATS_INIT;
   grit_dedup_get_stats(s, &st2);
   ASSERT_EQ(st2.records, 0); /* in-process count; 0 for PostgreSQL too */
   for (int k = 0; k < 100; k += 10) {

@@ -12,6 +12,11 @@
 #     `pkg-config --variable=libdir grit`: it must load the prefix's
 #     libgrit.so with LD_LIBRARY_PATH unset, pass, and be valgrind-clean with
 #     every leak kind an error (grit_default_runtime_shutdown);
+#  2b. a library + plugin build (-Dtools=false -Dprotoc_plugin=true): it
+#     installs the above plus bin/protoc-gen-grit and nothing else; README's
+#     stubs recipe on a .proto with imports and a well-known type; the
+#     headers compile as C99; protoc-gen-grit refuses unknown parameters;
+#     the stubs refuse NULL pointers (issue 23 points 4-6);
 #  3. every ```c block of README.md that holds `int main` (a complete
 #     program), built the same way with -Wall -Wextra -Werror, run with
 #     127.0.0.1:PORT of a grpcio interop server: exit 0, valgrind-clean with
@@ -75,7 +80,8 @@ timeout 300 meson setup "$work/build" "$src" --prefix="$prefix" --libdir=lib \
   -Dtests=false -Dinterop=false -Dtools=false -Dbench=false \
   -Doptimization=0 >"$work/setup.log" 2>&1 ||
   { cat "$work/setup.log" >&2; die "meson setup failed"; }
-if grep -q 'protoc' "$work/build/build.ninja"; then
+# (The option list meson records, -Dprotoc_plugin=false, is not a run.)
+if sed 's/-Dprotoc_plugin=[a-z]*//g' "$work/build/build.ninja" | grep -q 'protoc'; then
   die "a library-only build runs protoc"
 fi
 timeout 600 ninja -C "$work/build" -j2 >"$work/ninja.log" 2>&1 ||
@@ -135,6 +141,15 @@ if ((have_valgrind)); then
   say "smoke: valgrind-clean"
 fi
 
+# Issue 23 point 7: result structs of an older (and a newer) grit.h layout
+# are filled only as far as their size field says.
+build abi_layout "$here/abi_layout.c"
+timeout 60 "$work/abi_layout" >/dev/null || die "abi_layout: exit $?"
+if ((have_valgrind)); then
+  vg abi_layout "$work/abi_layout"
+  say "abi_layout: older and newer struct layouts valgrind-clean"
+fi
+
 # The server-side library (issue 17): its own pkg-config name.
 # shellcheck disable=SC2046 # pkg-config output is meant to split
 "$cc" -std=c11 -Wall -Wextra -Werror -o "$work/smoke_dedup" \
@@ -144,6 +159,95 @@ timeout 60 "$work/smoke_dedup" || die "smoke_dedup: exit $?"
 if ((have_valgrind)); then
   vg smoke_dedup "$work/smoke_dedup"
   say "smoke_dedup: valgrind-clean"
+fi
+
+# ---- 2b. library + protoc-gen-grit, without the grit command (issue 23) ---
+# README "Install": -Dprotoc_plugin=true with -Dtools=false installs the
+# library and the plugin, nothing else. Then README's stubs recipe for a
+# .proto importing another file and a well-known type; the generated
+# headers compile as C99 (SPEC AP-07); the stubs refuse NULL pointers.
+if command -v protoc >/dev/null && command -v protoc-c >/dev/null; then
+  pprefix=$work/pprefix
+  say "meson setup (library + protoc-gen-grit) --prefix=$pprefix"
+  timeout 300 meson setup "$work/pbuild" "$src" --prefix="$pprefix" \
+    --libdir=lib -Dtests=false -Dinterop=false -Dtools=false -Dbench=false \
+    -Dprotoc_plugin=true -Doptimization=0 >"$work/psetup.log" 2>&1 ||
+    { cat "$work/psetup.log" >&2; die "meson setup (plugin) failed"; }
+  timeout 600 ninja -C "$work/pbuild" -j2 >"$work/pninja.log" 2>&1 ||
+    { tail -40 "$work/pninja.log" >&2; die "ninja (plugin) failed"; }
+  timeout 120 meson install -C "$work/pbuild" >"$work/pinstall.log" 2>&1 ||
+    { cat "$work/pinstall.log" >&2; die "meson install (plugin) failed"; }
+  [[ -x $pprefix/bin/protoc-gen-grit ]] || die "not installed: PREFIX/bin/protoc-gen-grit"
+  extra=$(cd "$pprefix" && find . -type f ! -path './include/grit/*' \
+    ! -path './lib/libgrit.*' ! -path './lib/pkgconfig/grit.pc' \
+    ! -path './lib/libgrit-dedup.*' ! -path './lib/pkgconfig/grit-dedup.pc' \
+    ! -path './bin/protoc-gen-grit' | sort)
+  [[ -z $extra ]] || die "installed besides the library and plugin: $extra"
+  plugin=$(PKG_CONFIG_PATH=$pprefix/lib/pkgconfig pkg-config --variable=protoc_gen_grit grit)
+  [[ $plugin == "$pprefix/bin/protoc-gen-grit" ]] ||
+    die "grit.pc protoc_gen_grit is '$plugin'"
+  say "library + plugin build installs: $(cd "$pprefix" && find . -type f | sort | tr '\n' ' ')"
+
+  proto=$work/proto
+  gen=$work/gen
+  mkdir -p "$proto/hello" "$gen"
+  cat >"$proto/hello/common.proto" <<'PROTO'
+syntax = "proto3";
+package hello;
+message Note { string text = 1; }
+PROTO
+  cat >"$proto/hello/greeter.proto" <<'PROTO'
+syntax = "proto3";
+package hello;
+import "google/protobuf/timestamp.proto";
+import "hello/common.proto";
+message HelloRequest { string name = 1; google.protobuf.Timestamp when = 2; Note note = 3; }
+message HelloReply { string message = 1; google.protobuf.Timestamp at = 2; }
+service Greeter {
+  rpc SayHello (HelloRequest) returns (HelloReply);
+  rpc Chat (stream HelloRequest) returns (stream HelloReply);
+}
+PROTO
+  # protoc-gen-grit refuses parameters it does not know, by name.
+  if protoc --plugin=protoc-gen-grit="$plugin" --grit_out=bogus=1:"$gen" \
+    -I"$proto" hello/greeter.proto 2>"$work/param.err"; then
+    die "protoc-gen-grit accepted an unknown parameter"
+  fi
+  grep -q "unknown parameter 'bogus=1'" "$work/param.err" ||
+    { cat "$work/param.err" >&2; die "no clear error for an unknown parameter"; }
+  # README's recipe: the user's files with both plugins, then protoc-c on
+  # each well-known type they import.
+  protoc --plugin=protoc-gen-grit="$plugin" --c_out="$gen" --grit_out="$gen" \
+    -I"$proto" hello/greeter.proto hello/common.proto ||
+    die "protoc with protoc-gen-grit failed"
+  protoc --c_out="$gen" google/protobuf/timestamp.proto ||
+    die "protoc-c on google/protobuf/timestamp.proto failed"
+  PKG_CONFIG_PATH=$pprefix/lib/pkgconfig bash "$here/check_c99.sh" \
+    $(PKG_CONFIG_PATH=$pprefix/lib/pkgconfig pkg-config --cflags-only-I grit | sed 's/-I/-I /g') \
+    -I "$gen" grit/grit.h grit/dedup.h "$gen/hello/greeter.grit.h" \
+    "$gen/hello/common.grit.h" >"$work/c99.log" 2>&1 ||
+    { cat "$work/c99.log" >&2; die "installed or generated headers are not C99-clean"; }
+  say "installed and generated headers: C99-clean under gcc and clang"
+  # protoc-c's output is protobuf-c's, not ours: built without -Werror.
+  for f in hello/greeter hello/common google/protobuf/timestamp; do
+    "$cc" -std=c99 -c -I"$gen" "$gen/$f.pb-c.c" -o "$work/${f//\//_}.o" ||
+      die "protoc-c output $f.pb-c.c does not compile"
+  done
+  # shellcheck disable=SC2046 # pkg-config output is meant to split
+  "$cc" -std=c99 -Wall -Wextra -Wpedantic -Werror -I"$gen" \
+    -o "$work/stub_user" "$here/stub_user.c" "$gen/hello/greeter.grit.c" \
+    "$work/hello_greeter.o" "$work/hello_common.o" \
+    "$work/google_protobuf_timestamp.o" \
+    $(PKG_CONFIG_PATH=$pprefix/lib/pkgconfig pkg-config --cflags --libs grit libprotobuf-c) \
+    -Wl,-rpath,"$pprefix/lib" || die "stub_user does not build on the generated stubs"
+  timeout 60 "$work/stub_user" >"$work/stub_user.out" 2>&1 ||
+    { cat "$work/stub_user.out" >&2; die "stub_user: exit $?"; }
+  if ((have_valgrind)); then
+    vg stub_user "$work/stub_user"
+  fi
+  say "stub_user: stubs with imports and a well-known type build and refuse NULL"
+else
+  skipped+=("library + plugin build: no protoc or protoc-c")
 fi
 
 # ---- 3. README's complete C programs against grpcio ------------------------
@@ -176,7 +280,7 @@ else
   # Made here, not by the background job's redirection, which may come
   # after the first read below.
   : >"$work/server.out"
-  "$python" "$src/test/peers/interop_server.py" --port 0 \
+  "$python" "$src/test/peers/interop_server.py" --port 0 --log-calls \
     --stub-dir "$work/stubs" >"$work/server.out" 2>"$work/server.err" &
   server_pid=$!
   port=
@@ -202,6 +306,27 @@ else
       say "README program $i: valgrind-clean"
     fi
   done
+  # Issue 23 point 1 (SPEC AP-05): TLS material without GRIT_ARG_TLS never
+  # goes out in cleartext. The grpcio server is cleartext: of the calls
+  # tls_material makes, only the explicitly insecure one may reach it.
+  build tls_material "$here/tls_material.c"
+  if command -v openssl >/dev/null; then
+    bash "$src/test/peers/gen_certs.sh" "$work/certs" >/dev/null 2>&1 ||
+      die "gen_certs.sh failed"
+    before=$(grep -c '^interop_server: call: ' "$work/server.err" || true)
+    rc=0
+    timeout 120 "$work/tls_material" "127.0.0.1:$port" "$work/certs/ca.pem" \
+      >"$work/tls_material.out" 2>&1 || rc=$?
+    ((rc == 0)) || { cat "$work/tls_material.out" >&2; die "tls_material: exit $rc"; }
+    after=$(grep -c '^interop_server: call: ' "$work/server.err" || true)
+    ((after - before == 1)) || {
+      cat "$work/tls_material.out" "$work/server.err" >&2
+      die "grpcio saw $((after - before)) calls from tls_material, want 1 (the insecure one)"
+    }
+    say "tls_material: TLS material never went out in cleartext (grpcio saw 1 call, the insecure one)"
+  else
+    skipped+=("tls_material: no openssl")
+  fi
   stop_server
   # The port is closed now: every program must report failure.
   for i in $(seq 1 "$n"); do
@@ -210,6 +335,10 @@ else
       rc=$?
     ((rc != 0 && rc != 124)) ||
       die "README program $i: exit $rc with no server, want a failure"
+    # Issue 23 point 8: a failure is never described as a success.
+    if grep -q '(success)' "$work/closed.out"; then
+      die "README program $i prints '(success)' for a failed call"
+    fi
     say "README program $i, no server: exit $rc: $(head -1 "$work/closed.out")"
   done
 fi

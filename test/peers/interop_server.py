@@ -339,6 +339,15 @@ def make_servicer(empty_pb2, messages_pb2, test_pb2_grpc, tap=None):
     return TestService()
 
 
+class CallLogger(grpc.ServerInterceptor):
+    """--log-calls: one "call: <method>" line on stderr per RPC that
+    reached grpcio (issue 23: proof that nothing arrived in cleartext)."""
+
+    def intercept_service(self, continuation, handler_call_details):
+        log("call: " + handler_call_details.method)
+        return continuation(handler_call_details)
+
+
 def read_file(path):
     with open(path, "rb") as f:
         return f.read()
@@ -360,6 +369,8 @@ def main():
     ap.add_argument("--wiretap", action="store_true",
                     help="serve through a front that notes what the client "
                     "sends, to check expect_compressed (see above)")
+    ap.add_argument("--log-calls", action="store_true",
+                    help='log "call: <method>" on stderr for every RPC')
     args = ap.parse_args()
 
     if bool(args.tls_cert) != bool(args.tls_key):
@@ -377,7 +388,8 @@ def main():
             shutil.rmtree(stub_dir, ignore_errors=True)
 
     tap = WireTap() if args.wiretap else None
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=32))
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=32),
+                         interceptors=[CallLogger()] if args.log_calls else [])
     test_pb2_grpc.add_TestServiceServicer_to_server(
         make_servicer(empty_pb2, messages_pb2, test_pb2_grpc, tap), server)
 

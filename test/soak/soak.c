@@ -323,7 +323,7 @@ static void on_unary(const grit_status *st, const uint8_t *resp,
 }
 
 static void on_stream_done(grit_call *call, const grit_status *st, void *ud) {
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT;
   grit_call_get_info(call, &info);
   call_finished(ud, st, info.call_id, info.attempts);
   grit_call_destroy(call);
@@ -710,7 +710,7 @@ int main(int argc, char **argv) {
     }
   }
 
-  grit_channel_stats stats;
+  grit_channel_stats stats = GRIT_CHANNEL_STATS_INIT;
   grit_channel_get_stats(ch, &stats);
   fprintf(stderr,
           "soak: %d calls (%d streaming) in %llu ms, %llu attempts "

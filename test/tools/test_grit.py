@@ -270,6 +270,29 @@ def call_unary_ok():
                  r)
 
 
+def call_ca_implies_tls():
+    """SPEC AP-05 (issue 23): --ca is TLS material and implies --tls. Against
+    a cleartext server the call fails in the TLS handshake; nothing is sent
+    in clear."""
+    if not shutil.which("openssl"):
+        raise Skip("no openssl")
+    key = os.path.join(ARGS.tmp, "ca.key")
+    pem = os.path.join(ARGS.tmp, "ca.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048",
+                    "-nodes", "-keyout", key, "-out", pem, "-days", "1",
+                    "-subj", "/CN=grit test CA"], capture_output=True,
+                   check=True, timeout=CALL_TIMEOUT_S)
+    with H2Server() as s:
+        r = grit("call", "--ca", pem, s.target, "/pkg.Svc/Echo")
+        check_rc(r, 1)
+        check_in("UNAVAILABLE", out(r), "status", r)
+        check_in("TLS handshake failed", out(r), "TLS, not cleartext", r)
+        # --authority alone stays cleartext (the name override is TLS
+        # material only when TLS is on).
+        r = grit("call", "--authority", "x.test", s.target, "/pkg.Svc/Echo")
+        check_rc(r, 0)
+
+
 def call_non_ok_status():
     with H2Server(FAIL) as s:
         r = grit("call", s.target, "/pkg.Svc/Fail")
@@ -1421,7 +1444,7 @@ def grpcio_metrics_trace():
 
 
 GROUPS = {
-    "call": [call_unary_ok, call_non_ok_status, call_deadline,
+    "call": [call_unary_ok, call_ca_implies_tls, call_non_ok_status, call_deadline,
              call_bin_trailers_base64, call_metadata,
              call_service_config_forms, call_count_summary,
              call_round_robin_peers, call_attempts_timeline,
