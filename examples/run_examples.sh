@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Run each example program against grpcio's interop server (Debian's
 # python3-grpcio under /usr/bin/python3), on a loopback port the kernel
-# picks. Exits 77 (SKIP) without grpcio.
+# picks. Exits 77 (SKIP) without grpcio. With GRIT_EXAMPLES_VALGRIND=1
+# each program runs under valgrind memcheck (errors and definite leaks
+# fail it; 77 without valgrind).
 #   run_examples.sh PROGRAM...
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -10,6 +12,15 @@ python=${GRIT_PYTHON:-/usr/bin/python3}
   echo "run_examples.sh: SKIP: $python lacks grpcio" >&2
   exit 77
 }
+wrap=()
+if [[ ${GRIT_EXAMPLES_VALGRIND:-0} == 1 ]]; then
+  command -v valgrind >/dev/null || {
+    echo "run_examples.sh: SKIP: no valgrind" >&2
+    exit 77
+  }
+  wrap=(valgrind -q --error-exitcode=99 --leak-check=full
+    --errors-for-leak-kinds=definite,indirect)
+fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/grit-examples.XXXXXX")
 pid=
 cleanup() {
@@ -38,7 +49,7 @@ fi
 rc=0
 for prog in "$@"; do
   echo "== $(basename "$prog") ipv4:127.0.0.1:$port"
-  timeout 60 "$prog" "ipv4:127.0.0.1:$port" || {
+  timeout 120 "${wrap[@]}" "$prog" "ipv4:127.0.0.1:$port" || {
     echo "run_examples.sh: FAIL: $(basename "$prog") exited $?" >&2
     rc=1
   }
