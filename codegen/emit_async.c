@@ -10,7 +10,8 @@
  *   client or bidi streaming: L__async_send (waits for room),
  *                             L__async_try_send (GRIT_ERR_AGAIN, then
  *                             on_send_ready), L__async_close_send
- *   unary:                    L__call_ex with a grit_stub_result
+ *   unary:                    L__call_ex with a grit_stub_result,
+ *                             L__call_async_ex with L__unary_cbs
  *
  * A response that does not decode cancels the call and its on_done gets
  * INTERNAL, as the blocking stubs do (README "Generated stubs"). The
@@ -296,10 +297,129 @@ void cg_emit_async_common(cg_buf *h, cg_buf *c,
     emit_text(h, result_type);
     emit_text(c, unary_ex_common);
   }
-  if (any_stream)
+  if (any_stream || any_unary) /* __call_async_ex uses it too */
     emit_text(c, async_common);
   if (any_send)
     emit_text(c, async_send);
+}
+
+/* L__call_async_ex: a unary call with callbacks for the response headers
+ * and for the end, which also gets grit_call_info (as the C++
+ * ClientUnaryReactor's OnReadInitialMetadataDone and OnDone). */
+static void emit_unary_async_ex(cg_buf *h, cg_buf *c, const cg_method *m) {
+  const char *l = m->l;
+  cg_printf(h,
+            "/** The callbacks of %s__call_async_ex, on grit's I/O thread; "
+            "only\n"
+            " * on_done is required. */\n"
+            "typedef struct %s__unary_cbs {\n"
+            "  /** The response headers, borrowed for the callback (not for "
+            "a\n"
+            "   * Trailers-Only response). */\n"
+            "  void (*on_headers)(const grit_metadata *headers, void "
+            "*user_data);\n"
+            "  /** Exactly once, last: |status| (its trailers included) and "
+            "|info|\n"
+            "   * are borrowed for the callback; |resp| is new (free with\n"
+            "   * %s__free_unpacked) and NULL unless the status is OK;\n"
+            "   * a response that does not decode ends the call INTERNAL. "
+            "*/\n"
+            "  void (*on_done)(const grit_status *status, %s *resp,\n"
+            "      const grit_call_info *info, void *user_data);\n"
+            "} %s__unary_cbs;\n\n"
+            "/** Asynchronous unary call of %s with its headers and call\n"
+            " * info. |req| NULL sends the default message; |opts| may be "
+            "NULL;\n"
+            " * |cbs| is copied. Returns GRIT_OK (on_done will run); "
+            "GRIT_ERR_INVALID_ARG\n"
+            " * (|ch|, |cbs| or cbs->on_done NULL, or what grit_call_start "
+            "rejects);\n"
+            " * GRIT_ERR_NOMEM; GRIT_ERR_SHUTDOWN; on error no callback "
+            "runs.\n"
+            " * Thread: any. */\n"
+            "grit_err %s__call_async_ex(grit_channel *ch, const %s *req,\n"
+            "    const grit_call_opts *opts, const %s__unary_cbs *cbs,\n"
+            "    void *user_data);\n\n",
+            l, l, m->out_l, m->out_c, l, m->path, l, m->in_c, l);
+  cg_printf(c,
+            "struct %s__uctx {\n"
+            "  grit_stub_actx base; /* first */\n"
+            "  %s__unary_cbs cbs;\n"
+            "};\n\n"
+            "static void %s__u_headers(grit_call *call, const grit_metadata "
+            "*md,\n"
+            "    void *ud) {\n"
+            "  struct %s__uctx *x = ud;\n"
+            "  grit_stub_actx_enter(&x->base, call);\n"
+            "  if (x->cbs.on_headers)\n"
+            "    x->cbs.on_headers(md, x->base.user_data);\n"
+            "}\n\n"
+            "static void %s__u_message(grit_call *call, const uint8_t "
+            "*data,\n"
+            "    size_t len, void *ud) {\n"
+            "  struct %s__uctx *x = ud;\n"
+            "  ProtobufCMessage *m = grit_stub_actx_decode(&x->base, call, "
+            "data, len);\n"
+            "  if (!m)\n"
+            "    return;\n"
+            "  if (x->base.resp) /* the core lets one through (SPEC AP-02) "
+            "*/\n"
+            "    protobuf_c_message_free_unpacked(x->base.resp, NULL);\n"
+            "  x->base.resp = m;\n"
+            "}\n\n",
+            l, l, l, l, l, l);
+  cg_printf(c,
+            "static void %s__u_done(grit_call *call, const grit_status *st,\n"
+            "    void *ud) {\n"
+            "  struct %s__uctx *x = ud;\n"
+            "  grit_status local;\n"
+            "  char msg[256];\n"
+            "  grit_call_info info;\n"
+            "  grit_stub_actx_enter(&x->base, call);\n"
+            "  const grit_status *out =\n"
+            "      grit_stub_actx_status(&x->base, st, &local, msg, "
+            "sizeof(msg));\n"
+            "  ProtobufCMessage *r = x->base.resp;\n"
+            "  x->base.resp = NULL;\n"
+            "  if (r && out->code != GRIT_STATUS_OK) {\n"
+            "    protobuf_c_message_free_unpacked(r, NULL);\n"
+            "    r = NULL;\n"
+            "  }\n"
+            "  if (grit_call_get_info(call, &info) != GRIT_OK)\n"
+            "    memset(&info, 0, sizeof(info));\n"
+            "  x->cbs.on_done(out, (%s *)r, &info, x->base.user_data);\n"
+            "  grit_stub_actx_unref(&x->base);\n"
+            "}\n\n"
+            "static const grit_call_cbs %s__u_cbs = {\n"
+            "  .version = GRIT_CALL_CBS_VERSION,\n"
+            "  .on_headers = %s__u_headers,\n"
+            "  .on_message = %s__u_message,\n"
+            "  .on_done = %s__u_done,\n"
+            "};\n\n",
+            l, l, m->out_c, l, l, l, l);
+  cg_printf(c,
+            "grit_err %s__call_async_ex(grit_channel *ch, const %s *req,\n"
+            "    const grit_call_opts *opts, const %s__unary_cbs *cbs,\n"
+            "    void *user_data) {\n"
+            "  if (!ch || !cbs || !cbs->on_done)\n"
+            "    return GRIT_ERR_INVALID_ARG;\n"
+            "  struct %s__uctx *x = calloc(1, sizeof(*x));\n"
+            "  if (!x)\n"
+            "    return GRIT_ERR_NOMEM;\n"
+            "  x->base.user_data = user_data;\n"
+            "  x->base.rd = &%s__descriptor;\n"
+            "  x->cbs = *cbs;\n"
+            "  grit_err rv = grit_stub_astart(ch, %s__PATH, opts,\n"
+            "      GRIT_METHOD_UNARY, &%s__u_cbs, &x->base,\n"
+            "      (const ProtobufCMessage *)req, true);\n"
+            "  if (rv != GRIT_OK) {\n"
+            "    free(x);\n"
+            "    return rv;\n"
+            "  }\n"
+            "  grit_stub_actx_unref(&x->base); /* no caller handle here */\n"
+            "  return GRIT_OK;\n"
+            "}\n\n",
+            l, m->in_c, l, l, m->out_l, m->u, l);
 }
 
 void cg_emit_unary_ex(cg_buf *h, cg_buf *c, const cg_method *m) {
@@ -327,6 +447,7 @@ void cg_emit_unary_ex(cg_buf *h, cg_buf *c, const cg_method *m) {
             "      (ProtobufCMessage **)resp, status, result);\n"
             "}\n\n",
             m->l, m->in_c, m->out_c, m->u, m->out_l);
+  emit_unary_async_ex(h, c, m);
 }
 
 static void emit_async_header(cg_buf *h, const cg_method *m, bool cs, bool ss,

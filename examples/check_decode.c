@@ -1,8 +1,8 @@
 /* For the suite only: a response that does not decode as the stub's type
  * ends the call INTERNAL (issue 14), for the blocking unary stub and for a
  * server stream (recv says GRIT_ERR_PARSE, finish says INTERNAL), and for
- * ..._call_ex and the callback stream (no on_message; on_done INTERNAL;
- * issue 29).
+ * ..._call_ex, ..._call_async_ex and the callback stream (no on_message;
+ * on_done INTERNAL; issue 29).
  *   usage: check_decode TARGET */
 #include <pthread.h>
 #include <stdio.h>
@@ -40,6 +40,42 @@ static void on_done(SO(async) * s, const grit_status *st, void *ud) {
   e->done = true;
   pthread_cond_signal(&e->cv);
   pthread_mutex_unlock(&e->mu);
+}
+
+static void unary_done(const grit_status *st,
+                       Grpc__Testing__MismatchResponse *resp,
+                       const grit_call_info *info, void *ud) {
+  async_end *e = ud;
+  (void)info;
+  if (resp)
+    grpc__testing__mismatch_response__free_unpacked(resp, NULL);
+  pthread_mutex_lock(&e->mu);
+  e->messages = resp != NULL;
+  e->code = st->code;
+  e->names_type = strstr(st->message, "grpc.testing.MismatchResponse");
+  e->done = true;
+  pthread_cond_signal(&e->cv);
+  pthread_mutex_unlock(&e->mu);
+}
+
+/* ..._call_async_ex: no response, INTERNAL naming the type. */
+static int check_unary_async_ex(grit_channel *ch, const grit_call_opts *opts,
+                                const Grpc__Testing__MismatchRequest *req) {
+  static const grpc__testing__test_service__unary_call__unary_cbs cbs = {
+      .on_done = unary_done};
+  async_end e = {.mu = PTHREAD_MUTEX_INITIALIZER,
+                 .cv = PTHREAD_COND_INITIALIZER};
+  if (grpc__testing__test_service__unary_call__call_async_ex(
+          ch, req, opts, &cbs, &e) != GRIT_OK)
+    return 1;
+  pthread_mutex_lock(&e.mu);
+  while (!e.done)
+    pthread_cond_wait(&e.cv, &e.mu);
+  pthread_mutex_unlock(&e.mu);
+  printf("unary call_async_ex: %s%s\n", grit_status_code_name(e.code),
+         e.names_type ? " naming the type" : "");
+  return e.messages == 0 && e.code == GRIT_STATUS_INTERNAL && e.names_type ? 0
+                                                                           : 1;
 }
 
 static int check_async(grit_channel *ch, const grit_call_opts *opts,
@@ -115,7 +151,8 @@ int main(int argc, char **argv) {
   grit_status_free(&st);
   grit_stub_result_free(&res);
   sreq.n_response_parameters = 1;
-  if (check_async(ch, &opts, &sreq) != 0)
+  if (check_async(ch, &opts, &sreq) != 0 ||
+      check_unary_async_ex(ch, &opts, &req) != 0)
     rc = 1;
   grit_channel_destroy(ch);
   grit_default_runtime_shutdown(); /* valgrind-clean exit */
