@@ -493,5 +493,6 @@ done:
   free((char *)ctx.target);
   grit_channel_args_destroy(args);
   grit_metadata_destroy(extra_md);
+  grit_default_runtime_shutdown(); /* valgrind-clean exit */
   return status;
 }

@@ -6,6 +6,8 @@
  * run_interop_tests passes to every cleartext job), and the test asserts
  * the client's exit status and, from the server's log, what the client
  * must have done on the wire.
+ * With GRIT_HTTP2_VALGRIND=1 the client runs under valgrind memcheck
+ * (errors and definite leaks make it exit 99).
  *   test_http2_cases CLIENT [CASE...]
  */
 #include <errno.h>
@@ -165,10 +167,16 @@ static int run_client(const char *client, const char *name, uint16_t port) {
   char ca_arg[] = "--use_test_ca=true";
   snprintf(port_arg, sizeof(port_arg), "--server_port=%u", (unsigned)port);
   snprintf(case_arg, sizeof(case_arg), "--test_case=%s", name);
-  char *argv[] = {(char *)client, host_arg, port_arg, case_arg,
-                  tls_arg,        ca_arg,   NULL};
+  char vg[] = "valgrind", vg_q[] = "-q", vg_rc[] = "--error-exitcode=99",
+       vg_leak[] = "--leak-check=full",
+       vg_kinds[] = "--errors-for-leak-kinds=definite,indirect";
+  char *argv[] = {vg,       vg_q,           vg_rc,    vg_leak,
+                  vg_kinds, (char *)client, host_arg, port_arg,
+                  case_arg, tls_arg,        ca_arg,   NULL};
+  const char *env = getenv("GRIT_HTTP2_VALGRIND");
+  char **args = env && strcmp(env, "1") == 0 ? argv : argv + 5;
   pid_t pid;
-  if (posix_spawn(&pid, client, NULL, NULL, argv, environ) != 0) {
+  if (posix_spawnp(&pid, args[0], NULL, NULL, args, environ) != 0) {
     fprintf(stderr, "FAIL %s: cannot start %s: %s\n", name, client,
             strerror(errno));
     return -1;
