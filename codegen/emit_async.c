@@ -61,9 +61,6 @@ static const char *const async_common[] = {
     "static void grit_stub_actx_enter(grit_stub_actx *a, grit_call *call) {\n"
     "  __atomic_store_n(&a->call, call, __ATOMIC_RELEASE);\n"
     "}\n\n",
-    "static grit_call *grit_stub_actx_call(grit_stub_actx *a) {\n"
-    "  return __atomic_load_n(&a->call, __ATOMIC_ACQUIRE);\n"
-    "}\n\n",
     "/* Decode one response; NULL after a response that did not decode\n"
     " * (the call is cancelled then, and on_done reports INTERNAL). */\n"
     "static ProtobufCMessage *grit_stub_actx_decode(grit_stub_actx *a,\n"
@@ -144,6 +141,13 @@ static const char *const async_common[] = {
     "  free(buf);\n"
     "  grit_stub_actx_unref(a);\n"
     "  return GRIT_OK;\n"
+    "}\n\n",
+    NULL};
+
+/* Once per .grit.c with a streaming method. */
+static const char *const async_stream[] = {
+    "static grit_call *grit_stub_actx_call(grit_stub_actx *a) {\n"
+    "  return __atomic_load_n(&a->call, __ATOMIC_ACQUIRE);\n"
     "}\n\n",
     NULL};
 
@@ -299,6 +303,8 @@ void cg_emit_async_common(cg_buf *h, cg_buf *c,
   }
   if (any_stream || any_unary) /* __call_async_ex uses it too */
     emit_text(c, async_common);
+  if (any_stream)
+    emit_text(c, async_stream);
   if (any_send)
     emit_text(c, async_send);
 }
