@@ -2,10 +2,15 @@
  * callbacks as a reactor: each response to FullDuplexCall sends the next
  * request (try_send, which never blocks grit's I/O thread; on
  * GRIT_ERR_AGAIN on_send_ready sends it), the third half-closes, and
- * on_done releases the call and wakes main.
+ * on_done releases the call and wakes main. Then calls to a closed port,
+ * whose on_done may run before the start has returned.
  *   usage: async_bidi TARGET */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "test.grit.h"
 
@@ -80,6 +85,84 @@ static void on_done(M(async) * s, const grit_status *st, void *ud) {
   pthread_mutex_unlock(&pp->mu);
 }
 
+/* Calls that fail at once: on_done may run before async_start returns,
+ * and it destroys the stream and releases its struct. */
+typedef struct quick {
+  M(async) s;
+  pthread_mutex_t *mu;
+  pthread_cond_t *cv;
+  int *left;
+  grit_status_code code;
+} quick;
+
+static void quick_done(M(async) * s, const grit_status *st, void *ud) {
+  quick *q = ud;
+  M(async_destroy)(s);
+  pthread_mutex_lock(q->mu);
+  q->code = st->code;
+  --*q->left;
+  pthread_cond_signal(q->cv);
+  pthread_mutex_unlock(q->mu);
+}
+
+/* A loopback port with nobody listening: bound, then closed. */
+static int closed_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET,
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof(a);
+  int port = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+                     getsockname(fd, (struct sockaddr *)&a, &len) == 0
+                 ? ntohs(a.sin_port)
+                 : -1;
+  if (fd >= 0)
+    close(fd);
+  return port;
+}
+
+#define QUICK 20
+
+static int quick_failures(void) {
+  char target[64];
+  int port = closed_port();
+  if (port < 0)
+    return 1;
+  snprintf(target, sizeof(target), "ipv4:127.0.0.1:%d", port);
+  grit_channel *ch;
+  if (grit_channel_create(NULL, target, NULL, NULL, &ch) != GRIT_OK)
+    return 1;
+  static const M(async_cbs) cbs = {.on_done = quick_done};
+  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+  quick q[QUICK];
+  int left = 0;
+  grit_call_opts opts = {.version = GRIT_CALL_OPTS_VERSION,
+                         .timeout_ms = 10000};
+  for (int i = 0; i < QUICK; i++) {
+    q[i] = (quick){.s = MU(ASYNC_INIT), .mu = &mu, .cv = &cv, .left = &left};
+    pthread_mutex_lock(&mu);
+    left++;
+    pthread_mutex_unlock(&mu);
+    if (M(async_start)(ch, &opts, &cbs, &q[i], &q[i].s) != GRIT_OK) {
+      pthread_mutex_lock(&mu);
+      left--;
+      pthread_mutex_unlock(&mu);
+      q[i].code = GRIT_STATUS_OK; /* counted as wrong below */
+    }
+  }
+  pthread_mutex_lock(&mu);
+  while (left > 0)
+    pthread_cond_wait(&cv, &mu);
+  pthread_mutex_unlock(&mu);
+  int unavailable = 0;
+  for (int i = 0; i < QUICK; i++)
+    unavailable += q[i].code == GRIT_STATUS_UNAVAILABLE && q[i].s.ctx == NULL;
+  printf("%d of %d calls to a closed port ended UNAVAILABLE\n", unavailable,
+         QUICK);
+  grit_channel_destroy(ch);
+  return unavailable == QUICK ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: async_bidi TARGET\n");
@@ -111,6 +194,8 @@ int main(int argc, char **argv) {
              : 1;
   }
   pthread_mutex_unlock(&pp.mu);
+  if (quick_failures() != 0)
+    rc = 1;
   grit_channel_destroy(ch);
   grit_default_runtime_shutdown(); /* valgrind-clean exit */
   return rc;
