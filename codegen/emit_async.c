@@ -773,7 +773,7 @@ void cg_emit_async_stream(cg_buf *h, cg_buf *c, const cg_method *m, bool cs,
                               : "server-streaming";
   cg_printf(h,
             "/** Initialiser for a %s__stream (the blocking form). */\n"
-            "#define %s__STREAM_INIT {NULL, false}\n\n",
+            "#define %s__STREAM_INIT {0}\n\n",
             m->l, m->u);
   emit_async_header(h, m, cs, ss, kind);
   emit_async_source(c, m, cs, ss);
