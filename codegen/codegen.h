@@ -37,4 +37,27 @@ char *cg_camel(const char *full);
 bool cg_emit_file(const Google__Protobuf__FileDescriptorProto *f, cg_buf *h,
                   cg_buf *c, const char **why);
 
+/* ---- callback stubs and unary results (emit_async.c, issue 29) ---- */
+
+/* One method's names, as emit.c makes them. */
+typedef struct cg_method {
+  const char *l;     /* grpc__testing__test_service__unary_call */
+  const char *u;     /* GRPC__TESTING__TEST_SERVICE__UNARY_CALL */
+  const char *in_c;  /* Grpc__Testing__SimpleRequest */
+  const char *out_c; /* Grpc__Testing__SimpleResponse */
+  const char *out_l; /* grpc__testing__simple_response */
+  const char *path;  /* /grpc.testing.TestService/UnaryCall */
+} cg_method;
+
+/* Once per file, after emit.c's common helpers: grit_stub_result and
+ * its helper when |f| has a unary method, the async stream helpers when
+ * it has streaming ones. */
+void cg_emit_async_common(cg_buf *h, cg_buf *c,
+                          const Google__Protobuf__FileDescriptorProto *f);
+/* L__call_ex for a unary method. */
+void cg_emit_unary_ex(cg_buf *h, cg_buf *c, const cg_method *m);
+/* L__STREAM_INIT and the L__async stubs of a streaming method. */
+void cg_emit_async_stream(cg_buf *h, cg_buf *c, const cg_method *m, bool cs,
+                          bool ss);
+
 #endif

@@ -647,6 +647,7 @@ bool cg_emit_file(const Google__Protobuf__FileDescriptorProto *f, cg_buf *h,
     emit_unary_common(c);
   if (any_stream)
     emit_stream_common(c);
+  cg_emit_async_common(h, c, f);
   for (size_t i = 0; i < f->n_service; i++) {
     const Google__Protobuf__ServiceDescriptorProto *s = f->service[i];
     for (size_t j = 0; j < s->n_method; j++) {
@@ -664,6 +665,11 @@ bool cg_emit_file(const Google__Protobuf__FileDescriptorProto *f, cg_buf *h,
         emit_unary(h, c, &nm);
       else
         emit_stream(h, c, &nm, cs, ss);
+      cg_method cm = {nm.l, nm.u, nm.in_c, nm.out_c, nm.out_l, nm.path};
+      if (!cs && !ss)
+        cg_emit_unary_ex(h, c, &cm);
+      else
+        cg_emit_async_stream(h, c, &cm, cs, ss);
       names_free(&nm);
     }
   }

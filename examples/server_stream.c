@@ -26,7 +26,8 @@ int main(int argc, char **argv) {
   req.response_parameters = pp;
   grit_call_opts opts = {.version = GRIT_CALL_OPTS_VERSION,
                          .timeout_ms = 10000};
-  grpc__testing__test_service__streaming_output_call__stream s;
+  grpc__testing__test_service__streaming_output_call__stream s =
+      GRPC__TESTING__TEST_SERVICE__STREAMING_OUTPUT_CALL__STREAM_INIT;
   int rc = 1;
   if (grpc__testing__test_service__streaming_output_call__start(
           ch, &req, &opts, &s) == GRIT_OK) {

@@ -1,5 +1,6 @@
 /* Unary calls with generated stubs (protoc-gen-grit): the blocking
- * ..._unary_call__call and the asynchronous ..._call_async, against a
+ * ..._unary_call__call, the asynchronous ..._call_async, and ..._call_ex
+ * with the response headers, trailers and call info, against a
  * grpc.testing.TestService server.   usage: unary TARGET */
 #include <pthread.h>
 #include <stdio.h>
@@ -27,6 +28,123 @@ static void on_done(const grit_status *st, Grpc__Testing__SimpleResponse *resp,
   pthread_mutex_unlock(&w->mu);
   if (resp)
     grpc__testing__simple_response__free_unpacked(resp, NULL);
+}
+
+/* What ..._call_async_ex's callbacks saw (grit's I/O thread). */
+typedef struct ex_waiter {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool done;
+  bool header_echoed;
+  bool trailer_echoed;
+  grit_status_code code;
+  size_t body_len;
+  uint32_t attempts;
+  bool peer_known;
+} ex_waiter;
+
+static void ex_on_headers(const grit_metadata *headers, void *user_data) {
+  ex_waiter *w = user_data;
+  size_t len = 0;
+  const uint8_t *v =
+      grit_metadata_find(headers, "x-grpc-test-echo-initial", &len);
+  pthread_mutex_lock(&w->mu);
+  w->header_echoed = v && len == 2 && memcmp(v, "hi", 2) == 0;
+  pthread_mutex_unlock(&w->mu);
+}
+
+static void ex_on_done(const grit_status *st,
+                       Grpc__Testing__SimpleResponse *resp,
+                       const grit_call_info *info, void *user_data) {
+  ex_waiter *w = user_data;
+  size_t len = 0;
+  const uint8_t *t =
+      grit_metadata_find(st->trailers, "x-grpc-test-echo-trailing-bin", &len);
+  pthread_mutex_lock(&w->mu);
+  w->trailer_echoed = t && len == 2 && memcmp(t, "\x01\x02", 2) == 0;
+  w->code = st->code;
+  w->body_len = resp && resp->payload ? resp->payload->body.len : 0;
+  w->attempts = info->attempts;
+  w->peer_known = info->peer[0] != '\0';
+  w->done = true;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+  if (resp)
+    grpc__testing__simple_response__free_unpacked(resp, NULL);
+}
+
+/* ..._call_ex and ..._call_async_ex: the server echoes one header and one
+ * trailer. */
+static int unary_ex(grit_channel *ch) {
+  grit_metadata *md;
+  if (grit_metadata_create(&md) != GRIT_OK ||
+      grit_metadata_add(md, "x-grpc-test-echo-initial", "hi", 2) != GRIT_OK ||
+      grit_metadata_add(md, "x-grpc-test-echo-trailing-bin", "\x01\x02", 2) !=
+          GRIT_OK) {
+    grit_metadata_destroy(md);
+    return 1;
+  }
+  Grpc__Testing__SimpleRequest req = GRPC__TESTING__SIMPLE_REQUEST__INIT;
+  req.response_size = 3;
+  grit_call_opts opts = {
+      .version = GRIT_CALL_OPTS_VERSION, .timeout_ms = 10000, .metadata = md};
+  Grpc__Testing__SimpleResponse *resp;
+  grit_status st;
+  grit_stub_result res = GRIT_STUB_RESULT_INIT;
+  grit_err rv = grpc__testing__test_service__unary_call__call_ex(
+      ch, &req, &opts, &resp, &st, &res);
+  size_t hlen = 0, tlen = 0;
+  const uint8_t *h =
+      grit_metadata_find(res.headers, "x-grpc-test-echo-initial", &hlen);
+  const uint8_t *t =
+      grit_metadata_find(st.trailers, "x-grpc-test-echo-trailing-bin", &tlen);
+  bool ok = rv == GRIT_OK && st.code == GRIT_STATUS_OK && resp &&
+            resp->payload && resp->payload->body.len == 3 && h && hlen == 2 &&
+            memcmp(h, "hi", 2) == 0 && t && tlen == 2 &&
+            memcmp(t, "\x01\x02", 2) == 0 && res.info.attempts == 1 &&
+            res.info.call_id != 0 && res.info.peer[0] != '\0' &&
+            strcmp(res.info.request_encoding, "identity") == 0;
+  printf("call_ex: %s, header %s, trailer %s, attempts %u, peer %s, "
+         "encoding %s\n",
+         grit_status_code_name(st.code), h ? "echoed" : "missing",
+         t ? "echoed" : "missing", (unsigned)res.info.attempts,
+         res.info.peer[0] ? "known" : "missing", res.info.request_encoding);
+  if (resp)
+    grpc__testing__simple_response__free_unpacked(resp, NULL);
+  grit_status_free(&st);
+  grit_stub_result_free(&res);
+  /* A call that cannot start: the status says why, the result is empty. */
+  rv = grpc__testing__test_service__unary_call__call_ex(NULL, &req, &opts,
+                                                        &resp, &st, &res);
+  ok = ok && rv == GRIT_ERR_INVALID_ARG &&
+       st.code == GRIT_STATUS_INVALID_ARGUMENT && !resp && !res.headers &&
+       res.info.call_id == 0;
+  grit_status_free(&st);
+  grit_stub_result_free(&res);
+
+  static const grpc__testing__test_service__unary_call__unary_cbs cbs = {
+      .on_headers = ex_on_headers, .on_done = ex_on_done};
+  ex_waiter w = {.mu = PTHREAD_MUTEX_INITIALIZER,
+                 .cv = PTHREAD_COND_INITIALIZER};
+  if (grpc__testing__test_service__unary_call__call_async_ex(
+          ch, &req, &opts, &cbs, &w) == GRIT_OK) {
+    pthread_mutex_lock(&w.mu);
+    while (!w.done)
+      pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+  }
+  printf("call_async_ex: %s, %zu bytes, header %s, trailer %s, attempts %u, "
+         "peer %s\n",
+         grit_status_code_name(w.code), w.body_len,
+         w.header_echoed ? "echoed" : "missing",
+         w.trailer_echoed ? "echoed" : "missing", (unsigned)w.attempts,
+         w.peer_known ? "known" : "missing");
+  ok = ok && w.done && w.code == GRIT_STATUS_OK && w.body_len == 3 &&
+       w.header_echoed && w.trailer_echoed && w.attempts == 1 && w.peer_known;
+  ok = ok && grpc__testing__test_service__unary_call__call_async_ex(
+                 ch, &req, &opts, NULL, &w) == GRIT_ERR_INVALID_ARG;
+  grit_metadata_destroy(md);
+  return ok ? 0 : 1;
 }
 
 int main(int argc, char **argv) {
@@ -74,6 +192,8 @@ int main(int argc, char **argv) {
   } else {
     rc = 1;
   }
+  if (unary_ex(ch) != 0)
+    rc = 1;
   grit_channel_destroy(ch);
   grit_default_runtime_shutdown(); /* valgrind-clean exit */
   return rc;

@@ -87,8 +87,10 @@ static int conn_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f,
     h2s_log_unlock(srv);
     break;
   case NGHTTP2_PING:
-    if (f->hd.flags & NGHTTP2_FLAG_ACK)
+    if (f->hd.flags & NGHTTP2_FLAG_ACK) {
+      conn_count(srv, &srv->stats.ping_acks_received);
       break;
+    }
     conn_count(srv, &srv->stats.pings_received);
     /* Acked by hand (no_auto_ping_ack) so an action can stop it. */
     if (!c->no_ping_ack) {
@@ -128,6 +130,9 @@ static int conn_on_frame_send(nghttp2_session *ng, const nghttp2_frame *f,
   if (f->hd.type == NGHTTP2_DATA) {
     h2s_log_lock(c->srv);
     c->srv->stats.data_bytes_sent += f->hd.length;
+    c->srv->stats.data_frames_sent++;
+    if (f->data.padlen > 0)
+      c->srv->stats.padded_frames_sent++;
     h2s_log_unlock(c->srv);
   }
   if ((f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA) &&
@@ -155,6 +160,21 @@ static int conn_on_stream_close(nghttp2_session *ng, int32_t stream_id,
   return 0;
 }
 
+/* h2s_action.data_pad: pad each DATA frame of the stream with a Pad
+ * Length of data_pad, when the window allows (nghttp2 counts the Pad
+ * Length byte in the padded length). */
+static ssize_t conn_select_padding(nghttp2_session *ng, const nghttp2_frame *f,
+                                   size_t max_payloadlen, void *user_data) {
+  h2s_conn *c = user_data;
+  h2s_stream *s = f->hd.type == NGHTTP2_DATA && f->hd.stream_id
+                      ? conn_stream(c, f->hd.stream_id)
+                      : NULL;
+  if (s == NULL || s->act.data_pad == 0)
+    return (ssize_t)f->hd.length;
+  size_t want = f->hd.length + 1 + s->act.data_pad;
+  return (ssize_t)(want < max_payloadlen ? want : max_payloadlen);
+}
+
 static nghttp2_session *conn_session_new(h2s_conn *c) {
   nghttp2_session_callbacks *cbs;
   nghttp2_session_callbacks_new(&cbs);
@@ -167,6 +187,8 @@ static nghttp2_session *conn_session_new(h2s_conn *c) {
   nghttp2_session_callbacks_set_on_frame_send_callback(cbs, conn_on_frame_send);
   nghttp2_session_callbacks_set_on_stream_close_callback(cbs,
                                                          conn_on_stream_close);
+  nghttp2_session_callbacks_set_select_padding_callback(cbs,
+                                                        conn_select_padding);
   nghttp2_option *opt;
   nghttp2_option_new(&opt);
   nghttp2_option_set_no_auto_ping_ack(opt, 1);
@@ -234,6 +256,27 @@ void h2s_conn_close(h2s_conn *c) {
   uv_close(&c->h.handle, conn_on_close);
 }
 
+static void conn_on_shutdown(uv_shutdown_t *req, int status) {
+  h2s_conn *c = req->data;
+  if (status < 0 && !c->closing)
+    h2s_conn_close(c);
+}
+
+/* Close |c| once its writes are done: at once, or for a graceful end
+ * with a FIN first, the socket closing when the peer's EOF comes. */
+static void conn_close_flushed(h2s_conn *c) {
+  if (c->lingering || c->closing)
+    return;
+  if (!c->graceful || c->stop_reading || c->drop_reset) {
+    h2s_conn_close(c);
+    return;
+  }
+  c->lingering = true;
+  c->shutdown_req.data = c;
+  if (uv_shutdown(&c->shutdown_req, &c->h.stream, conn_on_shutdown) != 0)
+    h2s_conn_close(c);
+}
+
 static void conn_on_write(uv_write_t *req, int status) {
   h2s_conn *c = req->data;
   free(req);
@@ -243,7 +286,7 @@ static void conn_on_write(uv_write_t *req, int status) {
   if (status < 0)
     c->close_on_flush = true;
   if (c->close_on_flush && c->pending_writes == 0)
-    h2s_conn_close(c);
+    conn_close_flushed(c);
 }
 
 static void conn_write_plain(h2s_conn *c, const uint8_t *p, size_t n) {
@@ -287,7 +330,7 @@ static void conn_write(h2s_conn *c, const uint8_t *p, size_t n) {
 }
 
 void h2s_conn_flush(h2s_conn *c) {
-  if (c->closing || c->flushing)
+  if (c->closing || c->flushing || c->lingering)
     return;
   c->flushing = true;
   for (int round = 0; round < 64; round++) {
@@ -325,9 +368,9 @@ void h2s_conn_flush(h2s_conn *c) {
   c->flushing = false;
   if (!c->close_on_flush && !nghttp2_session_want_read(c->ng) &&
       !nghttp2_session_want_write(c->ng))
-    c->close_on_flush = true;
+    c->close_on_flush = c->graceful = true;
   if (c->close_on_flush && c->pending_writes == 0)
-    h2s_conn_close(c);
+    conn_close_flushed(c);
 }
 
 static void conn_recv_plain(h2s_conn *c, const uint8_t *p, size_t n) {
@@ -383,6 +426,8 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread,
   if (nread < 0) {
     /* EOF or error: the peer is gone, nothing more can be delivered. */
     h2s_conn_close(c);
+  } else if (c->lingering) {
+    /* Half-closed after a graceful end: what comes now is dropped. */
   } else if (nread > 0 && !c->close_on_flush) {
     if (c->ssl)
       conn_recv_tls(c, (const uint8_t *)buf->base, (size_t)nread);

@@ -108,6 +108,14 @@ struct h2s_conn {
   bool work;            /* some stream has deferred work */
   uint32_t n_open;      /* streams open now */
   uint32_t iws_current; /* INITIAL_WINDOW_SIZE last sent */
+  /* The session ended (GOAWAY, streams done): once the writes are out,
+   * half-close (FIN) and read until the peer closes, so that a late
+   * WINDOW_UPDATE or PING ACK reaching a closed socket cannot make the
+   * kernel answer RST, which would discard the tail of the response
+   * still in the client's receive buffer. */
+  bool graceful;
+  bool lingering;
+  uv_shutdown_t shutdown_req;
 };
 
 struct h2s_stream {

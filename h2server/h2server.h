@@ -135,6 +135,17 @@ typedef struct h2s_action {
   uint32_t window_step;
   uint32_t window_every_ms;
   h2s_iws_change iws_at[H2S_MAX_IWS];
+
+  /*
+   * Shape of the response DATA frames (gRPC's http2 test server cases
+   * data_frame_padding and no_df_padding_sanity_test): data_chunk > 0
+   * puts at most that many data bytes in each frame; data_pad > 0 pads
+   * every frame with a Pad Length of data_pad (1..255: the frame then
+   * carries 1 + data_pad bytes of padding, within the flow-control
+   * window).
+   */
+  uint32_t data_chunk;
+  uint32_t data_pad;
 } h2s_action;
 
 /* A script step: |action| for the next |repeat| requests on |path|. */
@@ -254,7 +265,10 @@ typedef struct h2s_stats {
   uint64_t bytes_received;   /* HTTP/2 bytes (after TLS), all connections */
   uint64_t data_frames_received;
   uint64_t max_data_frame_received; /* largest DATA frame payload */
-  uint64_t data_bytes_sent; /* DATA frame payload written, all streams */
+  uint64_t data_bytes_sent;    /* DATA frame payload written, all streams */
+  uint64_t ping_acks_received; /* PING ACKs from the client */
+  uint64_t data_frames_sent;
+  uint64_t padded_frames_sent; /* DATA frames sent with padding */
 } h2s_stats;
 
 /*

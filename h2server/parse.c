@@ -382,6 +382,10 @@ static bool parse_token(h2s_step *st, const char *k, char *v) {
     return parse_u32_field(v, &a->window_every_ms);
   } else if (IS("iws_at") && v) {
     return parse_iws_at(a, v);
+  } else if (IS("data_chunk") && v) {
+    return parse_u32_field(v, &a->data_chunk);
+  } else if (IS("data_pad") && v) {
+    return parse_u32_field(v, &a->data_pad) && a->data_pad <= 255;
   } else {
     return false;
   }

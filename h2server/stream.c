@@ -234,6 +234,8 @@ static ssize_t stream_read(nghttp2_session *ng, int32_t id, uint8_t *buf,
                            size_t length, uint32_t *flags,
                            nghttp2_data_source *src, void *user_data) {
   h2s_stream *s = src->ptr;
+  if (s->act.data_chunk && length > s->act.data_chunk)
+    length = s->act.data_chunk; /* one frame per read: data_chunk each */
   size_t avail = s->out.len - s->out_off;
   size_t n = avail < length ? avail : length;
   if (n)

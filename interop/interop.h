@@ -61,6 +61,10 @@ typedef struct interop_case {
 extern const interop_case interop_cases[];
 extern const size_t interop_case_count;
 
+/* gRPC's HTTP/2 server test cases (cases_http2.c): run by name only. */
+extern const interop_case interop_http2_cases[];
+extern const size_t interop_http2_case_count;
+
 /* Name of the case running now, for failure lines. */
 extern const char *interop_current_case;
 

@@ -6,9 +6,17 @@
  *
  *   --server_host=HOST            default localhost
  *   --server_port=PORT            required
- *   --test_case=NAME              one case, or "all"; default large_unary
+ *   --test_case=NAME              one case, or "all"; default large_unary.
+ *                                 The HTTP/2 server test cases (goaway,
+ *                                 max_streams, ping, rst_after_header,
+ *                                 rst_after_data, rst_during_data,
+ *                                 data_frame_padding,
+ *                                 no_df_padding_sanity_test) run by name
+ *                                 only, against gRPC's http2 test server.
  *   --use_tls=BOOL                default false
- *   --use_test_ca=BOOL            trust only the test CA (with --use_tls)
+ *   --use_test_ca=BOOL            trust only the test CA (with --use_tls;
+ *                                 ignored without it, as grpc-go does:
+ *                                 gRPC's harness passes it to every job)
  *   --ca_file=PATH                the test CA, PEM; default: $GRIT_TEST_CA,
  *                                 else gRPC's interop test CA (built in,
  *                                 interop/test_ca.c).
@@ -104,6 +112,10 @@ static void usage(FILE *f) {
   fputs("test cases: all", f);
   for (size_t i = 0; i < interop_case_count; i++) {
     fprintf(f, " %s", interop_cases[i].name);
+  }
+  fputs("\nHTTP/2 server test cases (by name only):", f);
+  for (size_t i = 0; i < interop_http2_case_count; i++) {
+    fprintf(f, " %s", interop_http2_cases[i].name);
   }
   fputs("\nthe test CA is --ca_file, else $GRIT_TEST_CA, else gRPC's interop "
         "test CA (built in)\n",
@@ -260,9 +272,10 @@ static bool build_args(const flags *fl, grit_channel_args *a) {
     return false;
   }
   if (!fl->use_tls) {
-    if (fl->use_test_ca || fl->client_cert_file) {
-      fputs("grit-interop-client: --use_test_ca and --client_cert_file need "
-            "--use_tls=true\n",
+    /* gRPC's run_interop_tests passes --use_test_ca=true to insecure jobs
+     * too; grpc-go ignores it there, and so does grit. */
+    if (fl->client_cert_file) {
+      fputs("grit-interop-client: --client_cert_file needs --use_tls=true\n",
             stderr);
       return false;
     }
@@ -396,6 +409,11 @@ int main(int argc, char **argv) {
         only = &interop_cases[i];
       }
     }
+    for (size_t i = 0; i < interop_http2_case_count; i++) {
+      if (!strcmp(interop_http2_cases[i].name, fl.test_case)) {
+        only = &interop_http2_cases[i];
+      }
+    }
     if (!only) {
       fprintf(stderr, "grit-interop-client: unknown test case '%s'\n",
               fl.test_case);
@@ -458,12 +476,9 @@ int main(int argc, char **argv) {
 
   size_t failed = 0;
   size_t ran = 0;
-  for (size_t i = 0; i < interop_case_count; i++) {
-    if (only && only != &interop_cases[i]) {
-      continue;
-    }
+  for (size_t i = 0; i < (only ? 1 : interop_case_count); i++) {
     ran++;
-    if (!run_case(&ctx, &interop_cases[i])) {
+    if (!run_case(&ctx, only ? only : &interop_cases[i])) {
       failed++;
     }
   }
@@ -478,5 +493,6 @@ done:
   free((char *)ctx.target);
   grit_channel_args_destroy(args);
   grit_metadata_destroy(extra_md);
+  grit_default_runtime_shutdown(); /* valgrind-clean exit */
   return status;
 }

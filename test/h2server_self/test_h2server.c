@@ -517,6 +517,33 @@ static void test_floods_and_inject(void) {
   one_end(&o);
 }
 
+/* data_chunk and data_pad shape the response DATA frames (grpc's
+ * data_frame_padding and no_df_padding_sanity_test); PING ACKs from the
+ * client are counted. */
+static void test_data_frames(void) {
+  one o;
+  ASSERT(one_start(&o, "text=abcdefghijklmnopqrst data_chunk=5 data_pad=255",
+                   NULL, "m", 0));
+  ASSERT(data_is_msg(o.s, "abcdefghijklmnopqrst"));
+  h2s_stats st;
+  h2s_server_get_stats(o.srv, &st);
+  ASSERT_EQ(st.data_frames_sent, 5); /* 25 framed bytes, 5 a frame */
+  ASSERT_EQ(st.padded_frames_sent, 5);
+  ASSERT_EQ(st.data_bytes_sent, 5 * (5 + 1 + 255));
+  one_end(&o);
+  ASSERT(one_start(&o, "text=abcdefghijklmnopqrst data_chunk=5", NULL, "m", 0));
+  ASSERT(data_is_msg(o.s, "abcdefghijklmnopqrst"));
+  h2s_server_get_stats(o.srv, &st);
+  ASSERT_EQ(st.data_frames_sent, 5);
+  ASSERT_EQ(st.padded_frames_sent, 0);
+  one_end(&o);
+  ASSERT(one_start(&o, "ping_flood=3", NULL, "m", 0));
+  tc_run(&o.tc, NULL, NULL, 100);
+  h2s_server_get_stats(o.srv, &st);
+  ASSERT_EQ(st.ping_acks_received, 3);
+  one_end(&o);
+}
+
 static void test_ping_ack_control(void) {
   h2s_server *srv = start(&(h2s_config){.no_ping_ack = true});
   ASSERT_NOT_NULL(srv);
@@ -921,6 +948,7 @@ static const test_case tests[] = {
     {"iws_changes", test_iws_changes},
     {"settings_at_runtime", test_settings_at_runtime},
     {"testservice", test_testservice},
+    {"data_frames", test_data_frames},
     {"unix_socket", test_unix_socket},
     {"tls", test_tls},
     {"handler_at_headers", test_handler_at_headers},
