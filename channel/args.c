@@ -44,6 +44,7 @@ static const arg_spec specs[] = {
     STR_ARG(GRIT_ARG_TLS_PRIVATE_KEY_FILE, tls_private_key_file),
     STR_ARG(GRIT_ARG_TLS_TARGET_NAME_OVERRIDE, tls_target_name_override),
     INT_ARG(GRIT_ARG_TLS_VERIFY_HOSTNAME, tls_verify_hostname, 0, 1),
+    INT_ARG(GRIT_ARG_TLS_SKIP_VERIFY, tls_skip_verify, 0, 1),
     INT_ARG(GRIT_ARG_INITIAL_RECONNECT_BACKOFF_MS, initial_reconnect_backoff_ms,
             1, MS_MAX),
     INT_ARG(GRIT_ARG_MAX_RECONNECT_BACKOFF_MS, max_reconnect_backoff_ms, 1,

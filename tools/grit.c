@@ -49,15 +49,21 @@ static void usage(FILE *f) {
           "exit status, for every command:\n"
           "  0  success: every call ended OK, the config is valid, the demo "
           "passed\n"
-          "  1  failure: a call ended with a non-OK status, the config is "
-          "invalid or\n"
-          "     its DNS record could not be fetched, a demo scene went "
-          "wrong\n"
+          "  1  failure: the config is invalid or its DNS record could "
+          "not be fetched,\n"
+          "     a demo scene went wrong, reflection or the channel failed "
+          "before a call\n"
           "  2  usage error: unknown command or option, bad or missing "
           "value, a file\n"
           "     named on the command line that cannot be read, a target or "
           "service\n"
-          "     config the channel refuses\n");
+          "     config the channel refuses, two request messages for a "
+          "unary method\n"
+          "  64+C  grit call: the call ended with gRPC status code C (65 "
+          "CANCELLED ...\n"
+          "     69 NOT_FOUND ... 78 UNAVAILABLE ... 80 UNAUTHENTICATED); "
+          "--count runs:\n"
+          "     the most frequent non-OK code\n");
 }
 
 typedef struct command {
