@@ -146,8 +146,10 @@ void call_usage(FILE *f) {
     fputc('\n', f);
   }
   fprintf(f,
-          "Prints each response as it arrives, then the status, peer, latency "
-          "and\ntrailers. Exit status: as every command, see 'grit help'.\n");
+          "Prints each response on stdout as it arrives, then the status, "
+          "peer, latency,\ntrailers and decoded status details on stderr "
+          "(--json: all on stdout).\nExit status: 0 OK, 64 + the status "
+          "code (e.g. 69 NOT_FOUND), 2 usage\nerror; see 'grit help'.\n");
 }
 
 typedef struct call_flags {
