@@ -204,8 +204,8 @@ static bool describe_member(const pbj_pool *pool, pbj_buf *b,
   const Google__Protobuf__EnumDescriptorProto *e = pbj_find_enum(pool, parent);
   for (size_t i = 0; e && i < e->n_value; i++) {
     if (e->value[i]->name && strcmp(e->value[i]->name, name) == 0) {
-      pbj_putf(b, "%s is a value of enum %s:\n%s = %d;\n", symbol, parent,
-               name, e->value[i]->number);
+      pbj_putf(b, "%s is a value of enum %s:\n%s = %d;\n", symbol, parent, name,
+               e->value[i]->number);
       return true;
     }
   }

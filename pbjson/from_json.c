@@ -123,13 +123,13 @@ static char *rewrite_big_ints(const char *json, size_t len, size_t *outlen) {
     size_t j = i + (c == '-');
     while (j < len && json[j] >= '0' && json[j] <= '9')
       j++;
-    bool integer = j == len || (json[j] != '.' && json[j] != 'e' &&
-                                json[j] != 'E');
+    bool integer =
+        j == len || (json[j] != '.' && json[j] != 'e' && json[j] != 'E');
     size_t end = j;
-    while (end < len && ((json[end] >= '0' && json[end] <= '9') ||
-                         json[end] == '.' || json[end] == 'e' ||
-                         json[end] == 'E' || json[end] == '+' ||
-                         json[end] == '-'))
+    while (end < len &&
+           ((json[end] >= '0' && json[end] <= '9') || json[end] == '.' ||
+            json[end] == 'e' || json[end] == 'E' || json[end] == '+' ||
+            json[end] == '-'))
       end++;
     if (integer && j > i + (c == '-') && int_too_big(json + i, j - i)) {
       pbj_put(&b, json + copied, i - copied);
@@ -297,9 +297,8 @@ static bool encode_value(fj *f, const field_desc *fd, json_t *v, pbj_buf *out,
                          int depth) {
   int64_t s = 0;
   uint64_t u = 0;
-  if (big_digits(v) &&
-      (fd->type == T(STRING) || fd->type == T(BYTES) || fd->type == T(BOOL) ||
-       fd->type == T(ENUM)))
+  if (big_digits(v) && (fd->type == T(STRING) || fd->type == T(BYTES) ||
+                        fd->type == T(BOOL) || fd->type == T(ENUM)))
     return fail(f, "%s", "wants a value of its type, not a number");
   switch (fd->type) {
   case T(DOUBLE):
@@ -452,10 +451,9 @@ static bool encode_map(fj *f, const field_desc *fd,
       k = json_string(key);
     }
     pbj_buf entry = {0};
-    bool ok =
-        k && encode_field_value(f, kf, k, &entry, depth) &&
-        ((json_is_null(val) && !null_is_value(vf)) ||
-         encode_field_value(f, vf, val, &entry, depth));
+    bool ok = k && encode_field_value(f, kf, k, &entry, depth) &&
+              ((json_is_null(val) && !null_is_value(vf)) ||
+               encode_field_value(f, vf, val, &entry, depth));
     json_decref(k);
     if (ok) {
       pbj_put_tag(out, (uint32_t)fd->number, 2);
@@ -756,9 +754,9 @@ static bool encode_field_mask(fj *f, json_t *v, pbj_buf *out) {
 }
 
 static bool is_special_json(const char *type) {
-  static const char *const names[] = {
-      "Any", "Duration", "FieldMask", "ListValue", "Struct", "Timestamp",
-      "Value"};
+  static const char *const names[] = {"Any",       "Duration", "FieldMask",
+                                      "ListValue", "Struct",   "Timestamp",
+                                      "Value"};
   if (strncmp(type, "google.protobuf.", 16) != 0)
     return false;
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
@@ -790,8 +788,7 @@ static bool encode_any(fj *f, json_t *v, pbj_buf *out, int depth) {
     if (!raw) {
       if (f->missing)
         snprintf(f->missing, f->missing_len, "%s", name);
-      return fail(f, "the type of an Any, %s, is not in the descriptors",
-                  name);
+      return fail(f, "the type of an Any, %s, is not in the descriptors", name);
     }
     ok = json_is_string(raw) && json_object_size(v) == 2 &&
          pbj_base64_decode(json_string_value(raw), json_string_length(raw),
@@ -896,8 +893,7 @@ bool pbj_from_json(const pbj_pool *pool, const char *type, const char *json,
 
 bool pbj_from_json_ex(const pbj_pool *pool, const char *type, const char *json,
                       size_t len, char *missing, size_t missing_len,
-                      uint8_t **out, size_t *outlen, char *err,
-                      size_t errlen) {
+                      uint8_t **out, size_t *outlen, char *err, size_t errlen) {
   *out = NULL;
   *outlen = 0;
   if (missing && missing_len)

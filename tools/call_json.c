@@ -223,9 +223,9 @@ char *types_response_json(const call_types *t, const uint8_t *p, size_t len,
     if (json || !missing[0])
       break;
     if (!resolve || !reflect_more(t, missing)) {
-      json = pbj_to_json_ex(t->pool, t->m.out, p, len,
-                            t->json_flags | PBJ_ANY_RAW, NULL, 0, err,
-                            sizeof(err));
+      json =
+          pbj_to_json_ex(t->pool, t->m.out, p, len, t->json_flags | PBJ_ANY_RAW,
+                         NULL, 0, err, sizeof(err));
       break;
     }
   }

@@ -285,9 +285,9 @@ static void print_plain_timeline(FILE *f, const call_result *r) {
   size_t n = r->n_att;
   grit_attempt_reason why = att_call_reason(a, n, r->st->code);
   fprintf(f, "call %" PRIu64 ": %s after %zu attempt%s (%s: %s)%s%s\n",
-         r->info->call_id, grit_status_code_name(r->st->code), n,
-         n == 1 ? "" : "s", grit_attempt_reason_name(why), reason_text(why),
-         n && a[0].trace_id[0] ? ", trace " : "", n ? a[0].trace_id : "");
+          r->info->call_id, grit_status_code_name(r->st->code), n,
+          n == 1 ? "" : "s", grit_attempt_reason_name(why), reason_text(why),
+          n && a[0].trace_id[0] ? ", trace " : "", n ? a[0].trace_id : "");
   uint64_t t0 = first_start(a, n);
   for (size_t i = 0; i < n; i++) {
     char wait[48] = "";
@@ -298,14 +298,14 @@ static void print_plain_timeline(FILE *f, const call_result *r) {
                                                  : "backoff",
                a[i].backoff_ms);
     fprintf(f, "  #%-2u %-11s %-21s +%7.1f ms %7.1f ms  %s%s%s%s", a[i].attempt,
-           kind_name(a[i].kind), a[i].peer[0] ? a[i].peer : "-",
-           (double)(a[i].start_us - t0) / 1000.0,
-           (double)(a[i].end_us - a[i].start_us) / 1000.0,
-           grit_status_code_name(a[i].code), a[i].message[0] ? " \"" : "",
-           a[i].message, a[i].message[0] ? "\"" : "");
+            kind_name(a[i].kind), a[i].peer[0] ? a[i].peer : "-",
+            (double)(a[i].start_us - t0) / 1000.0,
+            (double)(a[i].end_us - a[i].start_us) / 1000.0,
+            grit_status_code_name(a[i].code), a[i].message[0] ? " \"" : "",
+            a[i].message, a[i].message[0] ? "\"" : "");
     fprintf(f, "%s", wait);
     fprintf(f, "  encoding %s -> %s", a[i].req_enc,
-           a[i].resp_enc[0] ? a[i].resp_enc : "identity");
+            a[i].resp_enc[0] ? a[i].resp_enc : "identity");
     if (a[i].reason != GRIT_REASON_NONE)
       fprintf(f, "  -> %s", grit_attempt_reason_name(a[i].reason));
     if (a[i].span_id[0])
@@ -369,10 +369,10 @@ void out_result(const call_out *o, const call_result *r) {
   const grit_status *st = r->st;
   const char *msg = st->message ? st->message : "";
   FILE *f = stderr;
-  fprintf(f, "status: %s (%d)%s%s\n", grit_status_code_name(st->code),
-          st->code, msg[0] ? " " : "", msg);
-  fprintf(f, "peer: %s\nlatency: %" PRIu64 " us\n",
-          r->peer[0] ? r->peer : "-", r->latency_us);
+  fprintf(f, "status: %s (%d)%s%s\n", grit_status_code_name(st->code), st->code,
+          msg[0] ? " " : "", msg);
+  fprintf(f, "peer: %s\nlatency: %" PRIu64 " us\n", r->peer[0] ? r->peer : "-",
+          r->latency_us);
   print_md(f, false, "trailer", st->trailers);
   const uint8_t *dv;
   size_t dl;

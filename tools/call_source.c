@@ -24,7 +24,7 @@ struct req_source {
   size_t n, next;
   bool stdin_eof;
   bool json_frames; /* stdin holds JSON values, not lines */
-  char *line; /* bytes read from stdin, not yet a whole line */
+  char *line;       /* bytes read from stdin, not yet a whole line */
   size_t line_len, line_cap;
   size_t line_end; /* bytes of the line read_line returned, its end too */
   size_t line_no;

@@ -145,11 +145,10 @@ void call_usage(FILE *f) {
     }
     fputc('\n', f);
   }
-  fprintf(f,
-          "Prints each response on stdout as it arrives, then the status, "
-          "peer, latency,\ntrailers and decoded status details on stderr "
-          "(--json: all on stdout).\nExit status: 0 OK, 64 + the status "
-          "code (e.g. 69 NOT_FOUND), 2 usage\nerror; see 'grit help'.\n");
+  fprintf(f, "Prints each response on stdout as it arrives, then the status, "
+             "peer, latency,\ntrailers and decoded status details on stderr "
+             "(--json: all on stdout).\nExit status: 0 OK, 64 + the status "
+             "code (e.g. 69 NOT_FOUND), 2 usage\nerror; see 'grit help'.\n");
 }
 
 typedef struct call_flags {
@@ -371,8 +370,7 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
       break;
     case OPT_MAX_RECV:
       if (!tool_parse_u64(optarg, 0, INT64_MAX, &fl->max_recv)) {
-        fprintf(stderr,
-                "grit: --max-recv wants a number of bytes, got '%s'\n",
+        fprintf(stderr, "grit: --max-recv wants a number of bytes, got '%s'\n",
                 optarg);
         return 2;
       }

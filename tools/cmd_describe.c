@@ -146,8 +146,8 @@ static int parse(int argc, char **argv, desc_flags *fl, void (*usage)(FILE *)) {
       break;
     case OPT_CONNECT_TIMEOUT:
     case OPT_TIMEOUT: {
-      uint64_t *v = o == OPT_TIMEOUT ? &fl->timeout_ms
-                                     : &fl->conn.connect_timeout_ms;
+      uint64_t *v =
+          o == OPT_TIMEOUT ? &fl->timeout_ms : &fl->conn.connect_timeout_ms;
       if (!tool_parse_u64(optarg, 1, UINT64_C(1) << 53, v)) {
         fprintf(stderr, "grit: --%s wants a positive number of ms, got '%s'\n",
                 o == OPT_TIMEOUT ? "timeout" : "connect-timeout", optarg);

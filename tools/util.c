@@ -231,8 +231,8 @@ grit_err tool_conn_args(const tool_conn_flags *c, grit_channel_args *a) {
                     "certificate and its private key)\n");
     return GRIT_ERR_INVALID_ARG;
   }
-  bool tls = c->tls || c->ca || c->cert || c->key || c->servername ||
-             c->insecure;
+  bool tls =
+      c->tls || c->ca || c->cert || c->key || c->servername || c->insecure;
   grit_err rv = GRIT_OK;
   if (tls)
     rv = grit_channel_args_set_int(a, GRIT_ARG_TLS, 1);

@@ -109,9 +109,8 @@ grit_err grit_tls_ctx_create(const grit_tls_opts *o, grit_error_detail *d,
   }
   /* GRIT_ARG_TLS_SKIP_VERIFY: the handshake ignores the verify result
    * (chain and host name alike). */
-  SSL_CTX_set_verify(c->ctx,
-                     o && o->skip_verify ? SSL_VERIFY_NONE : SSL_VERIFY_PEER,
-                     NULL);
+  SSL_CTX_set_verify(
+      c->ctx, o && o->skip_verify ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
   if (!tls_load_roots(c->ctx, o, why, sizeof(why)))
     goto fail;
   if (o && o->cert_chain_file) {

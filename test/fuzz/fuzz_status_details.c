@@ -19,8 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     json_error_t je;
     json_t *v = json_loads(json, JSON_ALLOW_NUL, &je);
     if (!json_is_object(v)) {
-      fprintf(stderr, "status JSON does not parse (%s):\n%s\n", je.text,
-              json);
+      fprintf(stderr, "status JSON does not parse (%s):\n%s\n", je.text, json);
       abort();
     }
     json_decref(v);
