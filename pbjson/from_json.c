@@ -22,6 +22,9 @@ typedef struct fj {
   const pbj_pool *pool;
   char *missing; /* the Any type the pool lacked, when asked */
   size_t missing_len;
+  /* The text was rewritten: a string of this many U+0000 and '#' is a
+   * number (big_digits); 0: not rewritten. */
+  size_t big_nuls;
   char path[512];
   size_t path_len;
   char *err;
@@ -73,19 +76,35 @@ static void pop(fj *f, size_t saved) {
 
 /* JSON integers past int64 (jansson's json_int_t) do not parse, yet the
  * mapping takes uint64 values and doubles such as 18446744073709551615 as
- * numbers. Before parsing, such a literal is rewritten into a string that
- * begins with BIG_MARK, which no JSON text can hold unless it spells the
- * escapes below (then nothing is rewritten and jansson's error stands). */
-#define BIG_MARK "\0\0bignum\0"
-#define BIG_MARK_LEN 9
-#define BIG_MARK_JSON "\\u0000\\u0000bignum\\u0000"
+ * numbers. Before parsing, such a literal is rewritten into a string: N
+ * U+0000 characters, '#', then the digits. A JSON text can spell U+0000
+ * only as the escape \u0000, so with N one more than the number of those
+ * escapes in the text no string of the user's can start that way: the
+ * mark is exact, whatever the text holds. */
+#define NUL_ESCAPE "\\u0000"
 
 /* The digits of a rewritten number, or NULL if |v| is not one. */
-static const char *big_digits(json_t *v) {
-  if (!json_is_string(v) || json_string_length(v) <= BIG_MARK_LEN ||
-      memcmp(json_string_value(v), BIG_MARK, BIG_MARK_LEN) != 0)
+static const char *big_digits(const fj *f, json_t *v) {
+  if (!f->big_nuls || !json_is_string(v) ||
+      json_string_length(v) <= f->big_nuls + 1)
     return NULL;
-  return json_string_value(v) + BIG_MARK_LEN;
+  const char *s = json_string_value(v);
+  for (size_t i = 0; i < f->big_nuls; i++) {
+    if (s[i] != '\0')
+      return NULL;
+  }
+  return s[f->big_nuls] == '#' ? s + f->big_nuls + 1 : NULL;
+}
+
+/* How many U+0000 a rewritten number starts with for text |json|. */
+static size_t big_mark_nuls(const char *json, size_t len) {
+  size_t n = 1;
+  const char *p = json, *end = json + len;
+  while ((p = memmem(p, (size_t)(end - p), NUL_ESCAPE, 6)) != NULL) {
+    n++;
+    p += 6;
+  }
+  return n;
 }
 
 /* Whether the integer literal |p| (|n| bytes, optional '-') is outside
@@ -101,7 +120,8 @@ static bool int_too_big(const char *p, size_t n) {
 /* |json| with its too-big integer literals rewritten (malloc'd, |*outlen|
  * bytes), or NULL when nothing needs it (or out of memory: then jansson
  * reports the literal). */
-static char *rewrite_big_ints(const char *json, size_t len, size_t *outlen) {
+static char *rewrite_big_ints(const char *json, size_t len, size_t nuls,
+                              size_t *outlen) {
   pbj_buf b = {0};
   size_t copied = 0;
   bool in_str = false;
@@ -133,7 +153,10 @@ static char *rewrite_big_ints(const char *json, size_t len, size_t *outlen) {
       end++;
     if (integer && j > i + (c == '-') && int_too_big(json + i, j - i)) {
       pbj_put(&b, json + copied, i - copied);
-      pbj_puts(&b, "\"" BIG_MARK_JSON);
+      pbj_put(&b, "\"", 1);
+      for (size_t k = 0; k < nuls; k++)
+        pbj_puts(&b, NUL_ESCAPE);
+      pbj_put(&b, "#", 1);
       pbj_put(&b, json + i, j - i);
       pbj_puts(&b, "\"");
       copied = j;
@@ -182,7 +205,7 @@ static void put_fixed(pbj_buf *b, uint64_t v, size_t n) {
 
 /* An integer from a JSON integer, an integral real, or a decimal string. */
 static bool get_int(fj *f, json_t *v, bool is_signed, int64_t *s, uint64_t *u) {
-  const char *big = big_digits(v);
+  const char *big = big_digits(f, v);
   if (big) {
     char *end;
     errno = 0;
@@ -231,7 +254,7 @@ static bool get_int(fj *f, json_t *v, bool is_signed, int64_t *s, uint64_t *u) {
 }
 
 static bool get_double(fj *f, json_t *v, double *d) {
-  const char *big = big_digits(v);
+  const char *big = big_digits(f, v);
   if (big) {
     *d = strtod(big, NULL);
     return true;
@@ -297,7 +320,7 @@ static bool encode_value(fj *f, const field_desc *fd, json_t *v, pbj_buf *out,
                          int depth) {
   int64_t s = 0;
   uint64_t u = 0;
-  if (big_digits(v) && (fd->type == T(STRING) || fd->type == T(BYTES) ||
+  if (big_digits(f, v) && (fd->type == T(STRING) || fd->type == T(BYTES) ||
                         fd->type == T(BOOL) || fd->type == T(ENUM)))
     return fail(f, "%s", "wants a value of its type, not a number");
   switch (fd->type) {
@@ -688,7 +711,7 @@ static bool encode_list(fj *f, json_t *v, pbj_buf *out, int depth) {
 /* Value: any JSON value, as its kind (null_value 1, number_value 2,
  * string_value 3, bool_value 4, struct_value 5, list_value 6). */
 static bool encode_value_wkt(fj *f, json_t *v, pbj_buf *out, int depth) {
-  const char *big = big_digits(v);
+  const char *big = big_digits(f, v);
   if (json_is_null(v)) {
     pbj_put_tag(out, 1, 0);
     pbj_put_varint(out, 0);
@@ -779,6 +802,9 @@ static bool encode_any(fj *f, json_t *v, pbj_buf *out, int depth) {
   if (!json_is_string(jt) || json_string_length(jt) == 0)
     return fail(f, "%s", "an Any wants \"@type\" (a type URL)");
   const char *url = json_string_value(jt);
+  size_t url_len = json_string_length(jt);
+  if (memchr(url, '\0', url_len))
+    return fail(f, "%s", "\"@type\" holds U+0000");
   const char *slash = strrchr(url, '/');
   const char *name = slash ? slash + 1 : url;
   pbj_buf body = {0};
@@ -899,14 +925,14 @@ bool pbj_from_json_ex(const pbj_pool *pool, const char *type, const char *json,
   if (missing && missing_len)
     missing[0] = '\0';
   /* Strings may hold U+0000 (grit prints it as \u0000, so it reads it
-   * back); integers past int64 become marked strings (BIG_MARK). */
+   * back); integers past int64 become marked strings (big_digits). */
   size_t big_len = 0;
-  char *big = NULL;
-  if (!memmem(json, len, BIG_MARK_JSON, strlen(BIG_MARK_JSON)))
-    big = rewrite_big_ints(json, len, &big_len);
+  size_t nuls = big_mark_nuls(json, len);
+  char *big = rewrite_big_ints(json, len, nuls, &big_len);
   json_error_t je;
   json_t *root = json_loadb(big ? big : json, big ? big_len : len,
                             JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+  size_t big_nuls = big ? nuls : 0;
   free(big);
   if (!root) {
     snprintf(err, errlen, "not JSON: %s at line %d column %d", je.text, je.line,
@@ -916,6 +942,7 @@ bool pbj_from_json_ex(const pbj_pool *pool, const char *type, const char *json,
   fj f = {.pool = pool,
           .missing = missing,
           .missing_len = missing_len,
+          .big_nuls = big_nuls,
           .path = "$",
           .path_len = 1,
           .err = err,

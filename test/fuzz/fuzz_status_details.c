@@ -18,7 +18,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (json) {
     json_error_t je;
     json_t *v = json_loads(json, JSON_ALLOW_NUL, &je);
-    if (!json_is_object(v)) {
+    /* jansson cannot hold U+0000 in an object key (a map key of a
+     * detail); that text is still JSON. */
+    if (!json_is_object(v) && !strstr(je.text, "NUL byte in object key")) {
       fprintf(stderr, "status JSON does not parse (%s):\n%s\n", je.text, json);
       abort();
     }

@@ -462,6 +462,9 @@ def wkt_parse_forms():
         '"value":"2024-01-02T03:04:05.5Z"}}',
         '{"st":{"x":18446744073709551615}}',
         '{"customName":"via json_name","renamed":"ignored-later"}',
+        # Strings that look like grit's internal mark for big numbers.
+        '{"renamed":"\\u0000#5","kitchen":{"u64":18446744073709551615,'
+        '"text":"\\u0000\\u0000#7"}}',
     ]
     for text in good:
         r = grit("call", "--protoset", ARGS.wkt_set, "--data-json", text,
