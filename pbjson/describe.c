@@ -183,8 +183,8 @@ static bool is_proto3(const pbj_pool *pool, const char *full) {
 }
 
 /* |symbol| = "PARENT.NAME": a field NAME of message PARENT, or a value
- * NAME of enum PARENT or of an enum declared in scope PARENT (protobuf
- * scopes enum values beside their enum). */
+ * NAME of enum PARENT ("pkg.Color.RED", as people write it) or of an enum
+ * declared in scope PARENT ("pkg.RED", its protobuf full name). */
 static bool describe_member(const pbj_pool *pool, pbj_buf *b,
                             const char *symbol) {
   const char *dot = strrchr(symbol, '.');
@@ -201,11 +201,14 @@ static bool describe_member(const pbj_pool *pool, pbj_buf *b,
       return true;
     }
   }
+  const char *enum_full = parent;
   const Google__Protobuf__EnumDescriptorProto *e = pbj_find_enum(pool, parent);
+  if (!e)
+    e = pbj_find_enum_value(pool, parent, name, &enum_full);
   for (size_t i = 0; e && i < e->n_value; i++) {
     if (e->value[i]->name && strcmp(e->value[i]->name, name) == 0) {
-      pbj_putf(b, "%s is a value of enum %s:\n%s = %d;\n", symbol, parent, name,
-               e->value[i]->number);
+      pbj_putf(b, "%s is a value of enum %s:\n%s = %d;\n", symbol, enum_full,
+               name, e->value[i]->number);
       return true;
     }
   }

@@ -321,7 +321,7 @@ static bool encode_value(fj *f, const field_desc *fd, json_t *v, pbj_buf *out,
   int64_t s = 0;
   uint64_t u = 0;
   if (big_digits(f, v) && (fd->type == T(STRING) || fd->type == T(BYTES) ||
-                        fd->type == T(BOOL) || fd->type == T(ENUM)))
+                           fd->type == T(BOOL) || fd->type == T(ENUM)))
     return fail(f, "%s", "wants a value of its type, not a number");
   switch (fd->type) {
   case T(DOUBLE):

@@ -639,6 +639,10 @@ def discovery():
     r = grit("describe", "--protoset", ARGS.kitchen_set, "grit.test.Color.RED")
     check_rc(r, 0)
     check("RED = 1;" in r.out, "enum value", r)
+    r = grit("describe", ARGS.refl.target, ".grit.test.GREEN")
+    check_rc(r, 0)
+    check(r.out == "grit.test.GREEN is a value of enum grit.test.Color:\n"
+          "GREEN = 2;\n", "enum value by its full name", r)
     r = grit("describe", "--template", ARGS.refl.target,
              "grit.test.Echo.Echo")
     check_rc(r, 0)
