@@ -803,10 +803,9 @@ static bool encode_any(fj *f, json_t *v, pbj_buf *out, int depth) {
     return fail(f, "%s", "an Any wants \"@type\" (a type URL)");
   const char *url = json_string_value(jt);
   size_t url_len = json_string_length(jt);
-  if (memchr(url, '\0', url_len))
-    return fail(f, "%s", "\"@type\" holds U+0000");
   const char *slash = strrchr(url, '/');
-  const char *name = slash ? slash + 1 : url;
+  /* A URL holding U+0000 names no type (only "@value" can pack it). */
+  const char *name = memchr(url, '\0', url_len) ? "" : slash ? slash + 1 : url;
   pbj_buf body = {0};
   bool ok;
   json_t *raw = json_object_get(v, "@value");
@@ -846,8 +845,8 @@ static bool encode_any(fj *f, json_t *v, pbj_buf *out, int depth) {
   }
   if (ok) {
     pbj_put_tag(out, 1, 2);
-    pbj_put_varint(out, strlen(url));
-    pbj_puts(out, url);
+    pbj_put_varint(out, url_len);
+    pbj_put(out, url, url_len);
     put_len_field(out, 2, &body);
   }
   pbj_buf_free(&body);

@@ -534,6 +534,9 @@ static bool put_field_mask(tj *t, const uint8_t *p, size_t n) {
  * type comes from the pool (the part of the URL after its last '/'); one
  * the pool lacks is an error naming it (t->missing), or with
  * PBJ_ANY_RAW {"@type": URL, "@value": "<base64 of the bytes>"}. */
+static bool put_any_as(tj *t, const pbj_wire_field *url,
+                       const pbj_wire_field *val, const char *name, int depth);
+
 static bool put_any(tj *t, const uint8_t *p, size_t n, int depth) {
   pbj_wire_field url = {0}, val = {0};
   bool has_url = last_field(p, n, 1, &url);
@@ -544,35 +547,50 @@ static bool put_any(tj *t, const uint8_t *p, size_t n, int depth) {
     pbj_puts(&t->out, "{}");
     return true;
   }
-  if (!has_url || url.len == 0 || url.len > 400)
+  if (!has_url || url.len == 0)
     return fail(t, "%s", "a google.protobuf.Any without a type URL");
-  char name[512];
   const char *slash = memrchr(url.data, '/', url.len);
   size_t off = slash ? (size_t)((const uint8_t *)slash - url.data) + 1 : 0;
-  snprintf(name, sizeof(name), "%.*s", (int)(url.len - off),
-           (const char *)url.data + off);
+  /* A URL holding U+0000 names no type. */
+  char *name = memchr(url.data, '\0', url.len)
+                   ? strdup("")
+                   : strndup((const char *)url.data + off, url.len - off);
+  if (!name)
+    return fail(t, "%s", "out of memory");
+  bool ok = put_any_as(t, &url, has_val ? &val : NULL, name, depth);
+  free(name);
+  return ok;
+}
+
+/* put_any with the packed type's name |name| worked out. */
+static bool put_any_as(tj *t, const pbj_wire_field *url,
+                       const pbj_wire_field *val, const char *name,
+                       int depth) {
+  bool has_val = val != NULL;
   if (!pbj_find_message(t->pool, name)) {
     if (!(t->flags & PBJ_ANY_RAW)) {
       if (t->missing)
         snprintf(t->missing, t->missing_len, "%s", name);
-      return fail(t, "the type of an Any, %s, is not in the descriptors", name);
+      return fail(t, "the type of an Any, %.*s, is not in the descriptors",
+                  (int)(url->len > 200 ? 200 : url->len),
+                  (const char *)url->data);
     }
     pbj_puts(&t->out, "{\"@type\":");
-    pbj_put_json_string(&t->out, (const char *)url.data, url.len);
+    pbj_put_json_string(&t->out, (const char *)url->data, url->len);
     pbj_puts(&t->out, ",\"@value\":\"");
-    pbj_put_base64(&t->out, has_val ? val.data : NULL, has_val ? val.len : 0);
+    pbj_put_base64(&t->out, has_val ? val->data : NULL, has_val ? val->len : 0);
     pbj_puts(&t->out, "\"}");
     return true;
   }
   pbj_buf saved = t->out;
   t->out = (pbj_buf){0};
-  bool ok = put_message(t, name, has_val ? val.data : (const uint8_t *)"",
-                        has_val ? val.len : 0, depth + 1);
+  bool ok = put_message(t, name, has_val ? val->data : (const uint8_t *)"",
+                        has_val ? val->len : 0, depth + 1);
   pbj_buf inner = t->out;
   t->out = saved;
   if (ok && !inner.oom) {
     pbj_puts(&t->out, "{\"@type\":");
-    pbj_put_json_string(&t->out, (const char *)url.data, url.len);
+    pbj_put_json_string(&t->out, (const char *)url->data, url->len);
     if (has_special_json(name)) {
       pbj_puts(&t->out, ",\"value\":");
       pbj_put(&t->out, inner.p, inner.len);
