@@ -547,7 +547,7 @@ static bool put_any(tj *t, const uint8_t *p, size_t n, int depth) {
     pbj_puts(&t->out, "{}");
     return true;
   }
-  if (!has_url || url.len == 0)
+  if (!has_url || url.len == 0 || !url.data)
     return fail(t, "%s", "a google.protobuf.Any without a type URL");
   const char *slash = memrchr(url.data, '/', url.len);
   size_t off = slash ? (size_t)((const uint8_t *)slash - url.data) + 1 : 0;
