@@ -58,7 +58,8 @@ static bool put_detail(const pbj_pool *pool, pbj_buf *b, const uint8_t *p,
     snprintf(err, errlen, "a malformed detail (google.protobuf.Any)");
     return false;
   }
-  const uint8_t *slash = url.len ? memrchr(url.data, '/', url.len) : NULL;
+  const uint8_t *slash =
+      url.len && url.data ? memrchr(url.data, '/', url.len) : NULL;
   size_t off = slash ? (size_t)(slash - url.data) + 1 : 0;
   char name[256];
   snprintf(name, sizeof(name), "%.*s",
