@@ -1089,8 +1089,8 @@ def usage_call():
     r = grit("call", "--help")
     check_rc(r, 0)
     check(out(r).startswith("usage: grit call"), "usage", r)
-    check_in("Exit status: as every command, see 'grit help'", out(r),
-             "exit codes", r)
+    check_in("Exit status: 0 OK, 64 + the status code (e.g. 69 NOT_FOUND)",
+             out(r), "exit codes", r)
 
 
 
