@@ -564,8 +564,7 @@ static bool put_any(tj *t, const uint8_t *p, size_t n, int depth) {
 
 /* put_any with the packed type's name |name| worked out. */
 static bool put_any_as(tj *t, const pbj_wire_field *url,
-                       const pbj_wire_field *val, const char *name,
-                       int depth) {
+                       const pbj_wire_field *val, const char *name, int depth) {
   bool has_val = val != NULL;
   if (!pbj_find_message(t->pool, name)) {
     if (!(t->flags & PBJ_ANY_RAW)) {

@@ -369,7 +369,7 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
         return 2;
       break;
     case OPT_MAX_RECV:
-      if (!tool_parse_u64(optarg, 0, INT64_MAX, &fl->max_recv)) {
+      if (!tool_parse_u64(optarg, 1, INT64_MAX, &fl->max_recv)) {
         fprintf(stderr, "grit: --max-recv wants a number of bytes, got '%s'\n",
                 optarg);
         return 2;

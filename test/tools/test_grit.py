@@ -1170,6 +1170,7 @@ def usage_issue29_flags():
     t = "ipv4:127.0.0.1:9"
     for argv, msg in (
             (["call", "--max-recv", "-1", t, "/a/b"], "--max-recv wants"),
+            (["call", "--max-recv", "0", t, "/a/b"], "--max-recv wants"),
             (["call", "--max-recv", "4k", t, "/a/b"], "--max-recv wants"),
             (["call", "--connect-timeout", "0", t, "/a/b"],
              "--connect-timeout wants"),
