@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "extra.pb.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 #include "kitchen.grpc.pb.h"
@@ -86,9 +87,17 @@ class EchoService final : public grit::test::Echo::Service {
     return Status::OK;
   }
 
+  // The request back; asked with customName "pack-extra", its any holds a
+  // grit.extra.Extra (extra.proto, which kitchen.proto does not import).
   Status EchoWkt(ServerContext *, const grit::test::Wkt *req,
                  grit::test::Wkt *resp) override {
     *resp = *req;
+    if (req->renamed() == "pack-extra") {
+      grit::extra::Extra x;
+      x.set_note("packed by the server");
+      x.set_n(7);
+      resp->mutable_any()->PackFrom(x);
+    }
     return Status::OK;
   }
 
