@@ -482,6 +482,7 @@ static bool encode_map(fj *f, const field_desc *fd,
       pbj_put_tag(out, (uint32_t)fd->number, 2);
       pbj_put_varint(out, entry.len);
       pbj_put(out, entry.p, entry.len);
+      out->oom = out->oom || entry.oom;
     }
     pbj_buf_free(&entry);
     if (!ok)
@@ -526,6 +527,8 @@ static bool encode_field(fj *f, const field_desc *fd, json_t *v, pbj_buf *out,
       break;
     pop(f, saved);
   }
+  if (ok && packed.oom) /* values lost: never send the rest */
+    ok = fail(f, "%s", "out of memory");
   if (ok && wt != 2 && packed.len) {
     pbj_put_tag(out, (uint32_t)fd->number, 2);
     pbj_put_varint(out, packed.len);

@@ -223,7 +223,7 @@ static bool put_map_key(tj *t, const field_desc *kf, const pbj_wire_field *w) {
     else
       pbj_put_json_string(&t->out, s, n);
   }
-  ok = ok && !num.oom;
+  ok = ok && (!num.oom || fail(t, "%s", "out of memory"));
   pbj_buf_free(&num);
   return ok;
 }
@@ -264,10 +264,13 @@ static char *map_key_text(tj *t, const Google__Protobuf__DescriptorProto *ed,
   t->out = (pbj_buf){0};
   bool ok = put_map_key(t, pbj_field_by_number(ed, 1), has_k ? &k : NULL);
   pbj_put(&t->out, "", 0);
-  char *text = ok && !t->out.oom ? (char *)t->out.p : NULL;
+  bool oom = t->out.oom;
+  char *text = ok && !oom ? (char *)t->out.p : NULL;
   if (!text)
     pbj_buf_free(&t->out);
   t->out = saved;
+  if (ok && oom)
+    fail(t, "%s", "out of memory");
   return text;
 }
 
