@@ -48,6 +48,7 @@ static const arg_spec specs[] = {
     TLS_STR_ARG(GRIT_ARG_TLS_PRIVATE_KEY_FILE, tls_private_key_file),
     TLS_STR_ARG(GRIT_ARG_TLS_TARGET_NAME_OVERRIDE, tls_target_name_override),
     TLS_INT_ARG(GRIT_ARG_TLS_VERIFY_HOSTNAME, tls_verify_hostname, 0, 1),
+    TLS_INT_ARG(GRIT_ARG_TLS_SKIP_VERIFY, tls_skip_verify, 0, 1),
     INT_ARG(GRIT_ARG_INITIAL_RECONNECT_BACKOFF_MS, initial_reconnect_backoff_ms,
             1, MS_MAX),
     INT_ARG(GRIT_ARG_MAX_RECONNECT_BACKOFF_MS, max_reconnect_backoff_ms, 1,

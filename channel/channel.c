@@ -496,7 +496,8 @@ static grit_err ch_make_tls(grit_channel *ch, grit_error_detail *d) {
   grit_tls_opts to = {.root_certs_file = ch->o.tls_root_certs_file,
                       .root_certs_pem = ch->o.tls_root_certs,
                       .cert_chain_file = ch->o.tls_cert_chain_file,
-                      .private_key_file = ch->o.tls_private_key_file};
+                      .private_key_file = ch->o.tls_private_key_file,
+                      .skip_verify = ch->o.tls_skip_verify != 0};
   grit_err rv = grit_tls_ctx_create(&to, d, &ch->tls);
   if (rv != GRIT_OK)
     return rv;

@@ -42,6 +42,7 @@ typedef struct grit_chan_opts {
   char *tls_private_key_file;
   char *tls_target_name_override;
   int64_t tls_verify_hostname;
+  int64_t tls_skip_verify; /* GRIT_ARG_TLS_SKIP_VERIFY */
   int64_t initial_reconnect_backoff_ms;
   int64_t max_reconnect_backoff_ms;
   int64_t min_connect_timeout_ms;

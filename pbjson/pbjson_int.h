@@ -47,6 +47,12 @@ const Google__Protobuf__EnumDescriptorProto *pbj_find_enum(const pbj_pool *pool,
                                                            const char *full);
 const Google__Protobuf__ServiceDescriptorProto *
 pbj_find_service(const pbj_pool *pool, const char *full);
+/* An enum declared in |scope| (a package or message full name) that has
+ * a value |name| (protobuf scopes enum values beside their enum), and its
+ * full name in |*enum_full| (borrowed); NULL if none. */
+const Google__Protobuf__EnumDescriptorProto *
+pbj_find_enum_value(const pbj_pool *pool, const char *scope, const char *name,
+                    const char **enum_full);
 /* A file whose package holds |full|, for its syntax; NULL if none. */
 const Google__Protobuf__FileDescriptorProto *pbj_file_of(const pbj_pool *pool,
                                                          const char *full);

@@ -186,6 +186,27 @@ static const void *find(const pbj_pool *pool, const char *full, sym_kind kind) {
   return NULL;
 }
 
+const Google__Protobuf__EnumDescriptorProto *
+pbj_find_enum_value(const pbj_pool *pool, const char *scope, const char *name,
+                    const char **enum_full) {
+  size_t sl = strlen(scope);
+  for (size_t i = 0; i < pool->n_syms; i++) {
+    const sym *y = &pool->syms[i];
+    const char *dot = strrchr(y->full, '.');
+    size_t yl = dot ? (size_t)(dot - y->full) : 0;
+    if (y->kind != SYM_ENUM || yl != sl || strncmp(y->full, scope, sl) != 0)
+      continue;
+    const Google__Protobuf__EnumDescriptorProto *e = y->desc;
+    for (size_t j = 0; j < e->n_value; j++) {
+      if (e->value[j]->name && strcmp(e->value[j]->name, name) == 0) {
+        *enum_full = y->full;
+        return e;
+      }
+    }
+  }
+  return NULL;
+}
+
 const Google__Protobuf__DescriptorProto *pbj_find_message(const pbj_pool *pool,
                                                           const char *full) {
   return find(pool, full, SYM_MESSAGE);

@@ -19,6 +19,9 @@ typedef Google__Protobuf__FieldDescriptorProto field_desc;
 
 typedef struct tj {
   const pbj_pool *pool;
+  unsigned flags; /* PBJ_* */
+  char *missing;  /* the Any type the pool lacked, when asked */
+  size_t missing_len;
   pbj_buf out;
   char *err;
   size_t errlen;
@@ -80,6 +83,10 @@ static void put_double(pbj_buf *b, double d, bool is_float) {
 }
 
 static bool put_enum(tj *t, const field_desc *f, int32_t v) {
+  if (strcmp(pbj_strip_dot(f->type_name), "google.protobuf.NullValue") == 0) {
+    pbj_puts(&t->out, "null"); /* its only value, as the mapping says */
+    return true;
+  }
   const Google__Protobuf__EnumDescriptorProto *e =
       pbj_find_enum(t->pool, pbj_strip_dot(f->type_name));
   for (size_t i = 0; e && i < e->n_value; i++) {
@@ -146,6 +153,9 @@ static bool put_number(tj *t, const field_desc *f, uint64_t v) {
 
 static bool put_message(tj *t, const char *type, const uint8_t *p, size_t n,
                         int depth);
+static bool put_map(tj *t, const field_desc *f,
+                    const Google__Protobuf__DescriptorProto *ed,
+                    const uint8_t *p, size_t n, size_t count, int depth);
 
 /* One value of field |f| from wire field |w| (not packed). */
 static bool put_value(tj *t, const field_desc *f, const pbj_wire_field *w,
@@ -213,7 +223,7 @@ static bool put_map_key(tj *t, const field_desc *kf, const pbj_wire_field *w) {
     else
       pbj_put_json_string(&t->out, s, n);
   }
-  ok = ok && !num.oom;
+  ok = ok && (!num.oom || fail(t, "%s", "out of memory"));
   pbj_buf_free(&num);
   return ok;
 }
@@ -254,10 +264,13 @@ static char *map_key_text(tj *t, const Google__Protobuf__DescriptorProto *ed,
   t->out = (pbj_buf){0};
   bool ok = put_map_key(t, pbj_field_by_number(ed, 1), has_k ? &k : NULL);
   pbj_put(&t->out, "", 0);
-  char *text = ok && !t->out.oom ? (char *)t->out.p : NULL;
+  bool oom = t->out.oom;
+  char *text = ok && !oom ? (char *)t->out.p : NULL;
   if (!text)
     pbj_buf_free(&t->out);
   t->out = saved;
+  if (ok && oom)
+    fail(t, "%s", "out of memory");
   return text;
 }
 
@@ -361,6 +374,239 @@ static bool is_wrapper(const char *type) {
       return true;
   }
   return false;
+}
+
+/* The JSON form of google.protobuf.|name| is not an object of its fields:
+ * Any packs such a type as {"@type": ..., "value": <its JSON>}. */
+static bool has_special_json(const char *type) {
+  static const char *const names[] = {
+      "google.protobuf.Any",       "google.protobuf.Duration",
+      "google.protobuf.FieldMask", "google.protobuf.ListValue",
+      "google.protobuf.Struct",    "google.protobuf.Timestamp",
+      "google.protobuf.Value"};
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+    if (strcmp(type, names[i]) == 0)
+      return true;
+  }
+  return is_wrapper(type);
+}
+
+/* The last occurrence of field |num| (any wire type) in |p|; false if
+ * none. */
+static bool last_field(const uint8_t *p, size_t n, uint32_t num,
+                       pbj_wire_field *out) {
+  const uint8_t *q = p, *end = p + n;
+  pbj_wire_field w;
+  bool found = false;
+  while (pbj_wire_next(&q, end, &w) == 1) {
+    if (w.num == num) {
+      *out = w;
+      found = true;
+    }
+  }
+  return found;
+}
+
+/* Struct: its fields map as a JSON object (the map code does the work:
+ * each value is a Value, printed by put_value_wkt). */
+static bool put_struct(tj *t, const Google__Protobuf__DescriptorProto *d,
+                       const uint8_t *p, size_t n, int depth) {
+  const field_desc *f = pbj_field_by_number(d, 1);
+  const Google__Protobuf__DescriptorProto *ed =
+      f && f->type == T(MESSAGE)
+          ? pbj_find_message(t->pool, pbj_strip_dot(f->type_name))
+          : NULL;
+  if (!ed || !pbj_is_map_entry(ed))
+    return fail(t, "%s", "google.protobuf.Struct lacks its fields map");
+  const uint8_t *q = p, *end = p + n;
+  pbj_wire_field w;
+  size_t count = 0;
+  while (pbj_wire_next(&q, end, &w) == 1) {
+    if (w.num == 1 && w.wt != 2)
+      return fail(t, "%s", "a malformed google.protobuf.Struct");
+    count += w.num == 1;
+  }
+  return put_map(t, f, ed, p, n, count, depth);
+}
+
+/* ListValue: its values as a JSON array. */
+static bool put_list_value(tj *t, const uint8_t *p, size_t n, int depth) {
+  const uint8_t *q = p, *end = p + n;
+  pbj_wire_field w;
+  pbj_put(&t->out, "[", 1);
+  bool first = true;
+  while (pbj_wire_next(&q, end, &w) == 1) {
+    if (w.num != 1)
+      continue;
+    if (w.wt != 2)
+      return fail(t, "%s", "a malformed google.protobuf.ListValue");
+    if (!first)
+      pbj_put(&t->out, ",", 1);
+    first = false;
+    if (!put_message(t, "google.protobuf.Value", w.data, w.len, depth + 1))
+      return false;
+  }
+  pbj_put(&t->out, "]", 1);
+  return true;
+}
+
+/* Value: the kind set last (a oneof); none set prints null, as
+ * python-protobuf's json_format does. */
+static bool put_value_wkt(tj *t, const uint8_t *p, size_t n, int depth) {
+  const uint8_t *q = p, *end = p + n;
+  pbj_wire_field w, kind = {0};
+  while (pbj_wire_next(&q, end, &w) == 1) {
+    if (w.num >= 1 && w.num <= 6)
+      kind = w;
+  }
+  static const int want[7] = {-1, 0, 1, 2, 0, 2, 2};
+  if (kind.num && kind.wt != want[kind.num])
+    return fail(t, "%s", "a malformed google.protobuf.Value");
+  switch (kind.num) {
+  case 2: {
+    double d;
+    memcpy(&d, &kind.v, sizeof(d));
+    put_double(&t->out, d, false);
+    return true;
+  }
+  case 3:
+    pbj_put_json_string(&t->out, (const char *)kind.data, kind.len);
+    return true;
+  case 4:
+    pbj_puts(&t->out, kind.v ? "true" : "false");
+    return true;
+  case 5:
+    return put_message(t, "google.protobuf.Struct", kind.data, kind.len,
+                       depth + 1);
+  case 6:
+    return put_message(t, "google.protobuf.ListValue", kind.data, kind.len,
+                       depth + 1);
+  default: /* 1 (null_value) or no kind */
+    pbj_puts(&t->out, "null");
+    return true;
+  }
+}
+
+/* FieldMask: the paths in lowerCamelCase, joined by ','. A path that does
+ * not map back (an upper-case letter, '_' not before a lower-case one)
+ * is an error, as in python-protobuf. */
+static bool put_field_mask(tj *t, const uint8_t *p, size_t n) {
+  const uint8_t *q = p, *end = p + n;
+  pbj_wire_field w;
+  pbj_buf s = {0};
+  bool first = true;
+  while (pbj_wire_next(&q, end, &w) == 1) {
+    if (w.num != 1)
+      continue;
+    if (w.wt != 2) {
+      pbj_buf_free(&s);
+      return fail(t, "%s", "a malformed google.protobuf.FieldMask");
+    }
+    if (!first)
+      pbj_put(&s, ",", 1);
+    first = false;
+    for (size_t i = 0; i < w.len; i++) {
+      char c = (char)w.data[i];
+      bool bad = (c >= 'A' && c <= 'Z') || c == ',';
+      if (c == '_') {
+        char nx = i + 1 < w.len ? (char)w.data[i + 1] : 0;
+        bad = !(nx >= 'a' && nx <= 'z');
+        if (!bad) {
+          c = (char)(nx - 'a' + 'A');
+          i++;
+        }
+      }
+      if (bad) {
+        pbj_buf_free(&s);
+        return fail(t,
+                    "FieldMask path '%.*s' has no JSON form (upper case, "
+                    "',' or '_' not before a lower-case letter)",
+                    (int)w.len, (const char *)w.data);
+      }
+      pbj_put(&s, &c, 1);
+    }
+  }
+  pbj_put_json_string(&t->out, s.p ? (const char *)s.p : "", s.len);
+  bool ok = !s.oom || fail(t, "%s", "out of memory");
+  pbj_buf_free(&s);
+  return ok;
+}
+
+/* Any: {"@type": URL, fields of the packed message...}, or for a packed
+ * type with its own JSON form {"@type": URL, "value": ...}. The packed
+ * type comes from the pool (the part of the URL after its last '/'); one
+ * the pool lacks is an error naming it (t->missing), or with
+ * PBJ_ANY_RAW {"@type": URL, "@value": "<base64 of the bytes>"}. */
+static bool put_any_as(tj *t, const pbj_wire_field *url,
+                       const pbj_wire_field *val, const char *name, int depth);
+
+static bool put_any(tj *t, const uint8_t *p, size_t n, int depth) {
+  pbj_wire_field url = {0}, val = {0};
+  bool has_url = last_field(p, n, 1, &url);
+  bool has_val = last_field(p, n, 2, &val);
+  if ((has_url && url.wt != 2) || (has_val && val.wt != 2))
+    return fail(t, "%s", "a malformed google.protobuf.Any");
+  if (!has_url && !has_val) {
+    pbj_puts(&t->out, "{}");
+    return true;
+  }
+  if (!has_url || url.len == 0 || !url.data)
+    return fail(t, "%s", "a google.protobuf.Any without a type URL");
+  const char *slash = memrchr(url.data, '/', url.len);
+  size_t off = slash ? (size_t)((const uint8_t *)slash - url.data) + 1 : 0;
+  /* A URL holding U+0000 names no type. */
+  char *name = memchr(url.data, '\0', url.len)
+                   ? strdup("")
+                   : strndup((const char *)url.data + off, url.len - off);
+  if (!name)
+    return fail(t, "%s", "out of memory");
+  bool ok = put_any_as(t, &url, has_val ? &val : NULL, name, depth);
+  free(name);
+  return ok;
+}
+
+/* put_any with the packed type's name |name| worked out. */
+static bool put_any_as(tj *t, const pbj_wire_field *url,
+                       const pbj_wire_field *val, const char *name, int depth) {
+  bool has_val = val != NULL;
+  if (!pbj_find_message(t->pool, name)) {
+    if (!(t->flags & PBJ_ANY_RAW)) {
+      if (t->missing)
+        snprintf(t->missing, t->missing_len, "%s", name);
+      return fail(t, "the type of an Any, %.*s, is not in the descriptors",
+                  (int)(url->len > 200 ? 200 : url->len),
+                  (const char *)url->data);
+    }
+    pbj_puts(&t->out, "{\"@type\":");
+    pbj_put_json_string(&t->out, (const char *)url->data, url->len);
+    pbj_puts(&t->out, ",\"@value\":\"");
+    pbj_put_base64(&t->out, has_val ? val->data : NULL, has_val ? val->len : 0);
+    pbj_puts(&t->out, "\"}");
+    return true;
+  }
+  pbj_buf saved = t->out;
+  t->out = (pbj_buf){0};
+  bool ok = put_message(t, name, has_val ? val->data : (const uint8_t *)"",
+                        has_val ? val->len : 0, depth + 1);
+  pbj_buf inner = t->out;
+  t->out = saved;
+  if (ok && !inner.oom) {
+    pbj_puts(&t->out, "{\"@type\":");
+    pbj_put_json_string(&t->out, (const char *)url->data, url->len);
+    if (has_special_json(name)) {
+      pbj_puts(&t->out, ",\"value\":");
+      pbj_put(&t->out, inner.p, inner.len);
+      pbj_puts(&t->out, "}");
+    } else if (inner.len > 2) { /* "{...}": its fields after @type */
+      pbj_put(&t->out, ",", 1);
+      pbj_put(&t->out, inner.p + 1, inner.len - 1);
+    } else {
+      pbj_puts(&t->out, "}");
+    }
+  }
+  ok = ok && (!inner.oom || fail(t, "%s", "out of memory"));
+  pbj_buf_free(&inner);
+  return ok;
 }
 
 /* ---- messages ---- */
@@ -546,6 +792,36 @@ static bool put_field(tj *t, const field_desc *f, const uint8_t *p, size_t n,
   return true;
 }
 
+/* --emit-defaults: an absent field at its default, as json_format's
+ * including_default_value_fields: scalars, repeated fields ([]) and maps
+ * ({}), not singular messages, oneof members or proto3 optional fields
+ * (their absence means something). */
+static void put_default(tj *t, const field_desc *f, bool *first) {
+  bool repeated =
+      f->label ==
+      GOOGLE__PROTOBUF__FIELD_DESCRIPTOR_PROTO__LABEL__LABEL_REPEATED;
+  if (!repeated && (f->type == T(MESSAGE) || f->has_oneof_index))
+    return;
+  char tmp[256];
+  const char *jn = pbj_json_name(f, tmp, sizeof(tmp));
+  if (!*first)
+    pbj_put(&t->out, ",", 1);
+  *first = false;
+  pbj_put_json_string(&t->out, jn, strlen(jn));
+  pbj_put(&t->out, ":", 1);
+  if (repeated) {
+    const Google__Protobuf__DescriptorProto *e =
+        f->type == T(MESSAGE)
+            ? pbj_find_message(t->pool, pbj_strip_dot(f->type_name))
+            : NULL;
+    pbj_puts(&t->out, pbj_is_map_entry(e) ? "{}" : "[]");
+  } else if (f->type == T(STRING) || f->type == T(BYTES)) {
+    pbj_puts(&t->out, "\"\"");
+  } else {
+    put_number(t, f, 0);
+  }
+}
+
 static bool put_message(tj *t, const char *type, const uint8_t *p, size_t n,
                         int depth) {
   if (depth > PBJ_MAX_DEPTH)
@@ -564,6 +840,16 @@ static bool put_message(tj *t, const char *type, const uint8_t *p, size_t n,
     return put_timestamp(t, p, n);
   if (strcmp(type, "google.protobuf.Duration") == 0)
     return put_duration(t, p, n);
+  if (strcmp(type, "google.protobuf.Struct") == 0)
+    return put_struct(t, d, p, n, depth);
+  if (strcmp(type, "google.protobuf.Value") == 0)
+    return put_value_wkt(t, p, n, depth);
+  if (strcmp(type, "google.protobuf.ListValue") == 0)
+    return put_list_value(t, p, n, depth);
+  if (strcmp(type, "google.protobuf.FieldMask") == 0)
+    return put_field_mask(t, p, n);
+  if (strcmp(type, "google.protobuf.Any") == 0)
+    return put_any(t, p, n, depth);
   if (is_wrapper(type)) {
     const field_desc *vf = pbj_field_by_number(d, 1);
     if (!vf)
@@ -591,8 +877,11 @@ static bool put_message(tj *t, const char *type, const uint8_t *p, size_t n,
       continue;
     if (d->field[i]->type == T(GROUP))
       continue; /* groups fail pbj_wire_next before this */
+    size_t before = t->out.len;
     if (!put_field(t, d->field[i], p, n, &first, depth))
       return false;
+    if (t->out.len == before && (t->flags & PBJ_EMIT_DEFAULTS))
+      put_default(t, d->field[i], &first);
   }
   if (!put_unknown(t, d, p, n, &first))
     return false;
@@ -602,7 +891,20 @@ static bool put_message(tj *t, const char *type, const uint8_t *p, size_t n,
 
 char *pbj_to_json(const pbj_pool *pool, const char *type, const uint8_t *p,
                   size_t n, char *err, size_t errlen) {
-  tj t = {.pool = pool, .err = err, .errlen = errlen};
+  return pbj_to_json_ex(pool, type, p, n, 0, NULL, 0, err, errlen);
+}
+
+char *pbj_to_json_ex(const pbj_pool *pool, const char *type, const uint8_t *p,
+                     size_t n, unsigned flags, char *missing,
+                     size_t missing_len, char *err, size_t errlen) {
+  if (missing && missing_len)
+    missing[0] = '\0';
+  tj t = {.pool = pool,
+          .flags = flags,
+          .missing = missing,
+          .missing_len = missing_len,
+          .err = err,
+          .errlen = errlen};
   if (!put_message(&t, type, p, n, 0) || t.out.oom) {
     if (t.out.oom)
       snprintf(err, errlen, "out of memory");

@@ -48,6 +48,10 @@ typedef enum req_next {
 } req_next;
 /* The next message, blocking on stdin if needed. One thread at a time. */
 req_next req_source_next(req_source *s, uint8_t **data, size_t *len);
+/* Read every message now, stdin to its end included, so that
+ * req_source_fixed_count is exact (methods that take one request
+ * message). False if one did not decode (message printed). */
+bool req_source_collect(req_source *s);
 /* Make a blocked or later req_source_next return REQ_CANCELLED.
  * Thread: any. */
 void req_source_cancel(req_source *s);
@@ -118,6 +122,9 @@ typedef struct call_out {
   /* Message types (--protoset, --proto, reflection): responses print as
    * proto3 JSON. NULL: hex. */
   const call_types *types;
+  /* Responses may load Any types by reflection (one streaming call; not
+   * in --count runs, whose responses print from call callbacks). */
+  bool resolve_any;
 } call_out;
 
 void out_headers(const call_out *o, uint64_t call_id,
@@ -157,10 +164,12 @@ typedef struct call_setup {
 } call_setup;
 
 /* One call on the streaming API: every request message, every response.
- * Returns the exit status (0 OK, 1 non-OK status, 2 a bad stdin line). */
+ * Returns the exit status (0 OK, 64 + code for a non-OK status, 2 a bad
+ * stdin line). */
 int call_run_stream(const call_setup *cs);
 /* |count| unary calls, |concurrency| in flight, then the summary.
- * Returns the exit status (0 every call OK, 1 otherwise). */
+ * Returns the exit status (0 every call OK, else tool_exit_for_code of the
+ * most frequent non-OK code). */
 int call_run_unary(const call_setup *cs, uint64_t count, uint64_t concurrency);
 
 /* --metrics: the channel's Prometheus text on stdout (call_attempts.c). */

@@ -10,13 +10,37 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "pbjson/pbjson.h"
 
 struct call_types {
   pbj_pool *pool;
   pbj_method m; /* valid when has_method */
   bool has_method;
+  unsigned json_flags; /* PBJ_EMIT_DEFAULTS */
+  /* Types came by reflection: an Any naming a type the pool lacks asks
+   * the server for it (on |ch| with |opts|). */
+  grit_channel *ch;
+  grit_call_opts opts;
+  bool reflected;
 };
+
+/* Reflection calls without a deadline of their own get this one, so that
+ * a server whose reflection never answers cannot hang grit. */
+#define REFLECT_DEFAULT_TIMEOUT_MS 10000
+
+static grit_call_opts reflect_opts(const grit_call_opts *opts) {
+  grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION};
+  if (opts) {
+    o.version = opts->version;
+    o.timeout_ms = opts->timeout_ms;
+    o.metadata = opts->metadata;
+  }
+  if (!o.timeout_ms)
+    o.timeout_ms = REFLECT_DEFAULT_TIMEOUT_MS;
+  return o;
+}
 
 /* Run protoc --include_imports -o TMP over the --proto files and return
  * the descriptor set it wrote (malloc'd), or NULL (message printed). */
@@ -99,6 +123,13 @@ int types_load(const types_flags *tf, grit_channel *ch,
   }
   char err[512] = "";
   int rc = TOOL_EXIT_OK;
+  /* The standard error details, so that an Any packing one resolves
+   * whatever the server's files are. */
+  if (!pbj_pool_add_rpc_status(t->pool, err, sizeof(err))) {
+    fprintf(stderr, "grit: %s\n", err);
+    types_free(t);
+    return TOOL_EXIT_FAILED;
+  }
   if (tf->protoset || tf->n_proto) {
     size_t len = 0;
     char *data = tf->protoset ? tool_read_file(tf->protoset, &len)
@@ -114,7 +145,11 @@ int types_load(const types_flags *tf, grit_channel *ch,
     free(data);
   } else if (symbol) {
     char *svc = service_of(symbol);
-    if (!svc || !pbj_reflect_symbol(ch, opts, t->pool, svc, err, sizeof(err))) {
+    t->ch = ch;
+    t->opts = reflect_opts(opts);
+    t->reflected = true;
+    if (!svc ||
+        !pbj_reflect_symbol(ch, &t->opts, t->pool, svc, err, sizeof(err))) {
       fprintf(stderr, "grit: cannot load the types of %s: %s\n",
               svc ? svc : symbol, svc ? err : "out of memory");
       rc = TOOL_EXIT_FAILED;
@@ -158,11 +193,42 @@ int types_find_method(call_types *t, const char *path, grit_method_kind *kind) {
   return TOOL_EXIT_OK;
 }
 
-char *types_response_json(const call_types *t, const uint8_t *p, size_t len) {
+void types_set_emit_defaults(call_types *t, bool on) {
+  if (on)
+    t->json_flags |= PBJ_EMIT_DEFAULTS;
+  else
+    t->json_flags &= ~(unsigned)PBJ_EMIT_DEFAULTS;
+}
+
+/* Load the file defining |type| by reflection; false if it cannot be. */
+static bool reflect_more(const call_types *t, const char *type) {
+  char err[256];
+  if (!t->reflected || pbj_pool_has_message(t->pool, type))
+    return false;
+  grit_call_opts o = t->opts;
+  return pbj_reflect_symbol(t->ch, &o, t->pool, type, err, sizeof(err));
+}
+
+char *types_response_json(const call_types *t, const uint8_t *p, size_t len,
+                          bool resolve) {
   if (!t || !t->has_method)
     return NULL;
-  char err[256];
-  char *json = pbj_to_json(t->pool, t->m.out, p, len, err, sizeof(err));
+  char err[256], missing[256];
+  char *json = NULL;
+  /* An Any of a type the pool lacks: ask reflection (a few times: the
+   * packed message may hold more Anys), else print it raw. */
+  for (int round = 0; !json && round < 8; round++) {
+    json = pbj_to_json_ex(t->pool, t->m.out, p, len, t->json_flags, missing,
+                          sizeof(missing), err, sizeof(err));
+    if (json || !missing[0])
+      break;
+    if (!resolve || !reflect_more(t, missing)) {
+      json =
+          pbj_to_json_ex(t->pool, t->m.out, p, len, t->json_flags | PBJ_ANY_RAW,
+                         NULL, 0, err, sizeof(err));
+      break;
+    }
+  }
   if (!json)
     fprintf(stderr,
             "grit: the response does not decode as %s (%s); "
@@ -193,9 +259,14 @@ bool req_decode_json(const char *text, uint8_t **out, size_t *len,
     }
     text = file;
   }
-  char err[512];
-  bool ok = pbj_from_json(json_types->pool, json_types->m.in, text, n, out, len,
-                          err, sizeof(err));
+  char err[512], missing[256];
+  bool ok = false;
+  for (int round = 0; round < 8; round++) {
+    ok = pbj_from_json_ex(json_types->pool, json_types->m.in, text, n, missing,
+                          sizeof(missing), out, len, err, sizeof(err));
+    if (ok || !missing[0] || !reflect_more(json_types, missing))
+      break;
+  }
   if (!ok) {
     snprintf(json_why, sizeof(json_why), "not a valid %s (%s)",
              json_types->m.in, err);
@@ -211,12 +282,75 @@ bool req_decode_json(const char *text, uint8_t **out, size_t *len,
 
 /* ---- grit list, grit describe ---- */
 
-int types_list(const types_flags *tf, grit_channel *ch) {
+/* A pool with |symbol|'s file: from the files, or by reflection (for a
+ * method, field or enum value "pkg.X.y" or "pkg.X/y": its parent's).
+ * NULL with a message printed; |*rc| the exit status. */
+static call_types *load_for(const types_flags *tf, grit_channel *ch,
+                            const grit_call_opts *opts, const char *symbol,
+                            int *rc) {
+  call_types *t = NULL;
+  char err[512] = "";
+  if (tf->protoset || tf->n_proto) {
+    *rc = types_load(tf, ch, opts, NULL, &t);
+    return t;
+  }
+  *rc = TOOL_EXIT_FAILED;
+  t = calloc(1, sizeof(*t));
+  if (!t || !(t->pool = pbj_pool_create())) {
+    free(t);
+    fprintf(stderr, "grit: out of memory\n");
+    return NULL;
+  }
+  if (symbol[0] == '.')
+    symbol++;
+  bool ok = pbj_reflect_symbol(ch, opts, t->pool, symbol, err, sizeof(err));
+  if (!ok) {
+    /* A member: ask for its parent. */
+    char *parent = strdup(symbol);
+    char *sep = parent ? strchr(parent, '/') : NULL;
+    if (parent && !sep)
+      sep = strrchr(parent, '.');
+    if (sep) {
+      *sep = '\0';
+      char err2[512];
+      ok = pbj_reflect_symbol(ch, opts, t->pool, parent, err2, sizeof(err2));
+    }
+    free(parent);
+  }
+  if (!ok) {
+    fprintf(stderr, "grit: %s\n", err);
+    types_free(t);
+    return NULL;
+  }
+  *rc = TOOL_EXIT_OK;
+  return t;
+}
+
+int types_list(const types_flags *tf, grit_channel *ch,
+               const grit_call_opts *opts, const char *service) {
+  if (service) {
+    int rc;
+    call_types *t = load_for(tf, ch, opts, service, &rc);
+    if (!t)
+      return rc;
+    const char *names[512];
+    const char *svc = service[0] == '.' ? service + 1 : service;
+    size_t n = pbj_service_methods(t->pool, svc, names, 512);
+    if (n == (size_t)-1) {
+      fprintf(stderr, "grit: %s is not a service\n", svc);
+      types_free(t);
+      return TOOL_EXIT_FAILED;
+    }
+    for (size_t i = 0; i < n && i < 512; i++)
+      printf("%s.%s\n", svc, names[i]);
+    types_free(t);
+    return TOOL_EXIT_OK;
+  }
   if (!tf->protoset && !tf->n_proto) {
     char **names = NULL;
     size_t n = 0;
     char err[512];
-    if (!pbj_reflect_list(ch, NULL, &names, &n, err, sizeof(err))) {
+    if (!pbj_reflect_list(ch, opts, &names, &n, err, sizeof(err))) {
       fprintf(stderr, "grit: %s\n", err);
       return TOOL_EXIT_FAILED;
     }
@@ -228,7 +362,7 @@ int types_list(const types_flags *tf, grit_channel *ch) {
     return TOOL_EXIT_OK;
   }
   call_types *t;
-  int rc = types_load(tf, ch, NULL, NULL, &t);
+  int rc = types_load(tf, ch, opts, NULL, &t);
   if (rc != TOOL_EXIT_OK)
     return rc;
   const char *names[256];
@@ -239,50 +373,34 @@ int types_list(const types_flags *tf, grit_channel *ch) {
   return TOOL_EXIT_OK;
 }
 
-/* The symbols reflection may need to ask for: SYMBOL itself, and for a
- * method "pkg.Svc.Method" its service "pkg.Svc". */
 int types_describe(const types_flags *tf, grit_channel *ch,
-                   const char *symbol) {
-  call_types *t = NULL;
-  char err[512] = "";
+                   const grit_call_opts *opts, const char *symbol,
+                   bool template) {
   int rc;
-  if (tf->protoset || tf->n_proto) {
-    rc = types_load(tf, ch, NULL, NULL, &t);
-    if (rc != TOOL_EXIT_OK)
-      return rc;
-  } else {
-    t = calloc(1, sizeof(*t));
-    if (!t || !(t->pool = pbj_pool_create())) {
-      free(t);
-      fprintf(stderr, "grit: out of memory\n");
-      return TOOL_EXIT_FAILED;
+  call_types *t = load_for(tf, ch, opts, symbol, &rc);
+  if (!t)
+    return rc;
+  char err[512];
+  char *text = template ? pbj_template(t->pool, symbol, err, sizeof(err))
+                        : pbj_describe(t->pool, symbol, err, sizeof(err));
+  if (text && template) {
+    /* Indented, to edit by hand. */
+    json_t *j = json_loads(text, JSON_DECODE_ANY, NULL);
+    char *pretty =
+        j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(j);
+    if (pretty) {
+      free(text);
+      text = pretty;
     }
-    bool ok = pbj_reflect_symbol(ch, NULL, t->pool, symbol, err, sizeof(err));
-    if (!ok) {
-      /* A method: ask for its service. */
-      char *svc = strdup(symbol);
-      char *sep = svc ? strchr(svc, '/') : NULL;
-      if (svc && !sep)
-        sep = strrchr(svc, '.');
-      if (sep) {
-        *sep = '\0';
-        char err2[512];
-        ok = pbj_reflect_symbol(ch, NULL, t->pool, svc, err2, sizeof(err2));
-      }
-      free(svc);
-    }
-    if (!ok) {
-      fprintf(stderr, "grit: %s\n", err);
-      types_free(t);
-      return TOOL_EXIT_FAILED;
-    }
-  }
-  char *text = pbj_describe(t->pool, symbol, err, sizeof(err));
-  if (text)
+    printf("%s\n", text);
+  } else if (text) {
     fputs(text, stdout);
-  else
+  } else {
     fprintf(stderr, "grit: %s\n", err);
+  }
+  bool ok = text != NULL;
   free(text);
   types_free(t);
-  return text ? TOOL_EXIT_OK : TOOL_EXIT_FAILED;
+  return ok ? TOOL_EXIT_OK : TOOL_EXIT_FAILED;
 }

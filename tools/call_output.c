@@ -7,6 +7,8 @@
  * "summary" besides "call_id", so stdout holds nothing but JSON. */
 #include "call.h"
 
+#include "pbjson/pbjson.h"
+
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,29 +93,74 @@ static void print_md_value(FILE *f, bool json, const char *k, const uint8_t *v,
   }
 }
 
-/* Plain: a "|word| k: v" line per pair. JSON: an object. */
+/* Plain: a "|word| k: v" line per pair. JSON: an object with one member
+ * per key, in first-seen order; a key sent more than once has an array of
+ * its values (JSON objects must not repeat a key, RFC 8259 §4). */
 static void print_md(FILE *f, bool json, const char *word,
                      const grit_metadata *md) {
+  size_t n = grit_metadata_count(md);
   if (json)
     fputc('{', f);
-  for (size_t i = 0; i < grit_metadata_count(md); i++) {
+  bool first = true;
+  for (size_t i = 0; i < n; i++) {
     const char *k;
     const uint8_t *v;
     size_t vl;
     grit_metadata_get(md, i, &k, &v, &vl);
-    if (json) {
-      fprintf(f, "%s", i ? "," : "");
-      print_json_cstr(f, k);
-      fputc(':', f);
-    } else {
+    if (!json) {
       fprintf(f, "%s %s: ", word, k);
-    }
-    print_md_value(f, json, k, v, vl);
-    if (!json)
+      print_md_value(f, false, k, v, vl);
       fputc('\n', f);
+      continue;
+    }
+    bool seen = false, again = false;
+    for (size_t j = 0; j < n; j++) {
+      const char *k2;
+      const uint8_t *v2;
+      size_t vl2;
+      grit_metadata_get(md, j, &k2, &v2, &vl2);
+      if (strcmp(k, k2) == 0) {
+        seen = seen || j < i;
+        again = again || j > i;
+      }
+    }
+    if (seen)
+      continue; /* printed with the first of its key */
+    fprintf(f, "%s", first ? "" : ",");
+    first = false;
+    print_json_cstr(f, k);
+    fputc(':', f);
+    if (!again) {
+      print_md_value(f, true, k, v, vl);
+      continue;
+    }
+    fputc('[', f);
+    for (size_t j = i, m = 0; j < n; j++) {
+      const char *k2;
+      const uint8_t *v2;
+      size_t vl2;
+      grit_metadata_get(md, j, &k2, &v2, &vl2);
+      if (strcmp(k, k2) != 0)
+        continue;
+      fprintf(f, "%s", m++ ? "," : "");
+      print_md_value(f, true, k2, v2, vl2);
+    }
+    fputc(']', f);
   }
   if (json)
     fputc('}', f);
+}
+
+/* The trailer grpc-status-details-bin (a google.rpc.Status), if any. */
+static bool status_details(const grit_metadata *md, const uint8_t **v,
+                           size_t *vl) {
+  for (size_t i = 0; md && i < grit_metadata_count(md); i++) {
+    const char *k;
+    grit_metadata_get(md, i, &k, v, vl);
+    if (strcmp(k, "grpc-status-details-bin") == 0)
+      return true;
+  }
+  return false;
 }
 
 /* "call_id" on header and response lines when known: a streaming call
@@ -132,7 +179,7 @@ void out_headers(const call_out *o, uint64_t call_id,
     print_md(stdout, true, NULL, headers);
     printf("}\n");
   } else {
-    print_md(stdout, false, "header", headers);
+    print_md(stderr, false, "header", headers);
   }
 }
 
@@ -140,7 +187,7 @@ void out_response(const call_out *o, uint64_t call_id, const uint8_t *p,
                   size_t len) {
   /* With message types: the proto3 JSON object, alone on its line or as
    * the line's "response" (hex if it does not decode). */
-  char *obj = types_response_json(o->types, p, len);
+  char *obj = types_response_json(o->types, p, len, o->resolve_any);
   if (obj) {
     if (o->json) {
       fputc('{', stdout);
@@ -233,14 +280,14 @@ static void print_json_timeline(FILE *f, const att_rec *a, size_t n) {
 
 /* One line per attempt: number, kind, peer, start offset and duration,
  * status, the wait before it, and the reason when nothing followed. */
-static void print_plain_timeline(const call_result *r) {
+static void print_plain_timeline(FILE *f, const call_result *r) {
   const att_rec *a = r->att;
   size_t n = r->n_att;
   grit_attempt_reason why = att_call_reason(a, n, r->st->code);
-  printf("call %" PRIu64 ": %s after %zu attempt%s (%s: %s)%s%s\n",
-         r->info->call_id, grit_status_code_name(r->st->code), n,
-         n == 1 ? "" : "s", grit_attempt_reason_name(why), reason_text(why),
-         n && a[0].trace_id[0] ? ", trace " : "", n ? a[0].trace_id : "");
+  fprintf(f, "call %" PRIu64 ": %s after %zu attempt%s (%s: %s)%s%s\n",
+          r->info->call_id, grit_status_code_name(r->st->code), n,
+          n == 1 ? "" : "s", grit_attempt_reason_name(why), reason_text(why),
+          n && a[0].trace_id[0] ? ", trace " : "", n ? a[0].trace_id : "");
   uint64_t t0 = first_start(a, n);
   for (size_t i = 0; i < n; i++) {
     char wait[48] = "";
@@ -250,22 +297,22 @@ static void print_plain_timeline(const call_result *r) {
                : a[i].kind == GRIT_ATTEMPT_HEDGE ? "hedgingDelay"
                                                  : "backoff",
                a[i].backoff_ms);
-    printf("  #%-2u %-11s %-21s +%7.1f ms %7.1f ms  %s%s%s%s", a[i].attempt,
-           kind_name(a[i].kind), a[i].peer[0] ? a[i].peer : "-",
-           (double)(a[i].start_us - t0) / 1000.0,
-           (double)(a[i].end_us - a[i].start_us) / 1000.0,
-           grit_status_code_name(a[i].code), a[i].message[0] ? " \"" : "",
-           a[i].message, a[i].message[0] ? "\"" : "");
-    printf("%s", wait);
-    printf("  encoding %s -> %s", a[i].req_enc,
-           a[i].resp_enc[0] ? a[i].resp_enc : "identity");
+    fprintf(f, "  #%-2u %-11s %-21s +%7.1f ms %7.1f ms  %s%s%s%s", a[i].attempt,
+            kind_name(a[i].kind), a[i].peer[0] ? a[i].peer : "-",
+            (double)(a[i].start_us - t0) / 1000.0,
+            (double)(a[i].end_us - a[i].start_us) / 1000.0,
+            grit_status_code_name(a[i].code), a[i].message[0] ? " \"" : "",
+            a[i].message, a[i].message[0] ? "\"" : "");
+    fprintf(f, "%s", wait);
+    fprintf(f, "  encoding %s -> %s", a[i].req_enc,
+            a[i].resp_enc[0] ? a[i].resp_enc : "identity");
     if (a[i].reason != GRIT_REASON_NONE)
-      printf("  -> %s", grit_attempt_reason_name(a[i].reason));
+      fprintf(f, "  -> %s", grit_attempt_reason_name(a[i].reason));
     if (a[i].span_id[0])
-      printf("  span %s", a[i].span_id);
-    printf("\n");
+      fprintf(f, "  span %s", a[i].span_id);
+    fprintf(f, "\n");
     if (a[i].skipped[0])
-      printf("      skipped: %s\n", a[i].skipped);
+      fprintf(f, "      skipped: %s\n", a[i].skipped);
   }
 }
 
@@ -297,6 +344,18 @@ static void print_json_result(const call_out *o, const call_result *r) {
     print_json_timeline(f, r->att, r->n_att);
   fprintf(f, ",\"trailers\":");
   print_md(f, true, NULL, st->trailers);
+  const uint8_t *dv;
+  size_t dl;
+  if (status_details(st->trailers, &dv, &dl)) {
+    char err[256];
+    char *js = pbj_status_json(dv, dl, err, sizeof(err));
+    fprintf(f, ",\"status_details\":");
+    if (js)
+      fputs(js, f);
+    else
+      print_json_cstr(f, err); /* why it does not decode */
+    free(js);
+  }
   fprintf(f, "}\n");
 }
 
@@ -305,20 +364,34 @@ void out_result(const call_out *o, const call_result *r) {
     print_json_result(o, r);
     return;
   }
+  /* Plain: the status and everything about the call on stderr, so that
+   * stdout holds only response data (grit call ... | jq). */
   const grit_status *st = r->st;
   const char *msg = st->message ? st->message : "";
-  printf("status: %s (%d)%s%s\n", grit_status_code_name(st->code), st->code,
-         msg[0] ? " " : "", msg);
-  printf("peer: %s\nlatency: %" PRIu64 " us\n", r->peer[0] ? r->peer : "-",
-         r->latency_us);
-  print_md(stdout, false, "trailer", st->trailers);
+  FILE *f = stderr;
+  fprintf(f, "status: %s (%d)%s%s\n", grit_status_code_name(st->code), st->code,
+          msg[0] ? " " : "", msg);
+  fprintf(f, "peer: %s\nlatency: %" PRIu64 " us\n", r->peer[0] ? r->peer : "-",
+          r->latency_us);
+  print_md(f, false, "trailer", st->trailers);
+  const uint8_t *dv;
+  size_t dl;
+  if (status_details(st->trailers, &dv, &dl)) {
+    char err[256];
+    char *text = pbj_status_text(dv, dl, err, sizeof(err));
+    if (text)
+      fputs(text, f);
+    else
+      fprintf(f, "status details: do not decode (%s)\n", err);
+    free(text);
+  }
   if (o->attempts)
-    print_plain_timeline(r);
+    print_plain_timeline(f, r);
 }
 
 void out_timeline(const call_out *o, const call_result *r) {
   if (o->attempts && !o->json)
-    print_plain_timeline(r);
+    print_plain_timeline(stderr, r);
 }
 
 /* ---- the summary of --count runs ---- */

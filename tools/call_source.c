@@ -1,7 +1,9 @@
 /* grit call: where the request messages come from. Each --data value is
  * one message; "--data -" stands for the lines of stdin, one message per
  * line, read while the call runs (so a bidi stream can answer line by
- * line). Values and lines go through one decoder (hex or @FILE today). */
+ * line). For --data-json, stdin holds JSON values one after another with
+ * any whitespace (or none) between them, not only one per line. Values
+ * and lines go through one decoder (hex, @FILE or JSON). */
 #include "call.h"
 
 #include <errno.h>
@@ -21,7 +23,8 @@ struct req_source {
   req_item *items;
   size_t n, next;
   bool stdin_eof;
-  char *line; /* bytes read from stdin, not yet a whole line */
+  bool json_frames; /* stdin holds JSON values, not lines */
+  char *line;       /* bytes read from stdin, not yet a whole line */
   size_t line_len, line_cap;
   size_t line_end; /* bytes of the line read_line returned, its end too */
   size_t line_no;
@@ -45,6 +48,7 @@ req_source *req_source_create(req_decode_fn decode) {
   if (!s)
     return NULL;
   s->decode = decode;
+  s->json_frames = decode == req_decode_json;
   s->wake[0] = s->wake[1] = -1;
   return s;
 }
@@ -113,17 +117,71 @@ void req_source_cancel(req_source *s) {
   }
 }
 
+static bool is_json_ws(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* The end of the JSON value at the start of |p| (|n| bytes, no leading
+ * whitespace): just past its closing '}', ']' or '"', or for a bare
+ * scalar the whitespace after it (or |n| at end of input). 0: not whole
+ * yet. Only framing: the decoder judges the text. */
+static size_t json_value_end(const char *p, size_t n, bool eof) {
+  int depth = 0;
+  bool in_str = false;
+  for (size_t i = 0; i < n; i++) {
+    char c = p[i];
+    if (in_str) {
+      if (c == '\\') {
+        i++;
+      } else if (c == '"') {
+        in_str = false;
+        if (depth == 0)
+          return i + 1;
+      }
+      continue;
+    }
+    if (c == '"')
+      in_str = true;
+    else if (c == '{' || c == '[')
+      depth++;
+    else if (c == '}' || c == ']') {
+      if (--depth <= 0)
+        return i + 1;
+    } else if (depth == 0 && i > 0 && (is_json_ws(c) || c == '{' || c == '['))
+      return i;
+  }
+  return eof ? n : 0;
+}
+
 /* The next line of stdin, without its "\n" (or "\r\n"), NUL-terminated in
- * s->line; a last line without "\n" counts. 1: a line; 0: end of input;
- * -1: cancelled or a read error (message printed). */
+ * s->line; a last line without "\n" counts. With json_frames, the next
+ * JSON value instead (whitespace before it dropped; not NUL-terminated).
+ * 1: a line; 0: end of input; -1: cancelled or a read error (message
+ * printed). */
 static int read_line(req_source *s, size_t *len) {
   size_t scanned = 0;
   for (;;) {
+    if (s->json_frames) {
+      size_t ws = 0;
+      while (ws < s->line_len && is_json_ws(s->line[ws]))
+        ws++;
+      if (ws) {
+        memmove(s->line, s->line + ws, s->line_len - ws);
+        s->line_len -= ws;
+      }
+      size_t end =
+          s->line_len ? json_value_end(s->line, s->line_len, s->stdin_eof) : 0;
+      if (end) {
+        s->line_end = end;
+        *len = end;
+        return 1;
+      }
+    }
     /* s->line is NULL until the first read. */
-    char *nl = s->line_len > scanned
+    char *nl = !s->json_frames && s->line_len > scanned
                    ? memchr(s->line + scanned, '\n', s->line_len - scanned)
                    : NULL;
-    if (nl || (s->stdin_eof && s->line_len > 0)) {
+    if (!s->json_frames && (nl || (s->stdin_eof && s->line_len > 0))) {
       size_t n = nl ? (size_t)(nl - s->line) : s->line_len;
       s->line_end = nl ? n + 1 : n;
       *len = n && s->line[n - 1] == '\r' ? n - 1 : n;
@@ -196,14 +254,58 @@ req_next req_source_next(req_source *s, uint8_t **data, size_t *len) {
       continue;
     }
     s->line_no++;
-    s->line[n] = '\0';
+    /* A JSON value may be followed at once by the next one: decode a
+     * copy. */
+    char *text = strndup(s->line, n);
+    if (!text) {
+      fprintf(stderr, "grit: out of memory reading stdin\n");
+      return REQ_BAD;
+    }
     const char *why = NULL;
-    bool ok = s->decode(s->line, data, len, &why);
-    if (!ok && s->line[0] != '@')
-      fprintf(stderr, "grit: stdin line %zu is %s: %s\n", s->line_no, why,
-              s->line);
+    bool ok = s->decode(text, data, len, &why);
+    if (!ok && text[0] != '@')
+      fprintf(stderr, "grit: stdin %s %zu is %s: %s\n",
+              s->json_frames ? "message" : "line", s->line_no, why, text);
+    free(text);
     consume_line(s);
     return ok ? REQ_MESSAGE : REQ_BAD;
   }
   return REQ_END;
+}
+
+bool req_source_collect(req_source *s) {
+  req_item *v = NULL;
+  size_t n = 0;
+  uint8_t *data;
+  size_t len;
+  req_next r;
+  while ((r = req_source_next(s, &data, &len)) == REQ_MESSAGE) {
+    req_item *nv = realloc(v, (n + 1) * sizeof(*nv));
+    if (!nv) {
+      free(data);
+      fprintf(stderr, "grit: out of memory\n");
+      r = REQ_BAD;
+      break;
+    }
+    v = nv;
+    v[n++] = (req_item){.data = data, .len = len};
+  }
+  if (r != REQ_END) {
+    for (size_t i = 0; i < n; i++)
+      free(v[i].data);
+    free(v);
+    return false;
+  }
+  for (size_t i = 0; i < s->n; i++)
+    free(s->items[i].data);
+  free(s->items);
+  s->items = v;
+  s->n = n;
+  s->next = 0;
+  if (s->wake[0] >= 0) { /* stdin is read: no longer a source */
+    close(s->wake[0]);
+    close(s->wake[1]);
+    s->wake[0] = s->wake[1] = -1;
+  }
+  return true;
 }

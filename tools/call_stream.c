@@ -102,7 +102,7 @@ int call_run_stream(const call_setup *cs) {
                      .att = att,
                      .n_att = n};
     out_result(&cs->out, &r);
-    rc = st.code == GRIT_STATUS_OK ? 0 : 1;
+    rc = tool_exit_for_code(st.code);
   } else {
     fprintf(stderr, "grit: cannot finish the call: %s\n", grit_strerror(rv));
   }

@@ -112,7 +112,13 @@ int call_run_unary(const call_setup *cs, uint64_t count, uint64_t concurrency) {
   int rc = 1;
   if (!r.start_failed) {
     out_summary(&cs->out, &r.tally, r.lat_us, elapsed);
-    rc = r.tally.codes[0] == count ? 0 : 1;
+    int worst = 0; /* the most frequent non-OK code, lowest of a tie */
+    for (int c = 1; c < GRIT_STATUS_COUNT; c++) {
+      if (r.tally.codes[c] &&
+          (worst == 0 || r.tally.codes[c] > r.tally.codes[worst]))
+        worst = c;
+    }
+    rc = tool_exit_for_code((grit_status_code)worst);
   }
   free(r.slots);
   free(r.lat_us);

@@ -17,6 +17,14 @@ enum {
   OPT_PROTOSET,
   OPT_PROTO,
   OPT_IMPORT_PATH,
+  /* issue 29: TLS, limits, output */
+  OPT_CERT,
+  OPT_KEY,
+  OPT_INSECURE,
+  OPT_SERVERNAME,
+  OPT_MAX_RECV,
+  OPT_CONNECT_TIMEOUT,
+  OPT_EMIT_DEFAULTS,
 };
 
 typedef struct opt_row {
@@ -36,9 +44,15 @@ static const opt_row OPTS[] = {
     /* Message types and JSON (docs/cli.md, "JSON"). */
     {"data-json", OPT_DATA_JSON, "JSON|@FILE|-",
      "a request message in proto3 JSON, or @FILE\n"
-     "holding it; repeatable; - reads stdin, one JSON\n"
-     "object per line. Responses print as JSON.\n"
-     "Types: --protoset, --proto, else reflection"},
+     "holding it; repeatable; - reads stdin: JSON\n"
+     "values one after another, any whitespace\n"
+     "between. Responses print as JSON. Types:\n"
+     "--protoset, --proto, else reflection. A unary\n"
+     "or server-streaming method takes exactly one\n"
+     "message; empty stdin sends {}"},
+    {"emit-defaults", OPT_EMIT_DEFAULTS, NULL,
+     "JSON responses show fields at their default\n"
+     "values too (0, \"\", [], {})"},
     {"protoset", OPT_PROTOSET, "FILE",
      "message types from a descriptor set (protoc\n"
      "--include_imports -o FILE)"},
@@ -57,8 +71,26 @@ static const opt_row OPTS[] = {
      "default service config: a file, or JSON if it\n"
      "starts with '{'"},
     {"tls", 'T', NULL, "use TLS"},
-    {"ca", 'c', "FILE", "root certificates (PEM); implies --tls"},
-    {"authority", 'a', "NAME", ":authority and TLS name"},
+    {"ca", 'c', "FILE", "root certificates (PEM; implies --tls)"},
+    {"cert", OPT_CERT, "FILE",
+     "client certificate chain (PEM) for mutual TLS;\n"
+     "with --key; implies --tls"},
+    {"key", OPT_KEY, "FILE", "the client certificate's private key (PEM)"},
+    {"insecure", OPT_INSECURE, NULL,
+     "TLS without checking the server's certificate\n"
+     "(chain and name); warns on stderr. Tests only"},
+    {"servername", OPT_SERVERNAME, "NAME",
+     "TLS server name (SNI, certificate check)\n"
+     "instead of the target's host; implies --tls"},
+    {"authority", 'a', "NAME",
+     ":authority, and the TLS name if no\n"
+     "--servername"},
+    {"connect-timeout", OPT_CONNECT_TIMEOUT, "MS",
+     "give up a connection attempt after MS ms\n"
+     "(default 20000)"},
+    {"max-recv", OPT_MAX_RECV, "BYTES",
+     "largest response message accepted\n"
+     "(default 4194304)"},
     {"wait-for-ready", 'w', NULL, "queue until the channel is READY"},
     {"show-headers", 'H', NULL, "print the response headers too"},
     {"count", 'n', "N",
@@ -113,19 +145,23 @@ void call_usage(FILE *f) {
     }
     fputc('\n', f);
   }
-  fprintf(f,
-          "Prints each response as it arrives, then the status, peer, latency "
-          "and\ntrailers. Exit status: as every command, see 'grit help'.\n");
+  fprintf(f, "Prints each response on stdout as it arrives, then the status, "
+             "peer, latency,\ntrailers and decoded status details on stderr "
+             "(--json: all on stdout).\nExit status: 0 OK, 64 + the status "
+             "code (e.g. 69 NOT_FOUND), 2 usage\nerror; see 'grit help'.\n");
 }
 
 typedef struct call_flags {
-  const char *service_config, *ca, *authority;
+  const char *service_config;
+  tool_conn_flags conn; /* --tls, --ca, --cert, ... */
+  uint64_t max_recv;    /* --max-recv; 0: the library's default */
+  bool emit_defaults;
   const char *dns_server; /* --dns-server */
   bool dns_txt, show_config;
   grit_metadata *md;
   req_source *src;
   uint64_t deadline_ms, count, concurrency;
-  bool tls, json, wfr, attempts, show_headers;
+  bool json, wfr, attempts, show_headers;
   grit_compression compression;
   bool metrics, trace_context; /* --metrics, --trace-context (OB-01, 02) */
   const char *traceparent;
@@ -154,7 +190,7 @@ static bool is_ows(char c) {
 }
 
 /* --metadata 'key: value', as curl -H and grpcurl -H take it. */
-static bool add_metadata(grit_metadata *md, const char *arg) {
+bool tool_add_metadata(grit_metadata *md, const char *arg) {
   const char *colon = strchr(arg, ':');
   if (!colon || colon == arg) {
     fprintf(stderr, "grit: --metadata wants 'key: value', got '%s'\n", arg);
@@ -296,7 +332,7 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
       break;
     }
     case 'm':
-      if (!add_metadata(fl->md, optarg))
+      if (!tool_add_metadata(fl->md, optarg))
         return 2;
       break;
     case 't':
@@ -307,13 +343,40 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
       fl->service_config = optarg;
       break;
     case 'T':
-      fl->tls = true;
+      fl->conn.tls = true;
       break;
     case 'c':
-      fl->ca = optarg;
+      fl->conn.ca = optarg;
       break;
     case 'a':
-      fl->authority = optarg;
+      fl->conn.authority = optarg;
+      break;
+    case OPT_CERT:
+      fl->conn.cert = optarg;
+      break;
+    case OPT_KEY:
+      fl->conn.key = optarg;
+      break;
+    case OPT_INSECURE:
+      fl->conn.insecure = true;
+      break;
+    case OPT_SERVERNAME:
+      fl->conn.servername = optarg;
+      break;
+    case OPT_CONNECT_TIMEOUT:
+      if (!number_arg("--connect-timeout", optarg,
+                      &fl->conn.connect_timeout_ms))
+        return 2;
+      break;
+    case OPT_MAX_RECV:
+      if (!tool_parse_u64(optarg, 1, INT64_MAX, &fl->max_recv)) {
+        fprintf(stderr, "grit: --max-recv wants a number of bytes, got '%s'\n",
+                optarg);
+        return 2;
+      }
+      break;
+    case OPT_EMIT_DEFAULTS:
+      fl->emit_defaults = true;
       break;
     case 'w':
       fl->wfr = true;
@@ -425,18 +488,11 @@ static grit_err make_args(const call_flags *fl, const char *sc,
   /* Always: the records give the peer of a call that never committed. */
   if (rv == GRIT_OK)
     rv = grit_channel_args_set_observer(a, att_observe, store);
-  if (rv == GRIT_OK && fl->tls)
-    rv = grit_channel_args_set_int(a, GRIT_ARG_TLS, 1);
-  if (rv == GRIT_OK && fl->ca)
-    rv = grit_channel_args_set_string(a, GRIT_ARG_TLS_ROOT_CERTS_FILE, fl->ca);
-  if (rv == GRIT_OK && fl->authority)
-    rv = grit_channel_args_set_string(a, GRIT_ARG_DEFAULT_AUTHORITY,
-                                      fl->authority);
-  /* SPEC AP-05: --ca is TLS material and implies --tls (the library's
-   * rule too); the name override is TLS material, so only with TLS. */
-  if (rv == GRIT_OK && fl->authority && (fl->tls || fl->ca))
-    rv = grit_channel_args_set_string(a, GRIT_ARG_TLS_TARGET_NAME_OVERRIDE,
-                                      fl->authority);
+  if (rv == GRIT_OK)
+    rv = tool_conn_args(&fl->conn, a);
+  if (rv == GRIT_OK && fl->max_recv)
+    rv = grit_channel_args_set_int(a, GRIT_ARG_MAX_RECV_MESSAGE,
+                                   (int64_t)fl->max_recv);
   if (rv == GRIT_OK && fl->dns_txt)
     rv = grit_channel_args_set_int(a, GRIT_ARG_DNS_ENABLE_TXT, 1);
   if (rv == GRIT_OK && fl->dns_server)
@@ -449,6 +505,45 @@ static grit_err make_args(const call_flags *fl, const char *sc,
   }
   *out = a;
   return GRIT_OK;
+}
+
+static const char *kind_name(grit_method_kind k) {
+  switch (k) {
+  case GRIT_METHOD_UNARY:
+    return "a unary method";
+  case GRIT_METHOD_SERVER_STREAMING:
+    return "a server-streaming method";
+  case GRIT_METHOD_CLIENT_STREAMING:
+    return "a client-streaming method";
+  case GRIT_METHOD_BIDI_STREAMING:
+    return "a bidi-streaming method";
+  default:
+    return "a method";
+  }
+}
+
+/* A unary or server-streaming method (the types say so) takes exactly
+ * one request message: stdin is read to its end first; none at all sends
+ * the empty message ({}), as grpcurl does; two or more are a usage error
+ * naming the method kind, and nothing is sent. Returns 0 or an exit
+ * status. */
+static int check_cardinality(call_setup *cs, bool json) {
+  grit_method_kind k = cs->opts.kind;
+  if (k != GRIT_METHOD_UNARY && k != GRIT_METHOD_SERVER_STREAMING)
+    return 0;
+  if (req_source_uses_stdin(cs->src) && !req_source_collect(cs->src))
+    return 2;
+  size_t n = req_source_fixed_count(cs->src);
+  if (n == 0 && !req_source_add(cs->src, json ? "{}" : ""))
+    return 1;
+  if (n > 1) {
+    fprintf(stderr,
+            "grit: %s is %s: it takes one request message, got %zu (stdin "
+            "and --data values together)\n",
+            cs->method, kind_name(k), n);
+    return 2;
+  }
+  return 0;
 }
 
 /* The one place that sets wait-for-ready on the call options. */
@@ -526,6 +621,8 @@ int cmd_call(int argc, char **argv) {
     if (rc != 0)
       goto done;
     cs.out.types = types;
+    cs.out.resolve_any = fl.count <= 1;
+    types_set_emit_defaults(types, fl.emit_defaults);
   }
   if (fl.n_json_data) {
     types_use_for_requests(types);
@@ -549,6 +646,9 @@ int cmd_call(int argc, char **argv) {
       goto done;
     }
   }
+  rc = check_cardinality(&cs, fl.n_json_data > 0);
+  if (rc != 0)
+    goto done;
   if (fl.count > 1)
     rc = call_run_unary(&cs, fl.count, fl.concurrency);
   else

@@ -1,7 +1,9 @@
-/* grit list [TARGET] and grit describe [TARGET] SYMBOL: the services of a
- * server, and a service, method, message or enum as .proto text, over
- * server reflection or from --protoset/--proto (then TARGET may be left
- * out). */
+/* grit list [TARGET] [SERVICE] and grit describe [TARGET] SYMBOL: the
+ * services of a server (or a service's methods), and a service, method,
+ * message, enum, field or enum value as .proto text (or, with --template,
+ * a message's JSON template), over server reflection or from
+ * --protoset/--proto (then TARGET may be left out). Reflection calls have
+ * a deadline (--timeout, default 10 s) and take --metadata. */
 #include "call_json.h"
 
 #include <getopt.h>
@@ -15,6 +17,14 @@ enum {
   OPT_TLS,
   OPT_CA,
   OPT_AUTHORITY,
+  OPT_CERT,
+  OPT_KEY,
+  OPT_INSECURE,
+  OPT_SERVERNAME,
+  OPT_CONNECT_TIMEOUT,
+  OPT_METADATA,
+  OPT_TIMEOUT,
+  OPT_TEMPLATE,
 };
 
 static const struct option LONGOPTS[] = {
@@ -23,30 +33,52 @@ static const struct option LONGOPTS[] = {
     {"import-path", required_argument, NULL, OPT_IMPORT_PATH},
     {"tls", no_argument, NULL, OPT_TLS},
     {"ca", required_argument, NULL, OPT_CA},
+    {"cert", required_argument, NULL, OPT_CERT},
+    {"key", required_argument, NULL, OPT_KEY},
+    {"insecure", no_argument, NULL, OPT_INSECURE},
+    {"servername", required_argument, NULL, OPT_SERVERNAME},
     {"authority", required_argument, NULL, OPT_AUTHORITY},
+    {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
+    {"metadata", required_argument, NULL, OPT_METADATA},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"template", no_argument, NULL, OPT_TEMPLATE},
     {"help", no_argument, NULL, 'h'},
     {0},
 };
 
 static const char OPTIONS_HELP[] =
     "options:\n"
-    "  --protoset FILE     types from a descriptor set (protoc "
+    "  --protoset FILE       types from a descriptor set (protoc "
     "--include_imports -o)\n"
-    "  --proto FILE        types from a .proto file (repeatable; run through "
-    "protoc)\n"
-    "  --import-path DIR   protoc -I for --proto (repeatable)\n"
-    "  --tls               use TLS\n"
-    "  --ca FILE           root certificates (PEM); implies --tls\n"
-    "  --authority NAME    :authority and TLS name\n"
-    "  --help              this text (also -h)\n"
+    "  --proto FILE          types from a .proto file (repeatable; run "
+    "through protoc)\n"
+    "  --import-path DIR     protoc -I for --proto (repeatable)\n"
+    "  --metadata 'K: V'     metadata on the reflection calls "
+    "(repeatable; as grit call)\n"
+    "  --timeout MS          deadline of each reflection call (default "
+    "10000)\n"
+    "  --tls                 use TLS\n"
+    "  --ca FILE             root certificates (PEM; implies --tls)\n"
+    "  --cert FILE           client certificate chain (PEM; with --key; "
+    "implies --tls)\n"
+    "  --key FILE            the client certificate's private key (PEM)\n"
+    "  --insecure            TLS without checking the server's "
+    "certificate (warns)\n"
+    "  --servername NAME     TLS server name instead of the target's host\n"
+    "  --authority NAME      :authority (and TLS name without "
+    "--servername)\n"
+    "  --connect-timeout MS  connection attempt timeout (default 20000)\n"
+    "  --help                this text (also -h)\n"
     "Without --protoset or --proto, asks the server's reflection service\n"
     "(grpc.reflection.v1, else v1alpha). Exit status: see 'grit help'.\n";
 
 void list_usage(FILE *f) {
   fprintf(f,
-          "usage: grit list [options] TARGET\n"
-          "       grit list --protoset FILE|--proto FILE [options]\n"
-          "prints the services, one per line\n%s",
+          "usage: grit list [options] TARGET [SERVICE]\n"
+          "       grit list --protoset FILE|--proto FILE [options] "
+          "[SERVICE]\n"
+          "prints the services, one per line; with SERVICE, its methods "
+          "(pkg.Service.Method)\n%s",
           OPTIONS_HELP);
 }
 
@@ -55,15 +87,22 @@ void describe_usage(FILE *f) {
           "usage: grit describe [options] TARGET SYMBOL\n"
           "       grit describe --protoset FILE|--proto FILE [options] "
           "SYMBOL\n"
-          "prints a service, method (pkg.Service.Method), message or enum "
-          "as .proto text\n%s",
+          "prints a service, method (pkg.Service.Method), message, enum, "
+          "field\n"
+          "(pkg.Message.field) or enum value as .proto text; a leading "
+          "'.' is allowed\n"
+          "  --template            instead, a JSON template of the message "
+          "(or of the\n"
+          "                        method's request) for --data-json\n%s",
           OPTIONS_HELP);
 }
 
 typedef struct desc_flags {
   types_flags tf;
-  bool tls;
-  const char *ca, *authority;
+  tool_conn_flags conn;
+  grit_metadata *md;
+  uint64_t timeout_ms;
+  bool template;
 } desc_flags;
 
 /* 0 to go on, 1 after --help, 2 on a usage error. */
@@ -85,13 +124,43 @@ static int parse(int argc, char **argv, desc_flags *fl, void (*usage)(FILE *)) {
       fl->tf.import[fl->tf.n_import++] = optarg;
       break;
     case OPT_TLS:
-      fl->tls = true;
+      fl->conn.tls = true;
       break;
     case OPT_CA:
-      fl->ca = optarg;
+      fl->conn.ca = optarg;
+      break;
+    case OPT_CERT:
+      fl->conn.cert = optarg;
+      break;
+    case OPT_KEY:
+      fl->conn.key = optarg;
+      break;
+    case OPT_INSECURE:
+      fl->conn.insecure = true;
+      break;
+    case OPT_SERVERNAME:
+      fl->conn.servername = optarg;
       break;
     case OPT_AUTHORITY:
-      fl->authority = optarg;
+      fl->conn.authority = optarg;
+      break;
+    case OPT_CONNECT_TIMEOUT:
+    case OPT_TIMEOUT: {
+      uint64_t *v =
+          o == OPT_TIMEOUT ? &fl->timeout_ms : &fl->conn.connect_timeout_ms;
+      if (!tool_parse_u64(optarg, 1, UINT64_C(1) << 53, v)) {
+        fprintf(stderr, "grit: --%s wants a positive number of ms, got '%s'\n",
+                o == OPT_TIMEOUT ? "timeout" : "connect-timeout", optarg);
+        return 2;
+      }
+      break;
+    }
+    case OPT_METADATA:
+      if (!tool_add_metadata(fl->md, optarg))
+        return 2;
+      break;
+    case OPT_TEMPLATE:
+      fl->template = true;
       break;
     case 'h':
       usage(stdout);
@@ -109,18 +178,8 @@ static int open_channel(const desc_flags *fl, const char *target,
   grit_channel_args *a = NULL;
   grit_error_detail d = {0};
   grit_err rv = grit_channel_args_create(&a);
-  if (rv == GRIT_OK && fl->tls)
-    rv = grit_channel_args_set_int(a, GRIT_ARG_TLS, 1);
-  if (rv == GRIT_OK && fl->ca)
-    rv = grit_channel_args_set_string(a, GRIT_ARG_TLS_ROOT_CERTS_FILE, fl->ca);
-  if (rv == GRIT_OK && fl->authority)
-    rv = grit_channel_args_set_string(a, GRIT_ARG_DEFAULT_AUTHORITY,
-                                      fl->authority);
-  /* SPEC AP-05: --ca is TLS material and implies --tls (the library's
-   * rule too); the name override is TLS material, so only with TLS. */
-  if (rv == GRIT_OK && fl->authority && (fl->tls || fl->ca))
-    rv = grit_channel_args_set_string(a, GRIT_ARG_TLS_TARGET_NAME_OVERRIDE,
-                                      fl->authority);
+  if (rv == GRIT_OK)
+    rv = tool_conn_args(&fl->conn, a);
   if (rv == GRIT_OK)
     rv = grit_channel_create(NULL, target, a, &d, ch);
   grit_channel_args_destroy(a);
@@ -132,49 +191,70 @@ static int open_channel(const desc_flags *fl, const char *target,
   return TOOL_EXIT_OK;
 }
 
-/* |nargs| positional arguments after the options: TARGET (unless types
- * come from files) and |extra| more. */
-static int run(int argc, char **argv, size_t extra, void (*usage)(FILE *),
-               int (*body)(const desc_flags *, grit_channel *, char **)) {
+/* After the options: TARGET (unless types come from files), then
+ * |min_extra| to |max_extra| more arguments. */
+static int run(int argc, char **argv, size_t min_extra, size_t max_extra,
+               void (*usage)(FILE *),
+               int (*body)(const desc_flags *, grit_channel *,
+                           const grit_call_opts *, char **, size_t)) {
   desc_flags fl = {0};
   optind = 1;
+  if (grit_metadata_create(&fl.md) != GRIT_OK) {
+    fprintf(stderr, "grit: out of memory\n");
+    return TOOL_EXIT_FAILED;
+  }
   int rc = parse(argc, argv, &fl, usage);
-  if (rc)
+  if (rc) {
+    grit_metadata_destroy(fl.md);
     return rc == 1 ? TOOL_EXIT_OK : TOOL_EXIT_USAGE;
+  }
   bool files = fl.tf.protoset || fl.tf.n_proto;
   size_t left = (size_t)(argc - optind);
+  size_t need = files ? 0 : 1; /* TARGET */
+  rc = TOOL_EXIT_USAGE;
   if (fl.tf.protoset && fl.tf.n_proto) {
     fprintf(stderr, "grit: --protoset or --proto, not both\n");
-    return TOOL_EXIT_USAGE;
+    goto done;
   }
-  if (left != extra + 1 && !(files && left == extra)) {
+  /* With files, TARGET is optional: more arguments than the most extra
+   * ones means the first is a TARGET. */
+  bool has_target = !files || left > max_extra;
+  size_t extra = left - (has_target ? 1 : 0);
+  if (left < need || extra < min_extra || extra > max_extra) {
     usage(stderr);
-    return TOOL_EXIT_USAGE;
+    goto done;
   }
   grit_channel *ch = NULL;
-  if (left == extra + 1) {
+  if (has_target) {
     rc = open_channel(&fl, argv[optind], &ch);
     if (rc != TOOL_EXIT_OK)
-      return rc;
+      goto done;
   }
-  rc = body(&fl, ch, argv + argc - extra);
+  grit_call_opts opts = {.version = GRIT_CALL_OPTS_VERSION,
+                         .timeout_ms = fl.timeout_ms ? fl.timeout_ms : 10000,
+                         .metadata = fl.md};
+  rc = body(&fl, ch, &opts, argv + argc - extra, extra);
   grit_channel_destroy(ch);
+done:
+  grit_metadata_destroy(fl.md);
   return rc;
 }
 
-static int list_body(const desc_flags *fl, grit_channel *ch, char **args) {
-  (void)args;
-  return types_list(&fl->tf, ch);
+static int list_body(const desc_flags *fl, grit_channel *ch,
+                     const grit_call_opts *opts, char **args, size_t n) {
+  return types_list(&fl->tf, ch, opts, n ? args[0] : NULL);
 }
 
-static int describe_body(const desc_flags *fl, grit_channel *ch, char **args) {
-  return types_describe(&fl->tf, ch, args[0]);
+static int describe_body(const desc_flags *fl, grit_channel *ch,
+                         const grit_call_opts *opts, char **args, size_t n) {
+  (void)n;
+  return types_describe(&fl->tf, ch, opts, args[0], fl->template);
 }
 
 int cmd_list(int argc, char **argv) {
-  return run(argc, argv, 0, list_usage, list_body);
+  return run(argc, argv, 0, 1, list_usage, list_body);
 }
 
 int cmd_describe(int argc, char **argv) {
-  return run(argc, argv, 1, describe_usage, describe_body);
+  return run(argc, argv, 1, 1, describe_usage, describe_body);
 }

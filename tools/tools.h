@@ -18,7 +18,14 @@ enum {
   TOOL_EXIT_OK = 0,     /* every call OK, config valid, demo passed */
   TOOL_EXIT_FAILED = 1, /* a call ended non-OK, a config is invalid, ... */
   TOOL_EXIT_USAGE = 2,  /* bad command line, unreadable file argument, ... */
+  /* grit call: the call ended with status code C (1..16): exit 64 + C, as
+   * grpcurl does, so that a script can tell UNAVAILABLE (78) from
+   * NOT_FOUND (69). For a --count run, the most frequent non-OK code (the
+   * lowest of a tie). */
+  TOOL_EXIT_STATUS_BASE = 64,
 };
+/* The exit status of a call that ended with |code|. */
+int tool_exit_for_code(grit_status_code code);
 int cmd_call(int argc, char **argv);
 void call_usage(FILE *f);
 int cmd_demo(int argc, char **argv);
@@ -33,6 +40,25 @@ int cmd_list(int argc, char **argv);
 void list_usage(FILE *f);
 int cmd_describe(int argc, char **argv);
 void describe_usage(FILE *f);
+/* TLS and connection flags shared by call, list and describe (issue 29):
+ * --tls, --ca, --cert, --key, --insecure, --servername, --authority,
+ * --connect-timeout. Any of --ca, --cert, --key, --insecure, --servername
+ * implies --tls (TLS material means TLS, never cleartext). */
+typedef struct tool_conn_flags {
+  bool tls, insecure;
+  const char *ca, *cert, *key, *servername, *authority;
+  uint64_t connect_timeout_ms; /* 0: the library's 20 s */
+} tool_conn_flags;
+/* Set the channel arguments for |c| on |a|; prints the --insecure warning
+ * on stderr. --key without --cert (or the reverse) is a usage error,
+ * returned as GRIT_ERR_INVALID_ARG with a message printed. */
+grit_err tool_conn_args(const tool_conn_flags *c, grit_channel_args *a);
+
+/* --metadata 'key: value' (call, list, describe) into |md|: the key
+ * lower-cased, blanks around the value dropped, a -bin value in base64.
+ * False with a message printed if it is not valid. */
+bool tool_add_metadata(grit_metadata *md, const char *arg);
+
 /* -h or --help. */
 bool tool_is_help(const char *arg);
 

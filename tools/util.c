@@ -216,3 +216,48 @@ tool_pcts tool_percentiles(uint64_t *us, size_t n) {
                  .max = n ? us[n - 1] : 0};
   return p;
 }
+
+int tool_exit_for_code(grit_status_code code) {
+  if (code == GRIT_STATUS_OK)
+    return TOOL_EXIT_OK;
+  if (code > 0 && code < GRIT_STATUS_COUNT)
+    return TOOL_EXIT_STATUS_BASE + (int)code;
+  return TOOL_EXIT_FAILED;
+}
+
+grit_err tool_conn_args(const tool_conn_flags *c, grit_channel_args *a) {
+  if ((c->cert != NULL) != (c->key != NULL)) {
+    fprintf(stderr, "grit: --cert and --key go together (a client "
+                    "certificate and its private key)\n");
+    return GRIT_ERR_INVALID_ARG;
+  }
+  bool tls =
+      c->tls || c->ca || c->cert || c->key || c->servername || c->insecure;
+  grit_err rv = GRIT_OK;
+  if (tls)
+    rv = grit_channel_args_set_int(a, GRIT_ARG_TLS, 1);
+  if (rv == GRIT_OK && c->ca)
+    rv = grit_channel_args_set_string(a, GRIT_ARG_TLS_ROOT_CERTS_FILE, c->ca);
+  if (rv == GRIT_OK && c->cert)
+    rv = grit_channel_args_set_string(a, GRIT_ARG_TLS_CERT_CHAIN_FILE, c->cert);
+  if (rv == GRIT_OK && c->key)
+    rv = grit_channel_args_set_string(a, GRIT_ARG_TLS_PRIVATE_KEY_FILE, c->key);
+  if (rv == GRIT_OK && c->insecure) {
+    rv = grit_channel_args_set_int(a, GRIT_ARG_TLS_SKIP_VERIFY, 1);
+    fprintf(stderr,
+            "grit: WARNING: --insecure: the server's certificate is NOT "
+            "checked; anyone on the path can read and change these calls\n");
+  }
+  if (rv == GRIT_OK && c->authority)
+    rv = grit_channel_args_set_string(a, GRIT_ARG_DEFAULT_AUTHORITY,
+                                      c->authority);
+  /* The TLS name: --servername, else --authority. */
+  const char *name = c->servername ? c->servername : c->authority;
+  if (rv == GRIT_OK && name && tls)
+    rv = grit_channel_args_set_string(a, GRIT_ARG_TLS_TARGET_NAME_OVERRIDE,
+                                      name);
+  if (rv == GRIT_OK && c->connect_timeout_ms)
+    rv = grit_channel_args_set_int(a, GRIT_ARG_MIN_CONNECT_TIMEOUT_MS,
+                                   (int64_t)c->connect_timeout_ms);
+  return rv;
+}

@@ -46,6 +46,7 @@ typedef struct grit_tls_opts {
   const char *root_certs_pem;   /* PEM text; with the file, both trusted */
   const char *cert_chain_file;  /* NULL: no client certificate */
   const char *private_key_file; /* with cert_chain_file */
+  bool skip_verify; /* GRIT_ARG_TLS_SKIP_VERIFY: no certificate check */
 } grit_tls_opts;
 
 grit_err grit_tls_ctx_create(const grit_tls_opts *o, grit_error_detail *d,

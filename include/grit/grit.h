@@ -518,6 +518,12 @@ typedef struct grit_channel_args grit_channel_args;
 /** Int 0/1, default 1. Verify the server's hostname (TLS material: see
  * GRIT_ARG_TLS). */
 #define GRIT_ARG_TLS_VERIFY_HOSTNAME "grit.tls_verify_hostname"
+/** Int 0/1, default 0. 1: accept any server certificate, no chain or
+ * hostname check (issue 29; `grit call --insecure`). The connection is
+ * still encrypted but not authenticated: anyone on the path can read and
+ * change the calls. For tests against self-signed servers only; a
+ * channel with it set logs nothing of its own, callers should say so. */
+#define GRIT_ARG_TLS_SKIP_VERIFY "grit.tls_skip_verify"
 /** Int ms, defaults 1000, 120000, 20000. Reconnect backoff (CB-01). */
 #define GRIT_ARG_INITIAL_RECONNECT_BACKOFF_MS                                  \
   "grit.initial_reconnect_backoff_ms"

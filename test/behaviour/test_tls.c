@@ -83,6 +83,7 @@ typedef struct tls_opts {
   bool no_roots;  /* the system store instead of the test CA */
   bool roots_pem; /* the test CA as text (GRIT_ARG_TLS_ROOT_CERTS) */
   verify_host verify;
+  bool skip_verify; /* GRIT_ARG_TLS_SKIP_VERIFY (issue 29) */
 } tls_opts;
 
 /* The whole of file |path|, NUL-terminated (free it), or NULL. */
@@ -119,6 +120,8 @@ static grit_channel *tls_channel(h2s_server *srv, const tls_opts *o) {
   if (o->verify != VERIFY_DEFAULT)
     grit_channel_args_set_int(a, GRIT_ARG_TLS_VERIFY_HOSTNAME,
                               o->verify == VERIFY_ON);
+  if (o->skip_verify)
+    grit_channel_args_set_int(a, GRIT_ARG_TLS_SKIP_VERIFY, 1);
   if (o->client_cert) {
     grit_channel_args_set_string(a, GRIT_ARG_TLS_CERT_CHAIN_FILE,
                                  cert(buf, "client.pem"));
@@ -231,6 +234,40 @@ static void test_verify_hostname(void) {
   expect_failure("untrusted", &off_untrusted, NULL, false,
                  "certificate verification failed");
   expect_failure("expired", &off_untrusted, NULL, false, "expired");
+}
+
+/* GRIT_ARG_TLS_SKIP_VERIFY (issue 29, grit call --insecure): an
+ * untrusted, expired or wrong-host certificate is accepted and the call
+ * goes out over TLS (":scheme https"); still encrypted, never cleartext.
+ * Set to 0 it is the default: the untrusted certificate fails. */
+static void test_skip_verify(void) {
+  NEED_CERTS();
+  const char *names[] = {"untrusted", "expired", "wronghost"};
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+    h2s_server *srv = tls_server(names[i], NULL, false);
+    ASSERT_NOT_NULL(srv);
+    tls_opts o = {.name_override = "foo.test.google.fr", .skip_verify = true};
+    grit_channel *ch = tls_channel(srv, &o);
+    ASSERT_NOT_NULL(ch);
+    grit_status st;
+    grit_status_code c = bh_unary(ch, "/pkg.Svc/M", "hi", CALL_MS, &st);
+    if ((int)c >= 0) {
+      if (c != GRIT_STATUS_OK)
+        fprintf(stderr, "  skip verify %s: %s \"%s\"\n", names[i],
+                grit_status_code_name(c), st.message);
+      grit_status_free(&st);
+    }
+    ASSERT_EQ(c, GRIT_STATUS_OK);
+    ASSERT_EQ(h2s_server_request_count(srv), 1);
+    const h2s_request *r = h2s_server_request(srv, 0);
+    ASSERT_NOT_NULL(r);
+    ASSERT_STR_EQ(h2s_request_header(r, ":scheme"), "https");
+    grit_channel_destroy(ch);
+    h2s_server_stop(srv);
+  }
+  tls_opts off = {.name_override = "foo.test.google.fr"};
+  expect_failure("untrusted", &off, NULL, false,
+                 "certificate verification failed");
 }
 
 static void test_expired(void) {
@@ -450,6 +487,7 @@ static const test_case tests[] = {
     {"wrong_host", test_wrong_host},
     {"verify_hostname", test_verify_hostname},
     {"expired", test_expired},
+    {"skip_verify", test_skip_verify},
     {"no_alpn_h2", test_no_alpn_h2},
     {"client_cert_required", test_client_cert_required},
     {NULL, NULL},

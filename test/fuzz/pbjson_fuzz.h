@@ -14,7 +14,7 @@ extern const size_t kitchen_protoset_len;
 
 #define KITCHEN "grit.test.Kitchen"
 
-static pbj_pool *kitchen_pool(void) {
+static inline pbj_pool *kitchen_pool(void) {
   static pbj_pool *pool;
   if (!pool) {
     char err[256];
@@ -30,7 +30,7 @@ static pbj_pool *kitchen_pool(void) {
 
 /* JSON text -> wire -> JSON must give the same text back: the printer's
  * output is a fixed point of the codec. */
-static void check_fixed_point(const char *json) {
+static inline void check_fixed_point(const char *json) {
   pbj_pool *pool = kitchen_pool();
   char err[512];
   uint8_t *wire;

@@ -23,20 +23,23 @@ done
 [[ -n $found ]] || { echo "SKIP: libgrpc++_reflection not found" >&2; exit 77; }
 mkdir -p "$out/gen"
 proto="$root/interop/proto/grpc/testing"
-srcs=("$here/reflection_server.cc" "$here/kitchen.proto" "$0")
+rpc="$root/pbjson/rpc"
+srcs=("$here/reflection_server.cc" "$here/kitchen.proto" "$here/extra.proto"
+  "$0" "$rpc")
 stamp="$out/.stamp"
 if [[ -f $stamp && -x $out/reflection_server ]]; then
   newer=$(find "${srcs[@]}" "$proto" -newer "$stamp" | head -1)
   [[ -z $newer ]] && exit 0
 fi
 inc=$(pkg-config --variable=includedir protobuf)
-protoc -I"$proto" -I"$here" -I"$inc" --cpp_out="$out/gen" \
+protoc -I"$proto" -I"$here" -I"$rpc" -I"$inc" --cpp_out="$out/gen" \
   --grpc_out="$out/gen" --plugin=protoc-gen-grpc="$(command -v grpc_cpp_plugin)" \
   "$proto/empty.proto" "$proto/messages.proto" "$proto/test.proto" \
-  "$here/kitchen.proto"
+  "$here/kitchen.proto" "$here/extra.proto" "$rpc/google/rpc/status.proto" \
+  "$rpc/google/rpc/error_details.proto"
 g++ -O1 -std=c++17 -I"$out/gen" $(pkg-config --cflags grpc++ protobuf) \
   -o "$out/reflection_server.tmp" "$here/reflection_server.cc" \
-  "$out"/gen/*.pb.cc \
+  "$out"/gen/*.pb.cc "$out"/gen/google/rpc/*.pb.cc \
   -Wl,--no-as-needed -lgrpc++_reflection -Wl,--as-needed \
   $(pkg-config --libs grpc++ protobuf) -lpthread
 mv "$out/reflection_server.tmp" "$out/reflection_server"

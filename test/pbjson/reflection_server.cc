@@ -15,6 +15,9 @@
 #include <memory>
 #include <string>
 
+#include "extra.pb.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
 #include "kitchen.grpc.pb.h"
 #include "test.grpc.pb.h"
 
@@ -82,6 +85,80 @@ class EchoService final : public grit::test::Echo::Service {
     *resp = *req;
     resp->set_server_note("from the server");
     return Status::OK;
+  }
+
+  // The request back; asked with customName "pack-extra", its any holds a
+  // grit.extra.Extra (extra.proto, which kitchen.proto does not import).
+  Status EchoWkt(ServerContext *, const grit::test::Wkt *req,
+                 grit::test::Wkt *resp) override {
+    *resp = *req;
+    if (req->renamed() == "pack-extra") {
+      grit::extra::Extra x;
+      x.set_note("packed by the server");
+      x.set_n(7);
+      resp->mutable_any()->PackFrom(x);
+    }
+    return Status::OK;
+  }
+
+  // Every standard detail of google/rpc/error_details.proto, then one of
+  // a type no client has (its URL names grit.test.Secret).
+  Status Fail(ServerContext *, const grit::test::FailRequest *req,
+              google::protobuf::Empty *) override {
+    google::rpc::Status st;
+    int code = req->code() > 0 && req->code() < 17 ? req->code() : 3;
+    st.set_code(code);
+    st.set_message(req->message());
+    google::rpc::BadRequest br;
+    auto *fv = br.add_field_violations();
+    fv->set_field("name");
+    fv->set_description("must not be empty");
+    st.add_details()->PackFrom(br);
+    google::rpc::ErrorInfo ei;
+    ei.set_reason("QUOTA_LOW");
+    ei.set_domain("grit.test");
+    (*ei.mutable_metadata())["zone"] = "z1";
+    st.add_details()->PackFrom(ei);
+    google::rpc::RetryInfo ri;
+    ri.mutable_retry_delay()->set_seconds(2);
+    ri.mutable_retry_delay()->set_nanos(500000000);
+    st.add_details()->PackFrom(ri);
+    google::rpc::QuotaFailure qf;
+    auto *qv = qf.add_violations();
+    qv->set_subject("project:1");
+    qv->set_description("daily limit");
+    st.add_details()->PackFrom(qf);
+    google::rpc::PreconditionFailure pf;
+    auto *pv = pf.add_violations();
+    pv->set_type("TOS");
+    pv->set_subject("user");
+    pv->set_description("terms not accepted");
+    st.add_details()->PackFrom(pf);
+    google::rpc::ResourceInfo rs;
+    rs.set_resource_type("book");
+    rs.set_resource_name("shelves/1/books/2");
+    rs.set_owner("alice");
+    rs.set_description("gone");
+    st.add_details()->PackFrom(rs);
+    google::rpc::Help h;
+    auto *l = h.add_links();
+    l->set_description("docs");
+    l->set_url("https://example.invalid/help");
+    st.add_details()->PackFrom(h);
+    google::rpc::LocalizedMessage lm;
+    lm.set_locale("fr-FR");
+    lm.set_message("\u00e9chec");
+    st.add_details()->PackFrom(lm);
+    google::rpc::DebugInfo di;
+    di.add_stack_entries("frame 1");
+    di.add_stack_entries("frame 2");
+    di.set_detail("boom");
+    st.add_details()->PackFrom(di);
+    google::protobuf::Any *secret = st.add_details();
+    secret->set_type_url("type.googleapis.com/grit.test.Secret");
+    secret->set_value(std::string("\x0a\x03" "abc", 5));
+    return Status(static_cast<grpc::StatusCode>(code), req->message(),
+                  st.SerializeAsString());
   }
 
   Status EchoStream(ServerContext *,

@@ -256,12 +256,13 @@ def call_unary_ok():
     with H2Server() as s:
         r = grit("call", "--data", "68656c6c6f", s.target, "/pkg.Svc/Echo")
         check_rc(r, 0)
-        lines = out(r).splitlines()
-        check_eq(len(lines), 4, "lines", r)
-        check_eq(lines[0], "response (5 bytes): 68656c6c6f", "response", r)
-        check_eq(lines[1], "status: OK (0)", "status line", r)
-        check_eq(lines[2], "peer: " + s.peer, "peer line", r)
-        check(lines[3].startswith("latency: ") and lines[3].endswith(" us"),
+        # Issue 29: response data on stdout, the status on stderr.
+        check_eq(out(r), "response (5 bytes): 68656c6c6f\n", "stdout", r)
+        lines = err(r).splitlines()
+        check_eq(len(lines), 3, "stderr lines", r)
+        check_eq(lines[0], "status: OK (0)", "status line", r)
+        check_eq(lines[1], "peer: " + s.peer, "peer line", r)
+        check(lines[2].startswith("latency: ") and lines[2].endswith(" us"),
               "latency line", r)
         path = write_tmp("hello", suffix=".bin")
         r = grit("call", "--data", "@" + path, s.target, "/pkg.Svc/Echo")
@@ -284,9 +285,9 @@ def call_ca_implies_tls():
                    check=True, timeout=CALL_TIMEOUT_S)
     with H2Server() as s:
         r = grit("call", "--ca", pem, s.target, "/pkg.Svc/Echo")
-        check_rc(r, 1)
-        check_in("UNAVAILABLE", out(r), "status", r)
-        check_in("TLS handshake failed", out(r), "TLS, not cleartext", r)
+        check_rc(r, 64 + 14)  # UNAVAILABLE, as grpcurl's 64 + code
+        check_in("UNAVAILABLE", err(r), "status", r)
+        check_in("TLS handshake failed", err(r), "TLS, not cleartext", r)
         # --authority alone stays cleartext (the name override is TLS
         # material only when TLS is on).
         r = grit("call", "--authority", "x.test", s.target, "/pkg.Svc/Echo")
@@ -296,16 +297,17 @@ def call_ca_implies_tls():
 def call_non_ok_status():
     with H2Server(FAIL) as s:
         r = grit("call", s.target, "/pkg.Svc/Fail")
-        check_rc(r, 1)
-        check_eq(out(r).splitlines()[0], "status: NOT_FOUND (5) café not here",
+        check_rc(r, 64 + 5)  # issue 29: 64 + the code, as grpcurl
+        check_eq(err(r).splitlines()[0], "status: NOT_FOUND (5) café not here",
                  "status line", r)
+        check_eq(out(r), "", "no response data", r)
 
 
 def call_deadline():
     with H2Server(HANG) as s:
         r = grit("call", "--deadline", "200", s.target, "/pkg.Svc/Hang")
-        check_rc(r, 1)
-        lines = out(r).splitlines()
+        check_rc(r, 64 + 4)
+        lines = err(r).splitlines()
         check(lines[0].startswith("status: DEADLINE_EXCEEDED (4)"),
               "DEADLINE_EXCEEDED expected", r)
         # Issue 19: the server got the call, so its peer shows.
@@ -319,7 +321,7 @@ def call_bin_trailers_base64():
     with H2Server(BIN_TRAILERS) as s:
         r = grit("call", s.target, "/pkg.Svc/Bin")
         check_rc(r, 0)
-        text = out(r)
+        text = err(r)
         check_in("trailer x-blob-bin: AP/+\n", text, "-bin trailer", r)
         check_in("trailer x-one-bin: AQ==\n", text, "padded -bin trailer", r)
         check_in("trailer x-txt: hi\n", text, "text trailer", r)
@@ -338,7 +340,7 @@ def call_metadata():
         check_rc(r, 0)
         check_in(
             "trailer x-grpc-test-echo-trailing-bin: %s\n" %
-            base64.b64encode(value).decode(), out(r), "echoed metadata", r)
+            base64.b64encode(value).decode(), err(r), "echoed metadata", r)
         r = grit("call", "--metadata", "Bad Key:v", s.target, "/pkg.Svc/Echo")
         check_rc(r, 2)
         check_in("--metadata 'bad key': not a valid key", err(r), "message",
@@ -362,9 +364,9 @@ def call_service_config_forms():
         for name, arg in forms.items():
             r = grit("call", "--service-config", arg, s.target,
                      "/pkg.Svc/Hang")
-            check_rc(r, 1)
+            check_rc(r, 64 + 4)
             check(
-                out(r).startswith("status: DEADLINE_EXCEEDED (4)"),
+                err(r).startswith("status: DEADLINE_EXCEEDED (4)"),
                 "--service-config as %s: timeout not applied" % name, r)
         missing = os.path.join(ARGS.tmp, "no-such-config.json")
         r = grit("call", "--service-config", missing, s.target,
@@ -391,7 +393,7 @@ def call_count_summary():
               r)
         check_eq(lines[1], "peers: %s=4" % s.peer, "peers line", r)
         r = grit("call", "--count", "2", s.target, "/pkg.Svc/Fail")
-        check_rc(r, 1)
+        check_rc(r, 64 + 5)
         check(out(r).startswith("calls=2 ok=0 failed={NOT_FOUND:2} "),
               "summary", r)
 
@@ -424,7 +426,7 @@ def call_attempts_timeline():
         r = grit("call", "--attempts", "--service-config",
                  RETRY_CONFIG % "pkg.Svc", s.target, "/pkg.Svc/Flaky")
         check_rc(r, 0)
-        text = out(r)
+        text = err(r)
         check_in("call 1: OK after 2 attempts (OK: ", text, "call line", r)
         lines = [l.split() for l in text.splitlines() if l.startswith("  #")]
         check_eq([l[:3] for l in lines],
@@ -471,9 +473,9 @@ def call_metadata_values():
                  "x-grpc-test-echo-trailing-bin:  AP/+ ", s.target,
                  ECHO_EMPTY)
         check_rc(r, 0)
-        check_in("header x-grpc-test-echo-initial: hi  there\n", out(r),
+        check_in("header x-grpc-test-echo-initial: hi  there\n", err(r),
                  "trimmed value", r)
-        check_in("trailer x-grpc-test-echo-trailing-bin: AP/+\n", out(r),
+        check_in("trailer x-grpc-test-echo-trailing-bin: AP/+\n", err(r),
                  "base64 value", r)
         # URL-safe and unpadded base64 too, as grpcurl takes them.
         for value, shown in (("AP_-", "AP/+"), ("AQ", "AQ=="), ("", "")):
@@ -482,7 +484,7 @@ def call_metadata_values():
                      ECHO_EMPTY)
             check_rc(r, 0)
             check_in("trailer x-grpc-test-echo-trailing-bin: %s\n" % shown,
-                     out(r), "base64 form %r" % value, r)
+                     err(r), "base64 form %r" % value, r)
         # Values HTTP/2 forbids are usage errors naming the key.
         for arg, msg in (
                 ("x-a-bin: not base64!",
@@ -506,9 +508,9 @@ def call_server_stream():
     with H2Server("path=/pkg.Svc/Stream repeat=* text=abc count=3") as s:
         r = grit("call", s.target, "pkg.Svc.Stream")
         check_rc(r, 0)
-        check_eq(out(r).splitlines()[:4],
-                 ["response (3 bytes): 616263"] * 3 + ["status: OK (0)"],
+        check_eq(out(r).splitlines(), ["response (3 bytes): 616263"] * 3,
                  "responses", r)
+        check_eq(err(r).splitlines()[0], "status: OK (0)", "status", r)
         r = grit("call", "--json", s.target, "pkg.Svc.Stream")
         check_rc(r, 0)
         objs = json_lines(r)
@@ -526,9 +528,9 @@ def call_several_messages():
         r = grit("call", "--data", "01", "--data", "", "--data", "0a 0B",
                  s.target, "/pkg.Svc/Echo")
         check_rc(r, 0)
-        check_eq(out(r).splitlines()[:4], [
+        check_eq(out(r).splitlines(), [
             "response (1 bytes): 01", "response (0 bytes): ",
-            "response (2 bytes): 0a0b", "status: OK (0)"], "responses", r)
+            "response (2 bytes): 0a0b"], "responses", r)
         # --data -: one message per stdin line, in --data's forms; an
         # empty line is an empty message; CRLF and a last line without a
         # newline count.
@@ -536,13 +538,14 @@ def call_several_messages():
                  "/pkg.Svc/Echo",
                  stdin=b"01 02\n\n@" + path.encode() + b"\r\n0a")
         check_rc(r, 0)
-        check_eq(out(r).splitlines()[:6], [
+        check_eq(out(r).splitlines(), [
             "response (1 bytes): ff", "response (2 bytes): 0102",
             "response (0 bytes): ", "response (4 bytes): 66696c65",
-            "response (1 bytes): 0a", "status: OK (0)"], "responses", r)
+            "response (1 bytes): 0a"], "responses", r)
         r = grit("call", "--data", "-", s.target, "/pkg.Svc/Echo", stdin=b"")
         check_rc(r, 0)
-        check_eq(out(r).splitlines()[0], "status: OK (0)", "no message", r)
+        check_eq(out(r), "", "no message", r)
+        check_eq(err(r).splitlines()[0], "status: OK (0)", "status", r)
         # A line that does not decode: a usage error naming the line; the
         # call is cancelled.
         r = grit("call", "--data", "-", s.target, "/pkg.Svc/Echo",
@@ -565,7 +568,7 @@ def call_stdin_live():
         p = subprocess.Popen(
             [ARGS.grit, "call", "--data", "-", s.target, "/pkg.Svc/Chat"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, env=grit_env(),
+            stderr=subprocess.PIPE, env=grit_env(),
             preexec_fn=die_with_parent)
         try:
             for msg, want in ((b"01\n", "response (1 bytes): 01\n"),
@@ -574,9 +577,10 @@ def call_stdin_live():
                 p.stdin.flush()
                 check_eq(read_line(p, CALL_TIMEOUT_S), want,
                          "response before end of stdin")
-            rest, _ = p.communicate(timeout=CALL_TIMEOUT_S)  # closes stdin
+            rest, errs = p.communicate(timeout=CALL_TIMEOUT_S)  # closes stdin
             check_eq(p.returncode, 0, "exit status")
-            check(rest.startswith(b"status: OK (0)\n"), "status: %r" % rest)
+            check_eq(rest, b"", "no more responses")
+            check(errs.startswith(b"status: OK (0)\n"), "status: %r" % errs)
         finally:
             if p.poll() is None:
                 p.kill()
@@ -587,8 +591,8 @@ def call_stdin_live():
                   "status=NOT_FOUND") as s:
         p = subprocess.Popen(
             [ARGS.grit, "call", "--data", "-", s.target, "/pkg.Svc/Fail"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, env=grit_env(),
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, env=grit_env(),
             preexec_fn=die_with_parent)
         try:
             try:
@@ -596,40 +600,46 @@ def call_stdin_live():
             except subprocess.TimeoutExpired:
                 raise AssertionError("grit waited for stdin after the call "
                                      "ended")
-            check_eq(p.returncode, 1, "exit status")
-            check(p.stdout.read().startswith(b"status: NOT_FOUND (5)"),
+            check_eq(p.returncode, 64 + 5, "exit status")
+            check(p.stderr.read().startswith(b"status: NOT_FOUND (5)"),
                   "status")
         finally:
             if p.poll() is None:
                 p.kill()
                 p.wait()
             p.stdin.close()
-            p.stdout.close()
+            p.stderr.close()
 
 
 def call_show_headers():
     hdrs = ("path=/pkg.Svc/Hdr repeat=* header=x-h:one header=x-h-bin:AP/+ "
-            "trailer=x-t:two")
+            "trailer=x-t:two trailer=x-m:1 trailer=x-m:2")
     with H2Server(hdrs, FAIL) as s:
         r = grit("call", s.target, "/pkg.Svc/Hdr")
         check_rc(r, 0)
-        check("header " not in out(r), "no headers without the flag", r)
+        check("header " not in err(r), "no headers without the flag", r)
         r = grit("call", "--show-headers", s.target, "/pkg.Svc/Hdr")
         check_rc(r, 0)
-        lines = out(r).splitlines()
-        check_eq(lines[:3], ["header x-h: one", "header x-h-bin: AP/+",
-                             "response (0 bytes): "], "headers first", r)
-        check_eq(lines[-1], "trailer x-t: two", "trailer", r)
+        check_eq(out(r), "response (0 bytes): \n", "stdout", r)
+        lines = err(r).splitlines()
+        check_eq(lines[:2], ["header x-h: one", "header x-h-bin: AP/+"],
+                 "headers first", r)
+        check_eq(lines[-3:], ["trailer x-t: two", "trailer x-m: 1",
+                              "trailer x-m: 2"], "trailers", r)
         r = grit("call", "--json", "--show-headers", s.target, "/pkg.Svc/Hdr")
         check_rc(r, 0)
         objs = json_lines(r)
         check_eq(objs[0], {"headers": {"x-h": "one", "x-h-bin": "AP/+"}},
                  "headers line", r)
-        check_eq(objs[-1]["trailers"], {"x-t": "two"}, "trailers", r)
+        # A repeated key: one member, an array (never a duplicate key).
+        check_eq(objs[-1]["trailers"], {"x-t": "two", "x-m": ["1", "2"]},
+                 "trailers", r)
+        check('"x-m"' in out(r) and out(r).count('"x-m"') == 1,
+              "one x-m key", r)
         # Trailers-Only: no headers, the trailers still show.
         r = grit("call", "--json", "--show-headers", s.target,
                  "/pkg.Svc/Fail")
-        check_rc(r, 1)
+        check_rc(r, 64 + 5)
         check_eq(json_lines(r)[0], {"headers": {}}, "no headers", r)
 
 
@@ -658,7 +668,7 @@ def json_single_call():
 def json_non_ok_status():
     with H2Server(FAIL) as s:
         r = grit("call", "--json", s.target, "/pkg.Svc/Fail")
-        check_rc(r, 1)
+        check_rc(r, 64 + 5)
         o = json_lines(r)[0]
         check_eq((o["code"], o["code_name"], o["message"]),
                  (5, "NOT_FOUND", "café not here"), "status", r)
@@ -709,7 +719,7 @@ def json_count_summary():
             check(isinstance(summ.get(k), (int, float)), k, r)
         check_eq(err(r), "", "stderr", r)
         r = grit("call", "--json", "--count", "2", s.target, "/pkg.Svc/Fail")
-        check_rc(r, 1)
+        check_rc(r, 64 + 5)
         objs = json_lines(r)
         check_eq(objs[-1]["summary"]["failed"], {"NOT_FOUND": 2}, "failed",
                  r)
@@ -719,7 +729,7 @@ def json_deadline_and_timeline():
     with H2Server(HANG, FLAKY) as s:
         r = grit("call", "--json", "--deadline", "100", s.target,
                  "/pkg.Svc/Hang")
-        check_rc(r, 1)
+        check_rc(r, 64 + 4)
         o = end_line(r)
         check_eq((o["code"], o["code_name"], o["reason"], o["peer"]),
                  (4, "DEADLINE_EXCEEDED", "DEADLINE", s.peer), "deadline",
@@ -750,15 +760,15 @@ def grpcio_calls():
               "x-fail:1", "--metadata", "x-code:PERMISSION_DENIED",
               "--metadata", "x-message:denied by test"]
         r = grit("call", *md, p.target, "/retry.Svc/Call")
-        check_rc(r, 1)
-        check_eq(out(r).splitlines()[0],
+        check_rc(r, 64 + 7)
+        check_eq(err(r).splitlines()[0],
                  "status: PERMISSION_DENIED (7) denied by test", "status", r)
         # The optional blanks around a value are not sent (issue 19).
         md[-1] = "x-message:  \t denied by test \t "
         md[1] = "x-call-key:%s-fail2" % key
         r = grit("call", *md, p.target, "/retry.Svc/Call")
-        check_rc(r, 1)
-        check_eq(out(r).splitlines()[0],
+        check_rc(r, 64 + 7)
+        check_eq(err(r).splitlines()[0],
                  "status: PERMISSION_DENIED (7) denied by test", "status", r)
 
         # A retry policy from a config file (plain path): two UNAVAILABLE
@@ -816,7 +826,7 @@ def grpcio_compress():
         r = grit("call", "--attempts", "--data", req.hex(), p.target,
                  "/grpc.testing.TestService/UnaryCall")
         check_rc(r, 0)
-        check_in("encoding identity -> gzip", out(r), "plain timeline", r)
+        check_in("encoding identity -> gzip", err(r), "plain timeline", r)
     r = grit("call", "--compress", "br", "ipv4:127.0.0.1:1", "a.B/C")
     check_rc(r, 2)
     check_in("--compress wants gzip, deflate or identity", err(r),
@@ -837,10 +847,10 @@ def grpcio_streams():
         r = grit("call", "--data", out_req(1, 2, 3).hex(), p.target,
                  svc + "StreamingOutputCall")
         check_rc(r, 0)
-        check_eq(out(r).splitlines()[:4],
+        check_eq(out(r).splitlines(),
                  ["response (%d bytes): %s" % (n + 4, out_resp(n).hex())
-                  for n in (1, 2, 3)] + ["status: OK (0)"],
-                 "server stream", r)
+                  for n in (1, 2, 3)], "server stream", r)
+        check_eq(err(r).splitlines()[0], "status: OK (0)", "status", r)
         # Client stream: the server adds up the payload sizes (3 + 5).
         r = grit("call", "--data", pb_len(1, pb_len(2, b"abc")).hex(),
                  "--data", pb_len(1, pb_len(2, b"defgh")).hex(), p.target,
@@ -867,8 +877,8 @@ def grpcio_streams():
         r = grit("call", "--deadline", "300", "--data",
                  pb_len(2, slow).hex(), p.target,
                  svc + "StreamingOutputCall")
-        check_rc(r, 1)
-        lines = out(r).splitlines()
+        check_rc(r, 64 + 4)
+        lines = err(r).splitlines()
         check(lines[0].startswith("status: DEADLINE_EXCEEDED"), "deadline",
               r)
         check_eq(lines[1], "peer: 127.0.0.1:%d" % p.port, "peer", r)
@@ -1102,8 +1112,8 @@ def usage_call():
     r = grit("call", "--help")
     check_rc(r, 0)
     check(out(r).startswith("usage: grit call"), "usage", r)
-    check_in("Exit status: as every command, see 'grit help'", out(r),
-             "exit codes", r)
+    check_in("Exit status: 0 OK, 64 + the status code (e.g. 69 NOT_FOUND)",
+             out(r), "exit codes", r)
 
 
 
@@ -1144,9 +1154,10 @@ def usage_exit_codes():
     r = grit("help")
     check_in("exit status, for every command:\n  0  success: ", out(r),
              "exit list", r)
-    check_in("\n  1  failure: a call ended with a non-OK status, the config "
-             "is invalid", out(r), "exit 1", r)
+    check_in("\n  1  failure: the config is invalid", out(r), "exit 1", r)
     check_in("\n  2  usage error: ", out(r), "exit 2", r)
+    check_in("\n  64+C  grit call: the call ended with gRPC status code C",
+             out(r), "exit 64+C", r)
     missing = os.path.join(ARGS.tmp, "missing")
     t = "ipv4:127.0.0.1:9"
     for argv in (["config", "check", missing],
@@ -1157,6 +1168,59 @@ def usage_exit_codes():
         r = grit(*argv)
         check_rc(r, 2)
         check_in(missing, err(r), "names the file", r)
+
+
+def usage_issue29_flags():
+    """Issue 29: every new flag is in -h, and bad values are usage errors
+    (2) that name the flag; a --count run exits 64 + the most frequent
+    non-OK code."""
+    r = grit("call", "-h")
+    check_rc(r, 0)
+    for flag in ("--cert FILE", "--key FILE", "--insecure",
+                 "--servername NAME", "--max-recv BYTES",
+                 "--connect-timeout MS", "--emit-defaults"):
+        check_in(flag, out(r), "call -h", r)
+    for cmd in ("list", "describe"):
+        r = grit(cmd, "-h")
+        check_rc(r, 0)
+        for flag in ("--metadata", "--timeout MS", "--cert FILE",
+                     "--insecure", "--servername NAME"):
+            check_in(flag, out(r), cmd + " -h", r)
+    r = grit("describe", "-h")
+    check_in("--template", out(r), "describe -h", r)
+    r = grit("list", "-h")
+    check_in("TARGET [SERVICE]", out(r), "list -h", r)
+    t = "ipv4:127.0.0.1:9"
+    for argv, msg in (
+            (["call", "--max-recv", "-1", t, "/a/b"], "--max-recv wants"),
+            (["call", "--max-recv", "0", t, "/a/b"], "--max-recv wants"),
+            (["call", "--max-recv", "4k", t, "/a/b"], "--max-recv wants"),
+            (["call", "--connect-timeout", "0", t, "/a/b"],
+             "--connect-timeout wants"),
+            (["call", "--cert", "c.pem", t, "/a/b"],
+             "--cert and --key go together"),
+            (["call", "--key", "k.pem", t, "/a/b"],
+             "--cert and --key go together"),
+            (["list", "--timeout", "x", t], "--timeout wants"),
+            (["list", "--metadata", "nocolon", t], "--metadata wants"),
+            (["describe", "--connect-timeout", "-5", t, "a.B"],
+             "--connect-timeout wants"),
+            (["list", t, "a.B", "extra"], "usage: grit list"),
+            (["describe", t], "usage: grit describe")):
+        r = grit(*argv)
+        check_rc(r, 2)
+        check_in(msg, err(r), "stderr", r)
+    # A client certificate that does not exist: a usage error naming it.
+    r = grit("call", "--cert", "/nonexistent/c.pem", "--key",
+             "/nonexistent/k.pem", t, "/a/b")
+    check_rc(r, 2)
+    check_in("/nonexistent/c.pem", err(r), "names the file", r)
+    # --insecure implies --tls and says so loudly, before anything else.
+    r = grit("call", "--insecure", "--deadline", "200", t, "/a/b")
+    check_in("WARNING: --insecure", err(r).splitlines()[0], "warning", r)
+    with H2Server(FAIL) as s:
+        r = grit("call", "--count", "3", s.target, "/pkg.Svc/Fail")
+        check_rc(r, 64 + 5)
 
 
 # ---- group 'dns': service config through DNS (issue 20) ----
@@ -1187,7 +1251,7 @@ def dns_txt_retry_policy():
         with H2Server(FLAKY) as s:
             r = grit("call", "--json", "--dns-server", dns.server,
                      dns_target(s), "/pkg.Svc/Flaky")
-            check_rc(r, 1)
+            check_rc(r, 64 + 14)
             check_eq(end_line(r)["code_name"], "UNAVAILABLE", "code", r)
 
 
@@ -1234,7 +1298,7 @@ def dns_rejected_config_logged():
     with DnsResponder(txt=txt_of(bad % "pkg.Svc")) as dns, H2Server() as s:
         r = grit("call", "--dns-txt", "--dns-server", dns.server,
                  "--show-config", dns_target(s), "/pkg.Svc/Echo")
-        check_rc(r, 1)  # no valid config yet: UNAVAILABLE (SC-03)
+        check_rc(r, 64 + 14)  # no valid config yet: UNAVAILABLE (SC-03)
         check_in("rejected service config from DNS: "
                  "$.methodConfig[0].retryPolicy.maxAttempts", err(r),
                  "stderr", r)
@@ -1457,7 +1521,7 @@ GROUPS = {
     "config": [config_valid, config_per_method, config_invalid,
                config_durations, config_bad_usage],
     "usage": [usage_commands, usage_call, usage_help_everywhere,
-              usage_exit_codes],
+              usage_exit_codes, usage_issue29_flags],
     "demo": [demo_runs],
     "dns": [dns_txt_retry_policy, dns_show_config, dns_rejected_config_logged,
             dns_txt_dropped, dns_usage, dns_config_check_warnings,
