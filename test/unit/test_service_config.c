@@ -1307,6 +1307,41 @@ static void test_public_check(void) {
   ASSERT_NULL(r);
 }
 
+/* issue 28: the README's outlier detection example is applied, so the
+ * check has no "skipped" warning for it (it had one: the lint knew only
+ * pick_first and round_robin); an unknown entry in its childPolicy list
+ * is named with its full path. */
+static void test_lint_outlier_detection(void) {
+  char *r = NULL;
+  const char *j =
+      q("{'loadBalancingConfig':[{'outlier_detection_experimental':{"
+        "'interval':'1s','failurePercentageEjection':{'threshold':50,"
+        "'minimumHosts':2,'requestVolume':10},"
+        "'childPolicy':[{'round_robin':{}}]}}],"
+        "'healthCheckConfig':{'serviceName':'svc'}}");
+  ASSERT_OK(grit_service_config_check(j, strlen(j), &r));
+  ASSERT_NOT_NULL(r);
+  ASSERT_NULL(strstr(r, "warning"));
+  ASSERT_NULL(strstr(r, "skipped"));
+  ASSERT_NOT_NULL(strstr(r, "outlier detection: every 1s"));
+  grit_free(r);
+
+  j = q("{'loadBalancingConfig':[{'grpclb':{}},"
+        "{'outlier_detection_experimental':{'childPolicy':"
+        "[{'grpclb':{}},{'pick_first':{}}]}},{'round_robin':{}}]}");
+  ASSERT_OK(grit_service_config_check(j, strlen(j), &r));
+  ASSERT_NOT_NULL(strstr(r, "3 warnings"));
+  ASSERT_NOT_NULL(strstr(r, "$.loadBalancingConfig[0]: \"grpclb\" skipped"));
+  ASSERT_NOT_NULL(
+      strstr(r, "$.loadBalancingConfig[1].outlier_detection_experimental."
+                "childPolicy[0]: \"grpclb\" skipped: grit does not know "
+                "this policy as a child policy"));
+  ASSERT_NOT_NULL(strstr(r, "$.loadBalancingConfig[2]: \"round_robin\" not "
+                            "used"));
+  ASSERT_NULL(strstr(r, "outlier_detection_experimental\" skipped"));
+  grit_free(r);
+}
+
 static void test_public_check_txt(void) {
   char *r = NULL;
   const char *t = q("grpc_config=[{'clientLanguage':['go'],'serviceConfig':"
@@ -1622,6 +1657,7 @@ static const test_case tests[] = {
     {"outlier_health_values", test_outlier_health_values},
     {"public_check", test_public_check},
     {"public_check_txt", test_public_check_txt},
+    {"lint_outlier_detection", test_lint_outlier_detection},
     {"oom_parse", test_oom_parse},
     {"oom_describe", test_oom_describe},
     {"oom_txt", test_oom_txt},
