@@ -94,6 +94,11 @@ typedef struct grit_chan_opts {
   grit_config_change_cb config_cb;
   void *config_cb_data;
   int64_t trace_context; /* GRIT_ARG_TRACE_CONTEXT (OB-02) */
+
+  /* SPEC OP-04: GRIT_ARG_DNS_LOOKUP_TIMEOUT_MS (0: c-ares' own timeouts)
+   * and GRIT_ARG_DNS_USE_TTL. */
+  int64_t dns_lookup_timeout_ms;
+  int64_t dns_use_ttl;
 } grit_chan_opts;
 
 struct grit_channel_args {
@@ -139,6 +144,13 @@ void grit_resolver_request(grit_resolver *r);
  * before, SPEC SC-03): resolve again after the failure backoff (DNS-05). */
 void grit_resolver_result_rejected(grit_resolver *r);
 void grit_resolver_destroy(grit_resolver *r);
+/* dns_ttl.c (SPEC OP-04): how long the raw DNS answer |msg| to a |qtype|
+ * query may be cached: the least TTL of its answer records of |qtype| and
+ * CNAME; with none, the negative TTL min(SOA TTL, SOA MINIMUM) of its
+ * authority section (RFC 2308). GRIT_OK with |*ttl_s|; GRIT_ERR_NOT_FOUND
+ * (nothing to go by); GRIT_ERR_PARSE (malformed). */
+grit_err grit_dns_answer_ttl(const uint8_t *msg, size_t len, uint16_t qtype,
+                             uint32_t *ttl_s);
 
 /* ---- policy.c: the LB policy in use, and a pending one ---- */
 
