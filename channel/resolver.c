@@ -535,8 +535,8 @@ static void res_deliver(grit_resolver *r) {
   } else {
     if (r->failing)
       GRIT_TRACE(GRIT_TRACE_DNS, GRIT_LEVEL_NOTICE,
-                 "DNS resolution for %s succeeds again: %zu addresses",
-                 r->target->host, r->naddrs);
+                 "DNS resolution for %s succeeds again: %zu address%s",
+                 r->target->host, r->naddrs, r->naddrs == 1 ? "" : "es");
     r->failing = false;
     r->retry_ms = 0;
     uint64_t refresh_ms;
