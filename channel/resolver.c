@@ -484,15 +484,21 @@ static void res_schedule(grit_resolver *r, res_sched kind, uint64_t delay_ms) {
   uv_timer_start(&r->sched_timer, res_sched_fire, delay_ms, 0);
 }
 
-/* OP-04: when a healthy channel looks again. The answers' least TTL (a TTL
- * of 0: at once, so at the minimum interval), capped by the max config
- * age; nothing known and no max age: only on request. */
+/* OP-04: when a healthy channel looks again. The answers' least TTL, at
+ * least 1 s (TTLs are whole seconds; a TTL of 0 must not make a channel
+ * with no minimum interval query in a loop), capped by the max config age,
+ * never sooner than the minimum interval; nothing known and no max age:
+ * only on request. */
+#define TTL_FLOOR_MS 1000
+
 static bool res_refresh_ms(const grit_resolver *r, uint64_t *out) {
   uint64_t ms = UINT64_MAX;
   if (r->use_ttl && r->addr_ttl_known)
     ms = (uint64_t)r->addr_ttl_s * 1000;
   if (r->use_ttl && r->txt_ttl_known && (uint64_t)r->txt_ttl_s * 1000 < ms)
     ms = (uint64_t)r->txt_ttl_s * 1000;
+  if (ms < TTL_FLOOR_MS)
+    ms = TTL_FLOOR_MS;
   if (r->max_age_ms > 0 && r->max_age_ms < ms)
     ms = r->max_age_ms;
   if (ms == UINT64_MAX)

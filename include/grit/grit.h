@@ -514,8 +514,8 @@ typedef struct grit_channel_args grit_channel_args;
  * connected, so a changed address list or TXT config reaches a long-lived
  * channel without a connection drop. Never sooner than
  * GRIT_ARG_DNS_MIN_RERESOLVE_MS after the previous resolution; never later
- * than GRIT_ARG_MAX_CONFIG_AGE_MS when that is set. A TTL of 0 means at the
- * minimum interval; answers from the hosts file have no TTL. 0: only
+ * than GRIT_ARG_MAX_CONFIG_AGE_MS when that is set. A TTL below 1 s counts
+ * as 1 s; answers from the hosts file have no TTL. 0: only
  * connection failures and GRIT_ARG_MAX_CONFIG_AGE_MS re-resolve. */
 #define GRIT_ARG_DNS_USE_TTL "grit.dns_use_ttl"
 /** Int 0/1, default 0. W3C trace context on every call (SPEC OB-02, gRFC

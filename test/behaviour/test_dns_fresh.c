@@ -93,7 +93,7 @@ static uint64_t wait_config(cb_log *l, const char *needle, int timeout_ms) {
 typedef struct ch_opts {
   const char *server;      /* NULL: the scripted responder */
   bool txt;                /* GRIT_ARG_DNS_ENABLE_TXT */
-  int64_t reresolve_ms;    /* 0: default */
+  int64_t reresolve_ms;    /* 0: default; -1: none */
   int64_t max_age_ms;      /* 0: off */
   int64_t lookup_ms;       /* 0: default */
   int use_ttl;             /* -1: default */
@@ -108,9 +108,9 @@ static grit_channel *channel(const ch_opts *o) {
                                o->server ? o->server : g_dns.server);
   if (o->txt)
     grit_channel_args_set_int(a, GRIT_ARG_DNS_ENABLE_TXT, 1);
-  if (o->reresolve_ms)
+  if (o->reresolve_ms) /* -1: 0, no minimum interval */
     grit_channel_args_set_int(a, GRIT_ARG_DNS_MIN_RERESOLVE_MS,
-                              o->reresolve_ms);
+                              o->reresolve_ms < 0 ? 0 : o->reresolve_ms);
   if (o->max_age_ms)
     grit_channel_args_set_int(a, GRIT_ARG_MAX_CONFIG_AGE_MS, o->max_age_ms);
   if (o->lookup_ms)
@@ -223,22 +223,30 @@ static void test_ttl_refresh_txt_change(void) {
 }
 
 /* TTL 0 means "at once": still no more than one resolution per minimum
- * interval (400 ms here), on a channel that stays connected. */
+ * interval (1500 ms here), on a channel that stays connected; and with no
+ * minimum interval at all, no more than one a second (TTLs are whole
+ * seconds), never a loop. */
 static void test_ttl_floor_is_min_interval(void) {
   ASSERT(fresh(NULL, 0));
-  grit_channel *ch = channel(&(ch_opts){.reresolve_ms = 400, .use_ttl = -1});
-  ASSERT_EQ(bh_unary(ch, FAST, "ping", 5000, NULL), GRIT_STATUS_OK);
-  uint64_t l0 = stats(ch).dns_lookups;
-  uint64_t t0 = test_now_ms();
-  sleep_ms(2000);
-  uint64_t l1 = stats(ch).dns_lookups;
-  uint64_t span = test_now_ms() - t0;
-  fprintf(stderr, "  %llu lookups in %llu ms\n", (unsigned long long)(l1 - l0),
-          (unsigned long long)span);
-  ASSERT_CMP(l1 - l0, >=, 1);              /* refreshed while connected */
-  ASSERT_CMP(l1 - l0, <=, span / 400 + 1); /* never more often */
-  ASSERT_EQ(server_connections(), 1);
-  grit_channel_destroy(ch);
+  static const int64_t intervals[] = {1500, 0};
+  for (size_t k = 0; k < 2; k++) {
+    grit_channel *ch = channel(&(ch_opts){
+        .reresolve_ms = intervals[k] ? intervals[k] : -1, .use_ttl = -1});
+    ASSERT_EQ(bh_unary(ch, FAST, "ping", 5000, NULL), GRIT_STATUS_OK);
+    uint64_t l0 = stats(ch).dns_lookups;
+    uint64_t t0 = test_now_ms();
+    sleep_ms(3200);
+    uint64_t l1 = stats(ch).dns_lookups;
+    uint64_t span = test_now_ms() - t0;
+    uint64_t floor_ms = intervals[k] ? (uint64_t)intervals[k] : 1000;
+    fprintf(stderr, "  interval %lld ms: %llu lookups in %llu ms\n",
+            (long long)intervals[k], (unsigned long long)(l1 - l0),
+            (unsigned long long)span);
+    ASSERT_CMP(l1 - l0, >=, 1);                   /* refreshed, connected */
+    ASSERT_CMP(l1 - l0, <=, span / floor_ms + 1); /* never more often */
+    grit_channel_destroy(ch);
+  }
+  ASSERT_EQ(server_connections(), 2); /* one per channel, none dropped */
   teardown();
 }
 
