@@ -66,6 +66,8 @@ static const arg_spec specs[] = {
     STR_ARG(GRIT_ARG_DEFAULT_COMPRESSION, default_compression), /* CP-01 */
     INT_ARG(GRIT_ARG_DNS_TXT_TIMEOUT_MS, dns_txt_timeout_ms, 0, MS_MAX),
     INT_ARG(GRIT_ARG_MAX_CONFIG_AGE_MS, max_config_age_ms, 0, MS_MAX),
+    INT_ARG(GRIT_ARG_DNS_LOOKUP_TIMEOUT_MS, dns_lookup_timeout_ms, 0, MS_MAX),
+    INT_ARG(GRIT_ARG_DNS_USE_TTL, dns_use_ttl, 0, 1),
     INT_ARG(GRIT_ARG_TRACE_CONTEXT, trace_context, 0, 1),
 };
 
@@ -100,6 +102,9 @@ void grit_chan_opts_defaults(grit_chan_opts *o) {
   o->idle_timeout_ms = 30 * 60 * 1000;
   o->read_spin_us = 0;          /* no busy polling unless asked (issue 12) */
   o->dns_txt_timeout_ms = 1000; /* DNS-07 */
+
+  o->dns_lookup_timeout_ms = 10000; /* OP-04 */
+  o->dns_use_ttl = 1;
 }
 
 static char **str_field(grit_chan_opts *o, const arg_spec *s) {

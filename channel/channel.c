@@ -294,6 +294,8 @@ static void ch_start(grit_channel *ch) {
         .dns_min_reresolve_ms = ch->o.dns_min_reresolve_ms,
         .dns_txt_timeout_ms = ch->o.dns_txt_timeout_ms,
         .max_config_age_ms = ch->o.max_config_age_ms,
+        .dns_lookup_timeout_ms = ch->o.dns_lookup_timeout_ms,
+        .dns_use_ttl = ch->o.dns_use_ttl,
     };
     if (grit_resolver_create(&ch->rt->loop, &ch->target, &ro, &ch->txt_draw,
                              ch_on_resolved, ch, &ch->resolver) != GRIT_OK) {

@@ -62,6 +62,11 @@ typedef struct grit_chan_opts {
   grit_config_change_cb config_cb;
   void *config_cb_data;
   int64_t trace_context; /* GRIT_ARG_TRACE_CONTEXT (OB-02) */
+
+  /* SPEC OP-04: GRIT_ARG_DNS_LOOKUP_TIMEOUT_MS (0: c-ares' own timeouts)
+   * and GRIT_ARG_DNS_USE_TTL. */
+  int64_t dns_lookup_timeout_ms;
+  int64_t dns_use_ttl;
 } grit_chan_opts;
 
 struct grit_channel_args {

@@ -79,6 +79,22 @@ void grit_channel_config_free(grit_channel *ch) {
   ch->cfg_info.last_rejection = NULL;
 }
 
+/* The retry and hedging policies of |old_json| (the DNS config being
+ * dropped) that ch->config, the config now in force, does not give the
+ * same names; NULL when none, or on out of memory (the line then says
+ * none: only the report is lost). */
+static char *cfg_lost_policies(grit_channel *ch, const char *old_json) {
+  if (!old_json)
+    return NULL;
+  grit_svccfg *was =
+      grit_svccfg_parse(old_json, strlen(old_json), &ch->cfg_opts, NULL);
+  char *lost = NULL;
+  if (was && grit_svccfg_lost_policies(was, ch->config, &lost) != GRIT_OK)
+    lost = NULL;
+  grit_svccfg_unref(was);
+  return lost;
+}
+
 void grit_channel_config_applied(grit_channel *ch, grit_config_source src,
                                  const char *json, size_t len) {
   if (src == GRIT_CONFIG_SOURCE_DEFAULT) {
@@ -100,6 +116,9 @@ void grit_channel_config_applied(grit_channel *ch, grit_config_source src,
     copy[len] = '\0';
   }
   grit_config_source old = cur->source;
+  char *lost = NULL; /* issue 28: what the dropped DNS config took along */
+  if (old == GRIT_CONFIG_SOURCE_DNS && src != GRIT_CONFIG_SOURCE_DNS)
+    lost = cfg_lost_policies(ch, cur->json);
   pthread_mutex_lock(&ch->cfg_mu);
   if (cur->json != ch->o.service_config)
     grit_free(cur->json);
@@ -110,14 +129,18 @@ void grit_channel_config_applied(grit_channel *ch, grit_config_source src,
   pthread_mutex_unlock(&ch->cfg_mu);
   __atomic_add_fetch(&ch->stats.config_updates, 1, __ATOMIC_RELAXED);
   grit_obs_target_add(ch->obs, GRIT_OBS_CONFIG_UPDATES, 1);
-  if (old == GRIT_CONFIG_SOURCE_DNS && src != GRIT_CONFIG_SOURCE_DNS)
+  if (old == GRIT_CONFIG_SOURCE_DNS && src != GRIT_CONFIG_SOURCE_DNS) {
     GRIT_TRACE(GRIT_TRACE_CONFIG, GRIT_LEVEL_NOTICE,
                "channel %s: service config from DNS dropped (no "
-               "_grpc_config record or no matching choice); now using %s",
+               "_grpc_config record or no matching choice); now using %s; "
+               "%s%.600s",
                ch->target.authority,
                src == GRIT_CONFIG_SOURCE_DEFAULT ? "the default config"
-                                                 : "no config");
-  else
+                                                 : "no config",
+               lost ? "policies lost: " : "no retry or hedging policy lost",
+               lost ? lost : "");
+    grit_free(lost);
+  } else
     GRIT_TRACE(GRIT_TRACE_CONFIG, GRIT_LEVEL_NOTICE,
                "channel %s: service config changed (source %s, hash "
                "%016llx): %.600s",

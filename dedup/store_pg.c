@@ -246,6 +246,36 @@ grit_dedup_err grit_dedup_pg_succeed_tx(grit_dedup_store *s,
                    response, len);
 }
 
+/* The application borrows a pooled connection (issue 28): it gets the
+ * same reset-on-next-use after a broken connection as the store's own
+ * operations, so its domain writes survive a database restart. */
+grit_dedup_err grit_dedup_pg_conn_acquire(grit_dedup_store *s,
+                                          struct pg_conn **out) {
+  if (out)
+    *out = NULL;
+  if (!s || !out || strcmp(s->ops->name, "postgresql") != 0)
+    return GRIT_DEDUP_ERR_INVALID_ARG;
+  PGconn *c = pool_get((pg_store *)s);
+  if (PQstatus(c) != CONNECTION_OK) {
+    grit_dedup_err e = conn_error(c, "reconnect");
+    pool_put((pg_store *)s, c);
+    return e;
+  }
+  *out = c;
+  return GRIT_DEDUP_OK;
+}
+
+void grit_dedup_pg_conn_release(grit_dedup_store *s, struct pg_conn *conn) {
+  if (!s || !conn || strcmp(s->ops->name, "postgresql") != 0)
+    return;
+  /* A transaction left open would hold its locks into the next user's
+   * statements: end it (the application meant to roll back). */
+  if (PQstatus(conn) == CONNECTION_OK &&
+      PQtransactionStatus(conn) != PQTRANS_IDLE)
+    PQclear(PQexec(conn, "ROLLBACK"));
+  pool_put((pg_store *)s, conn);
+}
+
 static grit_dedup_err pg_update2(grit_dedup_store *s, const char *sql,
                                  const char *key, uint64_t a, uint64_t b,
                                  const char *what) {

@@ -16,6 +16,12 @@
  * records success: the next replica to see the key heals it from the
  * groups table. Prints "listening PORT" once it accepts calls.
  *
+ * With --pg the domain writes use a connection borrowed from the store's
+ * pool (grit_dedup_pg_conn_acquire), not one of its own: a connection that
+ * broke is reset before it is lent, so after a PostgreSQL restart the
+ * calls that failed meanwhile (UNAVAILABLE or ABORTED, which a client's
+ * retry policy retries) give way to calls that succeed again.
+ *
  * One call at a time, on one thread: grpc_server_request_call, then
  * grpc_call_start_batch for each step, each waited for on the queue.
  */
@@ -37,7 +43,8 @@
 
 static grpc_completion_queue *cq;
 static grit_dedup_store *store;
-static PGconn *db; /* the application's own connection (--pg) */
+static bool use_pg; /* --pg: domain rows in PostgreSQL, on the pool's
+                       connections */
 static const char *replica = "replica";
 static int slow_ms, crash_after;
 static unsigned executions;
@@ -61,10 +68,14 @@ static grit_dedup_verdict heal(const char *key, grit_dedup_heal_ctx *ctx,
                                void *ud) {
   (void)ud;
   char resp[160];
-  if (db) {
+  if (use_pg) {
+    PGconn *db = NULL;
+    if (grit_dedup_pg_conn_acquire(store, &db) != GRIT_DEDUP_OK)
+      return GRIT_DEDUP_UNKNOWN; /* cannot read the truth now */
     const char *v[1] = {key};
     PGresult *r = PQexecParams(db, "SELECT name FROM groups WHERE key = $1", 1,
                                NULL, v, NULL, NULL, 0);
+    grit_dedup_pg_conn_release(store, db);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
       PQclear(r);
       return GRIT_DEDUP_UNKNOWN; /* cannot read the truth now */
@@ -95,7 +106,7 @@ static grpc_status_code execute(const char *key, uint64_t token,
   bool crash = crash_after && ++executions == (unsigned)crash_after;
   if (slow_ms)
     usleep((useconds_t)slow_ms * 1000);
-  if (!db) {
+  if (!use_pg) {
     if (n_rows < sizeof(rows) / sizeof(rows[0])) {
       snprintf(rows[n_rows].key, sizeof(rows[0].key), "%s", key);
       snprintf(rows[n_rows].name, sizeof(rows[0].name), "%s", name);
@@ -103,6 +114,13 @@ static grpc_status_code execute(const char *key, uint64_t token,
     }
     grit_dedup_succeed(store, key, token, resp, strlen(resp));
     return GRPC_STATUS_OK;
+  }
+  PGconn *db = NULL;
+  if (grit_dedup_pg_conn_acquire(store, &db) != GRIT_DEDUP_OK) {
+    /* The database is not back yet: nothing was written. The key stays
+     * pending for the next claimer to heal at once (it finds no row). */
+    grit_dedup_abandon(store, key, token);
+    return GRPC_STATUS_UNAVAILABLE;
   }
   const char *v[3] = {key, name, replica};
   PQclear(PQexec(db, "BEGIN"));
@@ -121,6 +139,7 @@ static grpc_status_code execute(const char *key, uint64_t token,
          : GRIT_DEDUP_ERR_STORE;
   if (e != GRIT_DEDUP_OK) {
     PQclear(PQexec(db, "ROLLBACK"));
+    grit_dedup_pg_conn_release(store, db);
     if (e == GRIT_DEDUP_ERR_STALE)
       return GRPC_STATUS_ABORTED; /* another replica healed it meanwhile */
     /* Nothing committed (rolled back): safe to record the failure? No:
@@ -132,6 +151,7 @@ static grpc_status_code execute(const char *key, uint64_t token,
   r = PQexec(db, "COMMIT");
   ok = PQresultStatus(r) == PGRES_COMMAND_OK;
   PQclear(r);
+  grit_dedup_pg_conn_release(store, db);
   if (!ok) {
     /* COMMIT's outcome is unknown: DD-02, leave it pending. */
     grit_dedup_abandon(store, key, token);
@@ -260,28 +280,45 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--crash-after-commit") == 0)
       crash_after = atoi(argv[i + 1]);
   }
+  /* Two pooled connections: the store's operations and the handler's
+   * borrowed one never wait for each other. */
   grit_dedup_opts o = {.version = GRIT_DEDUP_OPTS_VERSION,
                        .heal = heal,
                        .lease_ms = 1000,
-                       .pool_size = 1};
+                       .pool_size = 2};
   char err[256] = "";
   grit_dedup_err e;
-  if (pg) {
-    db = PQconnectdb(pg);
-    if (PQstatus(db) != CONNECTION_OK) {
-      fprintf(stderr, "dedup_server: %s", PQerrorMessage(db));
-      return 1;
-    }
-    PQclear(PQexec(db, "SET client_min_messages = warning"));
-    PQclear(PQexec(db, "CREATE TABLE IF NOT EXISTS groups (key text PRIMARY "
-                       "KEY, name text NOT NULL, replica text)"));
+  use_pg = pg != NULL;
+  if (pg)
     e = grit_dedup_store_create_pg(pg, &o, &store, err, sizeof(err));
-  } else {
+  else
     e = grit_dedup_store_create_mem(&o, &store);
-  }
   if (e != GRIT_DEDUP_OK) {
     fprintf(stderr, "dedup_server: %s %s\n", grit_dedup_strerror(e), err);
     return 1;
+  }
+  if (pg) {
+    PGconn *db = NULL;
+    if (grit_dedup_pg_conn_acquire(store, &db) != GRIT_DEDUP_OK) {
+      fprintf(stderr, "dedup_server: %s\n", grit_dedup_last_error());
+      return 1;
+    }
+    PQclear(PQexec(db, "SET client_min_messages = warning"));
+    PGresult *r =
+        PQexec(db, "CREATE TABLE IF NOT EXISTS groups (key text PRIMARY "
+                   "KEY, name text NOT NULL, replica text)");
+    bool made = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    if (!made) { /* another replica may have created it just now */
+      r = PQexec(db, "SELECT 1 FROM groups LIMIT 0");
+      made = PQresultStatus(r) == PGRES_TUPLES_OK;
+      if (!made)
+        fprintf(stderr, "dedup_server: %s", PQerrorMessage(db));
+      PQclear(r);
+    }
+    grit_dedup_pg_conn_release(store, db);
+    if (!made)
+      return 1;
   }
   grpc_init();
   cq = grpc_completion_queue_create_for_next(NULL);

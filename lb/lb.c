@@ -2,6 +2,7 @@
  * reconciliation both policies use on address updates. */
 #include "lb/lb_int.h"
 
+#include <stdio.h>
 #include <string.h>
 
 const grit_lb_policy_vtable *grit_lb_find(const char *name) {
@@ -51,6 +52,49 @@ const char *grit_lb_sclist_skipped(const grit_lb_sclist *l, char *buf,
     used += (size_t)w < len - used ? (size_t)w : len - used - 1;
   }
   return used ? buf : NULL;
+}
+
+static const char *sclist_unusable_reason(const grit_subchannel *sc, char *buf,
+                                          size_t len) {
+  const char *why = grit_subchannel_skip_reason(sc);
+  if (why[0])
+    return why;
+  switch (grit_subchannel_state(sc)) {
+  case GRIT_STATE_TRANSIENT_FAILURE: {
+    const char *err = grit_subchannel_error(sc);
+    snprintf(buf, len, "transient failure: %s",
+             err[0] ? err : "no error recorded");
+    return buf;
+  }
+  case GRIT_STATE_CONNECTING:
+    return "connecting";
+  case GRIT_STATE_IDLE:
+    return "idle";
+  case GRIT_STATE_READY:
+    return "ready";
+  case GRIT_STATE_SHUTDOWN:
+    return "shut down";
+  }
+  return "?";
+}
+
+const char *grit_lb_sclist_why_unusable(const grit_lb_sclist *l, char *buf,
+                                        size_t len) {
+  int w = snprintf(buf, len, "no usable backend among %zu address%s: ", l->n,
+                   l->n == 1 ? "" : "es");
+  size_t used = w < 0 ? 0 : (size_t)w < len ? (size_t)w : len - 1;
+  for (size_t i = 0; i < l->n && used + 1 < len; i++) {
+    char tmp[300];
+    const char *why = sclist_unusable_reason(l->scs[i], tmp, sizeof(tmp));
+    w = snprintf(buf + used, len - used, "%s%s (%s)", i ? ", " : "",
+                 grit_subchannel_addr(l->scs[i])->text, why);
+    if (w < 0)
+      break;
+    used += (size_t)w < len - used ? (size_t)w : len - used - 1;
+  }
+  if (used + 1 >= len && len > 4)
+    memcpy(buf + len - 4, "...", 4); /* truncated: say so */
+  return buf;
 }
 
 size_t grit_lb_sclist_index(const grit_lb_sclist *l,

@@ -22,6 +22,12 @@ void grit_lb_sclist_free(grit_lb_sclist *l);
  * as "addr (why), ..." in |buf|; NULL when there is none. */
 const char *grit_lb_sclist_skipped(const grit_lb_sclist *l, char *buf,
                                    size_t len);
+/* Why no subchannel of |l| can take a call, for the status message of a
+ * failed pick (issue 28): every address with its reason, "ejected by
+ * outlier detection", "health: not SERVING", "transient failure: <last
+ * error>", "connecting" or "idle", in |buf| (truncated with "..."). */
+const char *grit_lb_sclist_why_unusable(const grit_lb_sclist *l, char *buf,
+                                        size_t len);
 /* Index of |sc| in |l|, or l->n. */
 size_t grit_lb_sclist_index(const grit_lb_sclist *l, const grit_subchannel *sc);
 

@@ -21,6 +21,7 @@ typedef struct pick_first {
   uv_timer_t *he_timer;
   char error[300];
   char skipped[256]; /* the last pick's, issue 15 */
+  char why[1024];    /* a failed pick's message, issue 28 */
 } pick_first;
 
 static void pf_set_state(pick_first *pf, grit_connectivity_state s) {
@@ -226,7 +227,10 @@ static grit_pick_result pf_pick(grit_lb_policy *p) {
   if (pf->state == GRIT_STATE_TRANSIENT_FAILURE) {
     r.kind = GRIT_PICK_FAIL;
     r.code = GRIT_STATUS_UNAVAILABLE;
-    r.message = pf->error;
+    /* Every address and why it cannot take the call (issue 28). */
+    r.message = pf->list.n ? grit_lb_sclist_why_unusable(&pf->list, pf->why,
+                                                         sizeof(pf->why))
+                           : pf->error;
     return r;
   }
   pf_exit_idle(p);

@@ -16,6 +16,7 @@ typedef struct round_robin {
   grit_connectivity_state state;
   char error[300];
   char skipped[256]; /* the last pick's, issue 15 */
+  char why[1024];    /* a failed pick's message, issue 28 */
 } round_robin;
 
 static grit_connectivity_state rr_aggregate(const round_robin *rr) {
@@ -132,7 +133,10 @@ static grit_pick_result rr_pick(grit_lb_policy *p) {
   if (rr->state == GRIT_STATE_TRANSIENT_FAILURE) {
     r.kind = GRIT_PICK_FAIL;
     r.code = GRIT_STATUS_UNAVAILABLE;
-    r.message = rr->error;
+    /* Every backend and why it cannot take the call (issue 28). */
+    r.message = rr->list.n ? grit_lb_sclist_why_unusable(&rr->list, rr->why,
+                                                         sizeof(rr->why))
+                           : rr->error;
   }
   return r;
 }

@@ -10,7 +10,14 @@
  * (DNS-07): a resolver that drops TXT queries never holds the channel for
  * c-ares' own 75 s. A late answer is ignored (each query carries the
  * generation of the resolution that asked); the next resolution asks
- * again. */
+ * again.
+ *
+ * SPEC OP-04: the whole resolution is bounded by
+ * GRIT_ARG_DNS_LOOKUP_TIMEOUT_MS (a server that never answers fails the
+ * lookup, named and counted, instead of c-ares' 75 s), and a healthy
+ * channel resolves again when the answers' TTLs run out (the A/AAAA TTL
+ * from ares_getaddrinfo, the TXT's from the raw answer, dns_ttl.c), no
+ * sooner than the minimum interval, no later than the max config age. */
 #include "resolver/resolver.h"
 #include "lb/lb.h"
 #include "service_config/service_config.h"
@@ -33,6 +40,15 @@ typedef struct dns_poll {
   struct grit_resolver *r;
 } dns_poll;
 
+/* What the schedule timer is waiting for: a deferred request, a failure
+ * backoff (which a request does not cut short, DNS-05) or a refresh
+ * (TTL or max config age, which a request may bring forward). */
+typedef enum res_sched {
+  RES_SCHED_DEFER,
+  RES_SCHED_BACKOFF,
+  RES_SCHED_REFRESH,
+} res_sched;
+
 struct grit_resolver {
   uv_loop_t *loop;
   ares_channel ares;
@@ -42,12 +58,18 @@ struct grit_resolver {
   grit_resolver_cb cb;
   void *ctx;
   uint64_t min_interval_ms;
-  uv_timer_t ares_timer;  /* c-ares' own timeouts */
-  uv_timer_t sched_timer; /* rate limit and failure backoff */
-  uv_timer_t txt_timer;   /* DNS-07: the bound on the TXT wait */
+  uv_timer_t ares_timer;   /* c-ares' own timeouts */
+  uv_timer_t sched_timer;  /* rate limit and failure backoff */
+  uv_timer_t txt_timer;    /* DNS-07: the bound on the TXT wait */
+  uv_timer_t lookup_timer; /* OP-04: the bound on the whole resolution */
   uint64_t txt_timeout_ms;
-  uint64_t max_age_ms; /* GRIT_ARG_MAX_CONFIG_AGE_MS; 0 off */
-  unsigned gen;        /* of the resolution under way */
+  uint64_t lookup_timeout_ms; /* 0: c-ares' own timeouts only */
+  uint64_t max_age_ms;        /* GRIT_ARG_MAX_CONFIG_AGE_MS; 0 off */
+  bool use_ttl;               /* GRIT_ARG_DNS_USE_TTL */
+  res_sched sched;            /* what sched_timer waits for, when active */
+  uint64_t sched_due_ms;      /* loop time it fires */
+  bool failing;               /* the last lookup failed (logged once) */
+  unsigned gen;               /* of the resolution under way */
   grit_list polls;
   unsigned pending_closes;
   bool destroyed;
@@ -61,6 +83,9 @@ struct grit_resolver {
   bool has_run;
   uint64_t retry_ms;
   uint64_t reject_ms; /* backoff after grit_resolver_result_rejected */
+  /* OP-04: TTLs of this resolution's answers, in seconds. */
+  bool addr_ttl_known, txt_ttl_known;
+  uint32_t addr_ttl_s, txt_ttl_s;
 
   /* The result being assembled. */
   grit_addr *addrs;
@@ -176,12 +201,6 @@ static void res_sock_state(void *data, ares_socket_t fd, int readable,
 
 static void res_deliver(grit_resolver *r);
 
-/* The answer to one TXT query, tagged with the resolution that asked. */
-typedef struct txt_req {
-  grit_resolver *r;
-  unsigned gen;
-} txt_req;
-
 static void res_maybe_deliver(grit_resolver *r) {
   if (r->running && r->addr_done && !r->txt_pending)
     res_deliver(r);
@@ -203,10 +222,55 @@ static void res_txt_timer_fire(uv_timer_t *t) {
   res_deliver(r);
 }
 
+/* OP-04: an answer with TTL 0 from the hosts file has no TTL at all; one
+ * from a DNS server means "at the minimum interval". */
+static bool res_in_hosts_file(grit_resolver *r) {
+  static const int families[] = {AF_INET, AF_INET6};
+  for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
+    struct hostent *he = NULL;
+    if (ares_gethostbyname_file(r->ares, r->target->host, families[i], &he) ==
+        ARES_SUCCESS) {
+      ares_free_hostent(he);
+      return true;
+    }
+  }
+  return false;
+}
+
+/* The least TTL of the address answer and the CNAMEs that led to it. */
+static void res_addr_ttl(grit_resolver *r, const struct ares_addrinfo *ai) {
+  uint32_t least = UINT32_MAX;
+  bool any = false;
+  for (const struct ares_addrinfo_node *nd = ai->nodes; nd; nd = nd->ai_next) {
+    uint32_t t = nd->ai_ttl > 0 ? (uint32_t)nd->ai_ttl : 0;
+    least = t < least ? t : least;
+    any = true;
+  }
+  for (const struct ares_addrinfo_cname *c = ai->cnames; c; c = c->next) {
+    uint32_t t = c->ttl > 0 ? (uint32_t)c->ttl : 0;
+    least = t < least ? t : least;
+  }
+  if (!any || (least == 0 && res_in_hosts_file(r)))
+    return;
+  r->addr_ttl_known = true;
+  r->addr_ttl_s = least;
+}
+
+/* Each query carries the generation of the resolution that asked, so an
+ * answer after the lookup bound (OP-04) or the TXT bound (DNS-07) is for
+ * nobody. */
+typedef struct res_req {
+  grit_resolver *r;
+  unsigned gen;
+} res_req;
+
 static void res_addrinfo_cb(void *arg, int status, int timeouts,
                             struct ares_addrinfo *ai) {
-  grit_resolver *r = arg;
-  if (status == ARES_EDESTRUCTION || r->destroyed) {
+  res_req *q = arg;
+  grit_resolver *r = q->r;
+  bool stale = q->gen != r->gen || !r->running || r->addr_done;
+  grit_free(q);
+  if (status == ARES_EDESTRUCTION || r->destroyed || stale) {
     ares_freeaddrinfo(ai);
     return;
   }
@@ -214,6 +278,8 @@ static void res_addrinfo_cb(void *arg, int status, int timeouts,
   for (struct ares_addrinfo_node *nd = ai ? ai->nodes : NULL; nd;
        nd = nd->ai_next)
     n++;
+  if (status == ARES_SUCCESS && n > 0)
+    res_addr_ttl(r, ai);
   if (status == ARES_SUCCESS && n > 0) {
     r->addrs = grit_calloc(n, sizeof(*r->addrs));
     for (struct ares_addrinfo_node *nd = ai->nodes; nd && r->addrs;
@@ -294,7 +360,7 @@ static void res_txt_parse(grit_resolver *r, const unsigned char *abuf,
 
 static void res_txt_cb(void *arg, int status, int timeouts, unsigned char *abuf,
                        int alen) {
-  txt_req *q = arg;
+  res_req *q = arg;
   grit_resolver *r = q->r;
   bool stale = q->gen != r->gen || !r->running || !r->txt_pending;
   grit_free(q);
@@ -305,6 +371,13 @@ static void res_txt_cb(void *arg, int status, int timeouts, unsigned char *abuf,
                "TXT _grpc_config.%s: late answer ignored (%s)", r->target->host,
                ares_strerror(status));
     return;
+  }
+  /* OP-04: the TTL of the record, or of its absence (RFC 2308). */
+  uint32_t ttl;
+  if (abuf && alen > 0 &&
+      grit_dns_answer_ttl(abuf, (size_t)alen, ns_t_txt, &ttl) == GRIT_OK) {
+    r->txt_ttl_known = true;
+    r->txt_ttl_s = ttl;
   }
   if (status == ARES_SUCCESS)
     res_txt_parse(r, abuf, alen);
@@ -317,6 +390,30 @@ static void res_txt_cb(void *arg, int status, int timeouts, unsigned char *abuf,
   r->txt_pending = false;
   uv_timer_stop(&r->txt_timer);
   res_maybe_deliver(r);
+}
+
+/* OP-04: the resolution took too long. Its queries are cancelled (their
+ * answers would be stale anyway), and it completes as a failed lookup. */
+static void res_lookup_timer_fire(uv_timer_t *t) {
+  grit_resolver *r = t->data;
+  if (!r->running)
+    return;
+  if (!r->addr_done) {
+    r->addr_done = true;
+    r->naddrs = 0;
+    snprintf(r->addr_error, sizeof(r->addr_error),
+             "DNS resolution failed for %s: timeout after %llu ms",
+             r->target->host, (unsigned long long)r->lookup_timeout_ms);
+  }
+  if (r->txt_pending) {
+    r->txt_pending = false;
+    r->txt = GRIT_TXT_KEEP;
+    r->txt_timed_out = !r->addr_error[0]; /* DNS-07's case, cut shorter */
+  }
+  r->gen++;
+  ares_cancel(r->ares); /* the callbacks see a stale generation */
+  res_rearm(r);
+  res_deliver(r);
 }
 
 static void res_start(grit_resolver *r) {
@@ -332,8 +429,12 @@ static void res_start(grit_resolver *r) {
   r->addr_done = false;
   r->txt_pending = r->want_txt;
   r->txt_timed_out = false;
+  r->addr_ttl_known = r->txt_ttl_known = false;
   GRIT_TRACE(GRIT_TRACE_DNS, GRIT_LEVEL_INFO, "resolving %s%s", r->target->host,
              r->want_txt ? " (+TXT)" : "");
+  if (r->lookup_timeout_ms > 0)
+    uv_timer_start(&r->lookup_timer, res_lookup_timer_fire,
+                   r->lookup_timeout_ms, 0);
   char port[8];
   snprintf(port, sizeof(port), "%u", (unsigned)r->target->port);
   struct ares_addrinfo_hints hints = {.ai_family = AF_UNSPEC,
@@ -341,9 +442,9 @@ static void res_start(grit_resolver *r) {
   /* The TXT query first: an address answer given at once (from c-ares'
    * cache or a hosts file) must find it pending. */
   if (r->want_txt) {
-    txt_req *q = grit_malloc(sizeof(*q));
+    res_req *q = grit_malloc(sizeof(*q));
     if (q) {
-      *q = (txt_req){.r = r, .gen = r->gen};
+      *q = (res_req){.r = r, .gen = r->gen};
       char name[300];
       snprintf(name, sizeof(name), "_grpc_config.%s", r->target->host);
       ares_query(r->ares, name, ns_c_in, ns_t_txt, res_txt_cb, q);
@@ -352,9 +453,25 @@ static void res_start(grit_resolver *r) {
       r->txt = GRIT_TXT_KEEP;
     }
   }
-  if (!r->destroyed && r->running)
-    ares_getaddrinfo(r->ares, r->target->host, port, &hints, res_addrinfo_cb,
-                     r);
+  if (!r->destroyed && r->running && !r->addr_done) {
+    res_req *q = grit_malloc(sizeof(*q));
+    if (q) {
+      *q = (res_req){.r = r, .gen = r->gen};
+      ares_getaddrinfo(r->ares, r->target->host, port, &hints, res_addrinfo_cb,
+                       q);
+    } else {
+      /* Fails like any lookup: counted, retried with backoff. */
+      snprintf(r->addr_error, sizeof(r->addr_error),
+               "DNS resolution failed for %s: out of memory", r->target->host);
+      r->addr_done = true;
+      if (r->txt_pending) {
+        r->txt_pending = false;
+        r->txt = GRIT_TXT_KEEP;
+        r->gen++; /* the TXT answer, if any, is for nobody */
+      }
+      res_maybe_deliver(r);
+    }
+  }
   res_rearm(r);
 }
 
@@ -364,9 +481,39 @@ static void res_sched_fire(uv_timer_t *t) {
     res_start(r);
 }
 
+static void res_schedule(grit_resolver *r, res_sched kind, uint64_t delay_ms) {
+  r->sched = kind;
+  r->sched_due_ms = uv_now(r->loop) + delay_ms;
+  uv_timer_start(&r->sched_timer, res_sched_fire, delay_ms, 0);
+}
+
+/* OP-04: when a healthy channel looks again. The answers' least TTL, at
+ * least 1 s (TTLs are whole seconds; a TTL of 0 must not make a channel
+ * with no minimum interval query in a loop), capped by the max config age,
+ * never sooner than the minimum interval; nothing known and no max age:
+ * only on request. */
+#define TTL_FLOOR_MS 1000
+
+static bool res_refresh_ms(const grit_resolver *r, uint64_t *out) {
+  uint64_t ms = UINT64_MAX;
+  if (r->use_ttl && r->addr_ttl_known)
+    ms = (uint64_t)r->addr_ttl_s * 1000;
+  if (r->use_ttl && r->txt_ttl_known && (uint64_t)r->txt_ttl_s * 1000 < ms)
+    ms = (uint64_t)r->txt_ttl_s * 1000;
+  if (ms < TTL_FLOOR_MS)
+    ms = TTL_FLOOR_MS;
+  if (r->max_age_ms > 0 && r->max_age_ms < ms)
+    ms = r->max_age_ms;
+  if (ms == UINT64_MAX)
+    return false;
+  *out = ms > r->min_interval_ms ? ms : r->min_interval_ms;
+  return true;
+}
+
 static void res_deliver(grit_resolver *r) {
   r->running = false;
   uv_timer_stop(&r->txt_timer);
+  uv_timer_stop(&r->lookup_timer);
   grit_resolver_result res = {
       .txt_timed_out = r->txt_timed_out,
       .addrs = r->addrs,
@@ -384,17 +531,37 @@ static void res_deliver(grit_resolver *r) {
     /* DNS-05: retry failures with backoff, even without a request. */
     r->retry_ms = grit_lb_backoff_next_ms(r->retry_ms, RETRY_INITIAL_MS,
                                           RETRY_MAX_MS, NULL);
-    uv_timer_start(&r->sched_timer, res_sched_fire, r->retry_ms, 0);
+    res_schedule(r, RES_SCHED_BACKOFF, r->retry_ms);
+    /* OP-04: an operator sees a failing resolver without any trace
+     * setting, once per run of failures, never per lookup. */
+    if (!r->failing)
+      GRIT_TRACE(GRIT_TRACE_DNS, GRIT_LEVEL_NOTICE,
+                 "%s (retrying with backoff from %llu ms up to %llu ms; "
+                 "further failures are counted, not logged)",
+                 r->addr_error, (unsigned long long)RETRY_INITIAL_MS,
+                 (unsigned long long)RETRY_MAX_MS);
+    r->failing = true;
   } else {
+    if (r->failing)
+      GRIT_TRACE(GRIT_TRACE_DNS, GRIT_LEVEL_NOTICE,
+                 "DNS resolution for %s succeeds again: %zu address%s",
+                 r->target->host, r->naddrs, r->naddrs == 1 ? "" : "es");
+    r->failing = false;
     r->retry_ms = 0;
-    if (r->again)
+    uint64_t refresh_ms;
+    if (r->again) {
       grit_resolver_request(r);
-    else if (r->max_age_ms > 0 && !uv_is_active((uv_handle_t *)&r->sched_timer))
-      /* GRIT_ARG_MAX_CONFIG_AGE_MS: look again even while connected. */
-      uv_timer_start(&r->sched_timer, res_sched_fire,
-                     r->max_age_ms > r->min_interval_ms ? r->max_age_ms
-                                                        : r->min_interval_ms,
-                     0);
+    } else if (res_refresh_ms(r, &refresh_ms)) {
+      /* Even while connected: a changed record reaches the channel
+       * without a connection drop. */
+      GRIT_TRACE(
+          GRIT_TRACE_DNS, GRIT_LEVEL_DEBUG,
+          "%s: next resolution in %llu ms (TTL %s%lu s, TXT %s%lu s)",
+          r->target->host, (unsigned long long)refresh_ms,
+          r->addr_ttl_known ? "" : "unknown ", (unsigned long)r->addr_ttl_s,
+          r->txt_ttl_known ? "" : "unknown ", (unsigned long)r->txt_ttl_s);
+      res_schedule(r, RES_SCHED_REFRESH, refresh_ms);
+    }
   }
   r->cb(r->ctx, &res);
   grit_free(r->addrs);
@@ -410,19 +577,26 @@ void grit_resolver_request(grit_resolver *r) {
     r->again = true;
     return;
   }
-  if (uv_is_active((uv_handle_t *)&r->sched_timer))
-    return; /* already scheduled */
   uint64_t now = uv_now(r->loop);
   uint64_t next = r->last_start_ms + r->min_interval_ms;
-  if (!r->has_run || now >= next)
+  if (!r->has_run || next < now)
+    next = now;
+  if (uv_is_active((uv_handle_t *)&r->sched_timer)) {
+    /* A failure backoff stands (DNS-05); a later refresh is brought
+     * forward to what the rate limit allows. */
+    if (r->sched != RES_SCHED_REFRESH || r->sched_due_ms <= next)
+      return;
+    uv_timer_stop(&r->sched_timer);
+  }
+  if (next <= now) {
     res_start(r);
-  else {
+  } else {
     GRIT_TRACE(GRIT_TRACE_DNS, GRIT_LEVEL_INFO,
                "re-resolution of %s deferred %llu ms (at most one per %llu "
                "ms)",
                r->target->host, (unsigned long long)(next - now),
                (unsigned long long)r->min_interval_ms);
-    uv_timer_start(&r->sched_timer, res_sched_fire, next - now, 0);
+    res_schedule(r, RES_SCHED_DEFER, next - now);
   }
 }
 
@@ -432,7 +606,7 @@ void grit_resolver_result_rejected(grit_resolver *r) {
   r->reject_ms = grit_lb_backoff_next_ms(r->reject_ms, RETRY_INITIAL_MS,
                                          RETRY_MAX_MS, NULL);
   uv_timer_stop(&r->sched_timer);
-  uv_timer_start(&r->sched_timer, res_sched_fire, r->reject_ms, 0);
+  res_schedule(r, RES_SCHED_BACKOFF, r->reject_ms);
 }
 
 static grit_err res_set_servers(grit_resolver *r, const grit_resolver_opts *o) {
@@ -465,6 +639,8 @@ grit_err grit_resolver_create(uv_loop_t *loop, const grit_target *t,
   r->draw = draw;
   r->txt_timeout_ms = (uint64_t)o->dns_txt_timeout_ms;
   r->max_age_ms = (uint64_t)o->max_config_age_ms;
+  r->lookup_timeout_ms = (uint64_t)o->dns_lookup_timeout_ms;
+  r->use_ttl = o->dns_use_ttl != 0;
   r->cb = cb;
   r->ctx = ctx;
   r->min_interval_ms = (uint64_t)o->dns_min_reresolve_ms;
@@ -486,9 +662,11 @@ grit_err grit_resolver_create(uv_loop_t *loop, const grit_target *t,
   uv_timer_init(loop, &r->ares_timer);
   uv_timer_init(loop, &r->sched_timer);
   uv_timer_init(loop, &r->txt_timer);
+  uv_timer_init(loop, &r->lookup_timer);
   r->ares_timer.data = r;
   r->sched_timer.data = r;
   r->txt_timer.data = r;
+  r->lookup_timer.data = r;
   *out = r;
   return GRIT_OK;
 }
@@ -502,8 +680,9 @@ void grit_resolver_destroy(grit_resolver *r) {
   ares_destroy(r->ares);
   grit_free(r->addrs);
   grit_free(r->config_json);
-  r->pending_closes += 3;
+  r->pending_closes += 4;
   uv_close((uv_handle_t *)&r->ares_timer, res_handle_closed);
   uv_close((uv_handle_t *)&r->sched_timer, res_handle_closed);
   uv_close((uv_handle_t *)&r->txt_timer, res_handle_closed);
+  uv_close((uv_handle_t *)&r->lookup_timer, res_handle_closed);
 }

@@ -68,11 +68,13 @@ typedef struct grit_resolver_result {
 /* What the resolver reads of the channel's arguments: the same names and
  * types as the channel's option fields, which channel/ copies in. */
 typedef struct grit_resolver_opts {
-  const char *dns_server;       /* GRIT_ARG_DNS_SERVER, or NULL */
-  int64_t dns_enable_txt;       /* DNS-01 */
-  int64_t dns_min_reresolve_ms; /* DNS-05 */
-  int64_t dns_txt_timeout_ms;   /* DNS-07 */
-  int64_t max_config_age_ms;    /* 0: off */
+  const char *dns_server;        /* GRIT_ARG_DNS_SERVER, or NULL */
+  int64_t dns_enable_txt;        /* DNS-01 */
+  int64_t dns_min_reresolve_ms;  /* DNS-05 */
+  int64_t dns_txt_timeout_ms;    /* DNS-07 */
+  int64_t max_config_age_ms;     /* 0: off */
+  int64_t dns_lookup_timeout_ms; /* OP-04; 0: c-ares' own timeouts */
+  int64_t dns_use_ttl;           /* OP-04: refresh when TTLs run out */
 } grit_resolver_opts;
 
 typedef void (*grit_resolver_cb)(void *ctx, const grit_resolver_result *r);
@@ -82,6 +84,13 @@ grit_err grit_resolver_create(uv_loop_t *loop, const grit_target *t,
                               const grit_resolver_opts *o, const grit_rng *draw,
                               grit_resolver_cb cb, void *ctx,
                               grit_resolver **out);
+/* dns_ttl.c (SPEC OP-04): how long the raw DNS answer |msg| to a |qtype|
+ * query may be cached: the least TTL of its answer records of |qtype| and
+ * CNAME; with none, the negative TTL min(SOA TTL, SOA MINIMUM) of its
+ * authority section (RFC 2308). GRIT_OK with |*ttl_s|; GRIT_ERR_NOT_FOUND
+ * (nothing to go by); GRIT_ERR_PARSE (malformed). */
+grit_err grit_dns_answer_ttl(const uint8_t *msg, size_t len, uint16_t qtype,
+                             uint32_t *ttl_s);
 /* Ask for a resolution; rate-limited (DNS-05), coalesced if one runs. */
 void grit_resolver_request(grit_resolver *r);
 /* The channel rejected the last result (an invalid config and no good one

@@ -246,3 +246,40 @@ grit_err grit_svccfg_describe(const grit_svccfg *cfg, char **out) {
   *out = (char *)b.data;
   return GRIT_OK;
 }
+
+/* issue 28, SPEC DNS-10: what an operator loses when a config is dropped.
+ * A policy is lost for a name when the config now in force resolves that
+ * name (SC-05 lookup) to no policy of the same kind. */
+grit_err grit_svccfg_lost_policies(const grit_svccfg *old,
+                                   const grit_svccfg *now, char **out) {
+  *out = NULL;
+  if (!old)
+    return GRIT_ERR_INVALID_ARG;
+  grit_buf b;
+  grit_buf_init(&b);
+  size_t n = 0;
+  grit_err rv = GRIT_OK;
+  for (size_t i = 0; i < old->n_names && rv == GRIT_OK; i++) {
+    const sc_name *nm = &old->names[i];
+    const grit_method_cfg *was = &old->entries[nm->entry].cfg;
+    if (was->policy == GRIT_POLICY_NONE)
+      continue;
+    const grit_method_cfg *is = grit_svccfg_find(now, nm->key);
+    if (is && is->policy == was->policy)
+      continue;
+    bool retry = was->policy == GRIT_POLICY_RETRY;
+    rv = grit_buf_appendf(&b, "%s%s (%" PRIu32 " attempts) for ", n ? ", " : "",
+                          retry ? "retryPolicy" : "hedgingPolicy",
+                          retry ? was->retry.max_attempts
+                                : was->hedging.max_attempts);
+    if (rv == GRIT_OK)
+      rv = append_name(&b, nm->key);
+    n++;
+  }
+  if (rv != GRIT_OK) {
+    grit_buf_free(&b);
+    return rv;
+  }
+  *out = (char *)b.data; /* NULL when nothing was lost */
+  return GRIT_OK;
+}

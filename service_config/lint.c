@@ -177,7 +177,8 @@ static void method_config(lint *l, const json_t *mc, const char *path) {
   }
 }
 
-static void lb_config(lint *l, const json_t *arr) {
+static void lb_config(lint *l, const json_t *arr, const char *path,
+                      bool child) {
   size_t i;
   json_t *e;
   bool chosen = false;
@@ -185,15 +186,27 @@ static void lb_config(lint *l, const json_t *arr) {
     if (!json_is_object(e) || json_object_size(e) != 1)
       continue; /* the parser reports it */
     const char *name = json_object_iter_key(json_object_iter((json_t *)e));
-    bool known =
-        strcmp(name, "pick_first") == 0 || strcmp(name, "round_robin") == 0;
-    char p[64];
-    snprintf(p, sizeof(p), "$.loadBalancingConfig[%zu]", i);
+    /* The parser's own rule: outlier_detection_experimental is applied,
+     * not skipped (issue 28). */
+    bool known = grit_sc_lb_name_known(name, child);
+    char p[300];
+    snprintf(p, sizeof(p), "%s[%zu]", path, i);
     if (chosen)
       warn(l, p, "\"%.64s\" not used: an earlier policy was chosen", name);
     else if (!known)
-      warn(l, p, "\"%.64s\" skipped: grit knows pick_first and round_robin",
-           name);
+      warn(l, p, "\"%.64s\" skipped: grit does not know this policy%s", name,
+           child ? " as a child policy" : "");
+    if (known && !chosen && !child &&
+        strcmp(name, "outlier_detection_experimental") == 0) {
+      json_t *conf = json_object_iter_value(json_object_iter((json_t *)e));
+      json_t *kids = grit_sc_get(conf, "childPolicy");
+      if (json_is_array(kids)) {
+        char cp[360];
+        snprintf(cp, sizeof(cp),
+                 "%s.outlier_detection_experimental.childPolicy", p);
+        lb_config(l, kids, cp, true);
+      }
+    }
     chosen = chosen || known;
   }
 }
@@ -226,7 +239,7 @@ grit_err grit_sc_lint(grit_buf *b, const json_t *root, const char *prefix,
     }
     json_t *lbc = grit_sc_get(root, "loadBalancingConfig");
     if (json_is_array(lbc))
-      lb_config(&l, lbc);
+      lb_config(&l, lbc, "$.loadBalancingConfig", false);
     json_t *t = grit_sc_get(root, "retryThrottling");
     if (json_is_object(t))
       throttling(&l, t);

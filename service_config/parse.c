@@ -468,6 +468,12 @@ static bool lb_known(const char *name, grit_svccfg_lb *out) {
   return false;
 }
 
+bool grit_sc_lb_name_known(const char *name, bool child) {
+  grit_svccfg_lb lb;
+  return lb_known(name, &lb) ||
+         (!child && strcmp(name, "outlier_detection_experimental") == 0);
+}
+
 static void parse_pick_first(sc_ctx *c, grit_svccfg *cfg, const json_t *o) {
   size_t m;
   json_t *v = field(c, o, "shuffleAddressList", &m);

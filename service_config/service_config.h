@@ -139,6 +139,15 @@ const grit_svccfg_global *grit_svccfg_get_global(const grit_svccfg *cfg);
  * GRIT_ERR_INVALID_ARG (|cfg| NULL). */
 grit_err grit_svccfg_describe(const grit_svccfg *cfg, char **out);
 
+/* grit_svccfg_lost_policies: the retry and hedging policies of |old| that
+ * |now| (may be NULL: no config) no longer gives the same names, as
+ * "retryPolicy (3 attempts) for /pkg.Svc/Get, hedgingPolicy (2 attempts)
+ * for every method of pkg.Other"; |*out| is new (grit_free),
+ * NULL when none was lost. GRIT_OK; GRIT_ERR_NOMEM; GRIT_ERR_INVALID_ARG
+ * (|old| NULL). */
+grit_err grit_svccfg_lost_policies(const grit_svccfg *old,
+                                   const grit_svccfg *now, char **out);
+
 /* grit_svccfg_parse_duration: proto3 JSON duration text (without quotes),
  * "<sec>[.<1-9 digits>]s", 0 <= sec <= 315576000000 (SPEC SC-06), into ns
  * (saturated at INT64_MAX). GRIT_OK or GRIT_ERR_PARSE with |d| set. */

@@ -105,6 +105,11 @@ grit_err grit_sc_txt_report(grit_buf *b, const char *txt, size_t len,
  * codes, a zero timeout, a truncated tokenRatio, skipped LB policies);
  * |prefix| replaces the "$" of paths. *count: how many. GRIT_OK or
  * GRIT_ERR_NOMEM. */
+/* Whether the parser takes |name| in a loadBalancingConfig list (|child|:
+ * outlier_detection_experimental's childPolicy list), the same rule
+ * parse_lb_list applies, so `grit config check` warns exactly about the
+ * entries the parser skips. */
+bool grit_sc_lb_name_known(const char *name, bool child);
 grit_err grit_sc_lint(grit_buf *b, const json_t *root, const char *prefix,
                       size_t *count);
 

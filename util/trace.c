@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 static pthread_once_t trace_once = PTHREAD_ONCE_INIT;
 static unsigned trace_flags;
@@ -75,14 +76,32 @@ static const char *trace_flag_name(grit_trace_flag flag) {
   return "?";
 }
 
+size_t grit_trace_timestamp(const struct timespec *ts, char *buf, size_t len) {
+  struct tm tm;
+  time_t sec = ts->tv_sec;
+  if (len < GRIT_TRACE_TIMESTAMP_LEN || !gmtime_r(&sec, &tm)) {
+    if (len)
+      buf[0] = '\0';
+    return 0;
+  }
+  int n = snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ",
+                   tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                   tm.tm_min, tm.tm_sec, (long)(ts->tv_nsec / 1000000));
+  return n > 0 && (size_t)n < len ? (size_t)n : 0;
+}
+
 void grit_trace_log(grit_trace_flag flag, grit_trace_level level,
                     const char *fmt, ...) {
   static const char lv[] = {'D', 'I', 'E', 'W'};
   char line[1024];
-  uint64_t us = grit_clock_now_us();
-  int n = snprintf(line, sizeof(line), "%c %llu.%06llu grit %s: ", lv[level],
-                   (unsigned long long)(us / 1000000u),
-                   (unsigned long long)(us % 1000000u), trace_flag_name(flag));
+  /* Wall-clock UTC (issue 28): an operator lines these up with other
+   * logs; the monotonic clock meant seconds since boot. */
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  char stamp[GRIT_TRACE_TIMESTAMP_LEN];
+  grit_trace_timestamp(&now, stamp, sizeof(stamp));
+  int n = snprintf(line, sizeof(line), "%c %s grit %s: ", lv[level], stamp,
+                   trace_flag_name(flag));
   va_list ap;
   va_start(ap, fmt);
   if (n > 0 && (size_t)n < sizeof(line))

@@ -132,6 +132,13 @@ typedef enum grit_trace_level {
 } grit_trace_level;
 
 bool grit_trace_on(grit_trace_flag flag, grit_trace_level level);
+/* |ts| (CLOCK_REALTIME) as ISO 8601 UTC with milliseconds,
+ * "2026-11-25T23:59:01.123Z", the trace lines' timestamp. Returns its
+ * length, or 0 (|buf| "") when |len| < GRIT_TRACE_TIMESTAMP_LEN or the time
+ * is out of range. */
+#define GRIT_TRACE_TIMESTAMP_LEN 32
+struct timespec;
+size_t grit_trace_timestamp(const struct timespec *ts, char *buf, size_t len);
 void grit_trace_log(grit_trace_flag flag, grit_trace_level level,
                     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

@@ -241,6 +241,30 @@ GRIT_DEDUP_EXTERN grit_dedup_err grit_dedup_pg_succeed_tx(
     grit_dedup_store *s, struct pg_conn *conn, const char *key, uint64_t token,
     const void *response, size_t len);
 
+/** PostgreSQL store: lend the application one of the store's pooled
+ * connections, for its own statements (domain writes, the transaction of
+ * grit_dedup_pg_succeed_tx, heal queries). A connection that broke (the
+ * server restarted, the network dropped) is reset before it is lent, as the
+ * store does for its own operations, so an application using this instead
+ * of its own PGconn reconnects by itself after a database restart.
+ * Blocks while every pooled connection is lent or in use; the store's own
+ * functions need a free one too, so with pool_size 1 release before calling
+ * them.
+ *
+ * Ownership: |*out| stays the store's; give it back with
+ * grit_dedup_pg_conn_release, never PQfinish it. Thread: any.
+ * Returns GRIT_DEDUP_OK, GRIT_DEDUP_ERR_INVALID_ARG (not a PostgreSQL store,
+ * |out| NULL), GRIT_DEDUP_ERR_STORE (it could not reconnect now:
+ * grit_dedup_last_error says why; nothing was lent, |*out| is
+ * NULL). */
+GRIT_DEDUP_EXTERN grit_dedup_err
+grit_dedup_pg_conn_acquire(grit_dedup_store *s, struct pg_conn **out);
+
+/** Give back a connection from grit_dedup_pg_conn_acquire. A transaction
+ * still open on it is rolled back. NULL |conn| is a no-op. Thread: any. */
+GRIT_DEDUP_EXTERN void grit_dedup_pg_conn_release(grit_dedup_store *s,
+                                                  struct pg_conn *conn);
+
 /** Delete expired records now (the stores also do it as they go).
  *
  * Thread: any. Returns GRIT_DEDUP_OK or GRIT_DEDUP_ERR_STORE. |*removed|, if

@@ -574,6 +574,27 @@ typedef struct grit_channel_args grit_channel_args;
  * connection drop. Still at most one resolution per
  * GRIT_ARG_DNS_MIN_RERESOLVE_MS. */
 #define GRIT_ARG_MAX_CONFIG_AGE_MS "grit.max_config_age_ms"
+/** Int ms, default 10000; 0 waits as long as c-ares does (about 75 s with
+ * the system's default resolver options). The longest a DNS resolution
+ * (A/AAAA, and the TXT if enabled) may take (SPEC OP-04). Past it the
+ * lookup fails: it counts in grit_channel_stats.dns_lookup_failures and
+ * grit_client_dns_lookup_failures_total, the first failure of a run is
+ * logged (one NOTICE line, and one when lookups succeed again), retries
+ * follow DNS-05's backoff, and a channel that never had addresses fails
+ * its calls (not wait-for-ready) UNAVAILABLE with "DNS resolution failed
+ * for <host>: timeout after <N> ms". A channel with addresses keeps using
+ * them (DNS-08). */
+#define GRIT_ARG_DNS_LOOKUP_TIMEOUT_MS "grit.dns_lookup_timeout_ms"
+/** Int 0/1, default 1. Honour DNS TTLs (SPEC OP-04): a channel resolves
+ * its target again when the A/AAAA answer or the _grpc_config TXT answer
+ * (or, for a missing record, its negative-caching TTL) expires, even while
+ * connected, so a changed address list or TXT config reaches a long-lived
+ * channel without a connection drop. Never sooner than
+ * GRIT_ARG_DNS_MIN_RERESOLVE_MS after the previous resolution; never later
+ * than GRIT_ARG_MAX_CONFIG_AGE_MS when that is set. A TTL below 1 s counts
+ * as 1 s; answers from the hosts file have no TTL. 0: only
+ * connection failures and GRIT_ARG_MAX_CONFIG_AGE_MS re-resolve. */
+#define GRIT_ARG_DNS_USE_TTL "grit.dns_use_ttl"
 /** Int 0/1, default 0. W3C trace context on every call (SPEC OB-02, gRFC
  * A72): each call belongs to a trace, whose id comes from the caller
  * (grit_call_opts.traceparent, or a "traceparent" entry in the call's

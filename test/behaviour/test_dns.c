@@ -168,6 +168,10 @@ static grit_channel *dns_channel(const chan_opts *o) {
   if (o->connect_timeout_ms)
     grit_channel_args_set_int(a, GRIT_ARG_MIN_CONNECT_TIMEOUT_MS,
                               o->connect_timeout_ms);
+  /* These cases drive re-resolution themselves (GOAWAY, connection loss,
+   * the max config age), so that is what they test: no TTL refresh (its
+   * records have TTL 0), which test_dns_fresh.c covers (SPEC OP-04). */
+  grit_channel_args_set_int(a, GRIT_ARG_DNS_USE_TTL, 0);
   /* Fail fast on connection errors; tests never wait out a real backoff. */
   grit_channel_args_set_int(a, GRIT_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   grit_channel_args_set_int(a, GRIT_ARG_MAX_RECONNECT_BACKOFF_MS, 200);

@@ -72,6 +72,10 @@ static grit_channel *channel(const ch_opts *o) {
     grit_channel_args_set_string(a, GRIT_ARG_SERVICE_CONFIG, o->default_cfg);
   if (o->cb)
     grit_channel_args_set_config_watcher(a, o->cb, o->cb_data);
+  /* These cases drive re-resolution themselves (GOAWAY, connection loss,
+   * the max config age), so that is what they test: no TTL refresh (its
+   * records have TTL 0), which test_dns_fresh.c covers (SPEC OP-04). */
+  grit_channel_args_set_int(a, GRIT_ARG_DNS_USE_TTL, 0);
   grit_channel_args_set_int(a, GRIT_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   grit_channel_args_set_int(a, GRIT_ARG_MAX_RECONNECT_BACKOFF_MS, 200);
   char target[128];

@@ -7,11 +7,14 @@
  * counters; waits are bounded polls. Exits 77 (skipped) when
  * /usr/bin/python3 lacks grpc.
  */
+#include <arpa/inet.h>
 #include <grit/grit.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "metric.h"
@@ -202,10 +205,98 @@ static void test_all_unhealthy_fails(void) {
     ASSERT_OK(unary(ch, "/lb.Svc/Call", "x", &resp, &st));
   } while (st.code == GRIT_STATUS_DEADLINE_EXCEEDED && test_now_ms() < end);
   ASSERT_EQ(st.code, GRIT_STATUS_UNAVAILABLE);
+  /* issue 28: the message names every backend and why (it was "addr: "). */
+  ASSERT_NOT_NULL(st.message);
+  fprintf(stderr, "  message: %s\n", st.message);
+  ASSERT_NOT_NULL(strstr(st.message, "no usable backend among 3 addresses"));
+  for (int i = 0; i < 3; i++) {
+    char want[64];
+    snprintf(want, sizeof(want), "127.0.0.1:%u (health: not SERVING)",
+             g_ports[i]);
+    ASSERT_NOT_NULL(strstr(st.message, want));
+  }
   grit_status_free(&st);
   unsigned n[3];
   ASSERT(counts(n));
   ASSERT_EQ(n[0] + n[1] + n[2], 0);
+  grit_channel_destroy(ch);
+  peer_stop();
+}
+
+/* A loopback TCP port nobody listens on (bound, then closed), or 0. */
+static unsigned dead_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t al = sizeof(a);
+  unsigned port = 0;
+  if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+      getsockname(fd, (struct sockaddr *)&a, &al) == 0)
+    port = ntohs(a.sin_port);
+  if (fd >= 0)
+    close(fd);
+  return port;
+}
+
+/* issue 28: with no backend usable, the call's error names each backend
+ * and why it is not usable: one not SERVING, one ejected by outlier
+ * detection, one refusing connections (with its last error). */
+static void test_no_usable_backend_message(void) {
+  ASSERT(peer_start());
+  ASSERT(set(0, "fail"));
+  ASSERT(set(1, "NOT_SERVING"));
+  /* A port nobody listens on: bound, then closed. */
+  unsigned dead = dead_port();
+  ASSERT_CMP(dead, >, 0);
+  char target[160];
+  snprintf(target, sizeof(target),
+           "ipv4:127.0.0.1:%u,127.0.0.1:%u,127.0.0.1:%u", g_ports[0],
+           g_ports[1], dead);
+  grit_channel_args *a = NULL;
+  ASSERT_OK(grit_channel_args_create(&a));
+  /* Backend 0 fails every call: ejected once it has 10 of them (A50,
+   * maxEjectionPercent 100 so the one ejection is allowed). */
+  grit_channel_args_set_string(
+      a, GRIT_ARG_SERVICE_CONFIG,
+      "{\"loadBalancingConfig\":[{\"outlier_detection_experimental\":{"
+      "\"interval\":\"0.2s\",\"maxEjectionPercent\":100,"
+      "\"failurePercentageEjection\":{\"threshold\":50,"
+      "\"minimumHosts\":1,\"requestVolume\":10},"
+      "\"childPolicy\":[{\"round_robin\":{}}]}}],"
+      "\"healthCheckConfig\":{\"serviceName\":\"lb.Svc\"}}");
+  grit_channel *ch = NULL;
+  grit_error_detail d = {0};
+  ASSERT_OK(grit_channel_create(NULL, target, a, &d, &ch));
+  grit_channel_args_destroy(a);
+  grit_status st = {0};
+  grit_bytes resp = {0};
+  uint64_t end = test_now_ms() + WAIT_MS;
+  bool done = false;
+  while (!done && test_now_ms() < end) {
+    grit_status_free(&st);
+    ASSERT_OK(unary(ch, "/lb.Svc/Call", "x", &resp, &st));
+    grit_bytes_free(&resp);
+    done = st.code == GRIT_STATUS_UNAVAILABLE && st.message &&
+           strstr(st.message, "ejected by outlier detection");
+    if (!done)
+      usleep(20000);
+  }
+  ASSERT(done);
+  fprintf(stderr, "  message: %s\n", st.message);
+  char want[160];
+  ASSERT_NOT_NULL(strstr(st.message, "no usable backend among 3 addresses"));
+  snprintf(want, sizeof(want), "127.0.0.1:%u (ejected by outlier detection)",
+           g_ports[0]);
+  ASSERT_NOT_NULL(strstr(st.message, want));
+  snprintf(want, sizeof(want), "127.0.0.1:%u (health: not SERVING)",
+           g_ports[1]);
+  ASSERT_NOT_NULL(strstr(st.message, want));
+  snprintf(want, sizeof(want),
+           "127.0.0.1:%u (transient failure: connect to 127.0.0.1:%u failed: "
+           "connection refused)",
+           dead, dead);
+  ASSERT_NOT_NULL(strstr(st.message, want));
+  grit_status_free(&st);
   grit_channel_destroy(ch);
   peer_stop();
 }
@@ -317,6 +408,7 @@ int main(int argc, char **argv) {
   static const test_case tests[] = {
       {"not_serving_gets_no_calls", test_not_serving_gets_no_calls},
       {"all_unhealthy_fails", test_all_unhealthy_fails},
+      {"no_usable_backend_message", test_no_usable_backend_message},
       {"unimplemented_and_disabled", test_unimplemented_and_disabled},
       {"pick_first_ignores_health", test_pick_first_ignores_health},
       {"od_round_robin", test_od_round_robin},

@@ -7,6 +7,7 @@
  *   AAAA   no data (NOERROR, no answer), or as a_mode when not ANSWER
  *   TXT    |txt| as one record split into 255-byte strings, or dropped,
  *          NXDOMAIN or refused, per txt_mode
+ * Answers carry TTL 0 unless dnsr_set_ttl says otherwise (issue 28).
  * Queries are counted by type. dnsr_set_* change the answers at once.
  * dnsr_stop joins the thread (bounded by its 50 ms poll) and closes the
  * socket. Use from the test's main thread.
@@ -44,6 +45,7 @@ typedef struct dnsr {
   dnsr_mode a_mode, txt_mode;
   char a_ip[16];
   char txt[4096];
+  uint32_t ttl;                /* of every answer record */
   unsigned n_a, n_aaaa, n_txt; /* queries seen */
 } dnsr;
 
@@ -81,6 +83,7 @@ static inline size_t dnsr_build_(dnsr *d, const uint8_t *q, size_t qlen,
     mode = d->txt_mode;
   }
   char ip[16], txt[4096];
+  uint32_t ttl = d->ttl;
   memcpy(ip, d->a_ip, sizeof(ip));
   memcpy(txt, d->txt, sizeof(txt));
   pthread_mutex_unlock(&d->mu);
@@ -122,9 +125,10 @@ static inline size_t dnsr_build_(dnsr *d, const uint8_t *q, size_t qlen,
   }
   if (k + 12 + rlen > cap)
     return k;
-  const uint8_t rr[] = {
-      0xc0, 0x0c, (uint8_t)(type >> 8), (uint8_t)type, 0, 1, 0, 0,
-      0,    0,    (uint8_t)(rlen >> 8), (uint8_t)rlen};
+  uint8_t rr[] = {0xc0, 0x0c, (uint8_t)(type >> 8), (uint8_t)type, 0, 1, 0, 0,
+                  0,    0,    (uint8_t)(rlen >> 8), (uint8_t)rlen};
+  for (int i = 0; i < 4; i++) /* TTL, big-endian */
+    rr[6 + i] = (uint8_t)(ttl >> (24 - 8 * i));
   memcpy(out + k, rr, sizeof(rr));
   memcpy(out + k + sizeof(rr), rdata, rlen);
   out[7] = 1; /* ANCOUNT */
@@ -197,6 +201,20 @@ static inline void dnsr_set_txt(dnsr *d, dnsr_mode m, const char *txt) {
   if (txt)
     snprintf(d->txt, sizeof(d->txt), "%s", txt);
   pthread_mutex_unlock(&d->mu);
+}
+
+/* The TTL of every answer record from now on (seconds). */
+static inline void dnsr_set_ttl(dnsr *d, uint32_t ttl) {
+  pthread_mutex_lock(&d->mu);
+  d->ttl = ttl;
+  pthread_mutex_unlock(&d->mu);
+}
+
+static inline unsigned dnsr_count_a(dnsr *d) {
+  pthread_mutex_lock(&d->mu);
+  unsigned n = d->n_a;
+  pthread_mutex_unlock(&d->mu);
+  return n;
 }
 
 static inline unsigned dnsr_count_txt(dnsr *d) {

@@ -1307,6 +1307,82 @@ static void test_public_check(void) {
   ASSERT_NULL(r);
 }
 
+/* issue 28: the README's outlier detection example is applied, so the
+ * check has no "skipped" warning for it (it had one: the lint knew only
+ * pick_first and round_robin); an unknown entry in its childPolicy list
+ * is named with its full path. */
+static void test_lint_outlier_detection(void) {
+  char *r = NULL;
+  const char *j =
+      q("{'loadBalancingConfig':[{'outlier_detection_experimental':{"
+        "'interval':'1s','failurePercentageEjection':{'threshold':50,"
+        "'minimumHosts':2,'requestVolume':10},"
+        "'childPolicy':[{'round_robin':{}}]}}],"
+        "'healthCheckConfig':{'serviceName':'svc'}}");
+  ASSERT_OK(grit_service_config_check(j, strlen(j), &r));
+  ASSERT_NOT_NULL(r);
+  ASSERT_NULL(strstr(r, "warning"));
+  ASSERT_NULL(strstr(r, "skipped"));
+  ASSERT_NOT_NULL(strstr(r, "outlier detection: every 1s"));
+  grit_free(r);
+
+  j = q("{'loadBalancingConfig':[{'grpclb':{}},"
+        "{'outlier_detection_experimental':{'childPolicy':"
+        "[{'grpclb':{}},{'pick_first':{}}]}},{'round_robin':{}}]}");
+  ASSERT_OK(grit_service_config_check(j, strlen(j), &r));
+  ASSERT_NOT_NULL(strstr(r, "3 warnings"));
+  ASSERT_NOT_NULL(strstr(r, "$.loadBalancingConfig[0]: \"grpclb\" skipped"));
+  ASSERT_NOT_NULL(
+      strstr(r, "$.loadBalancingConfig[1].outlier_detection_experimental."
+                "childPolicy[0]: \"grpclb\" skipped: grit does not know "
+                "this policy as a child policy"));
+  ASSERT_NOT_NULL(strstr(r, "$.loadBalancingConfig[2]: \"round_robin\" not "
+                            "used"));
+  ASSERT_NULL(strstr(r, "outlier_detection_experimental\" skipped"));
+  grit_free(r);
+}
+
+/* issue 28, DNS-10: the retry and hedging policies a dropped config took
+ * with it, named per method config name; a name still given the same
+ * kind of policy by the config now in force (exact, service or default
+ * lookup) is not lost. */
+static void test_lost_policies(void) {
+  const char *o =
+      q("{'methodConfig':["
+        "{'name':[{'service':'pkg.Svc','method':'Get'}],'retryPolicy':{"
+        "'maxAttempts':3,'initialBackoff':'0.1s','maxBackoff':'1s',"
+        "'backoffMultiplier':2,'retryableStatusCodes':['UNAVAILABLE']}},"
+        "{'name':[{'service':'pkg.Other'},{'service':'pkg.Kept'}],"
+        "'hedgingPolicy':{'maxAttempts':2}},"
+        "{'name':[{'service':'pkg.Plain'}],'timeout':'1s'}]}");
+  grit_svccfg *old = grit_svccfg_parse(o, strlen(o), NULL, NULL);
+  ASSERT_NOT_NULL(old);
+  char *lost = NULL;
+  ASSERT_OK(grit_svccfg_lost_policies(old, NULL, &lost));
+  ASSERT_STR_EQ(lost, "retryPolicy (3 attempts) for /pkg.Svc/Get, "
+                      "hedgingPolicy (2 attempts) for /pkg.Other/* (every "
+                      "method of pkg.Other), hedgingPolicy (2 attempts) for "
+                      "/pkg.Kept/* (every method of pkg.Kept)");
+  grit_free(lost);
+  /* The default config keeps hedging for every method (so pkg.Other and
+   * pkg.Kept keep theirs) and gives pkg.Svc/Get hedging, not retry. */
+  const char *n = q("{'methodConfig':[{'name':[{}],"
+                    "'hedgingPolicy':{'maxAttempts':4}}]}");
+  grit_svccfg *now = grit_svccfg_parse(n, strlen(n), NULL, NULL);
+  ASSERT_NOT_NULL(now);
+  ASSERT_OK(grit_svccfg_lost_policies(old, now, &lost));
+  ASSERT_STR_EQ(lost, "retryPolicy (3 attempts) for /pkg.Svc/Get");
+  grit_free(lost);
+  /* Nothing lost: NULL. */
+  ASSERT_OK(grit_svccfg_lost_policies(old, old, &lost));
+  ASSERT_NULL(lost);
+  ASSERT_OK(grit_svccfg_lost_policies(now, now, &lost));
+  ASSERT_NULL(lost);
+  ASSERT_EQ(grit_svccfg_lost_policies(NULL, now, &lost), GRIT_ERR_INVALID_ARG);
+  grit_svccfg_unref(now);
+  grit_svccfg_unref(old);
+}
+
 static void test_public_check_txt(void) {
   char *r = NULL;
   const char *t = q("grpc_config=[{'clientLanguage':['go'],'serviceConfig':"
@@ -1455,6 +1531,19 @@ static grit_err oom_describe(void) {
   return rv;
 }
 
+static grit_err oom_lost(void) {
+  const char *j = rich_config();
+  grit_error_detail d;
+  grit_svccfg *cfg = grit_svccfg_parse(j, strlen(j), NULL, &d);
+  if (!cfg)
+    return d.code;
+  char *s = NULL;
+  grit_err rv = grit_svccfg_lost_policies(cfg, NULL, &s);
+  grit_free(s);
+  grit_svccfg_unref(cfg);
+  return rv;
+}
+
 static grit_err oom_txt(void) {
   const grit_txt_chunk c[] = {
       CHUNK("x", true),
@@ -1589,6 +1678,10 @@ static void test_oom_describe(void) {
   sweep("describe", oom_describe);
 }
 
+static void test_oom_lost(void) {
+  sweep("lost", oom_lost);
+}
+
 static void test_oom_txt(void) {
   sweep("txt", oom_txt);
 }
@@ -1622,8 +1715,11 @@ static const test_case tests[] = {
     {"outlier_health_values", test_outlier_health_values},
     {"public_check", test_public_check},
     {"public_check_txt", test_public_check_txt},
+    {"lost_policies", test_lost_policies},
+    {"lint_outlier_detection", test_lint_outlier_detection},
     {"oom_parse", test_oom_parse},
     {"oom_describe", test_oom_describe},
+    {"oom_lost", test_oom_lost},
     {"oom_txt", test_oom_txt},
     {"oom_check", test_oom_check},
     {NULL, NULL},

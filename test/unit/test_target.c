@@ -3,6 +3,8 @@
  * unix:///abs, the default port 443 (DNS-05) and the default :authority. */
 #include "resolver/resolver.h"
 
+#include <string.h>
+
 #include "test/harness.h"
 
 static void test_dns_forms(void) {
@@ -188,10 +190,135 @@ static void test_invalid(void) {
   ASSERT_EQ(grit_target_parse(longp, &t, NULL), GRIT_ERR_INVALID_TARGET);
 }
 
+/* ---- SPEC OP-04: the TTL of a raw DNS answer (channel/dns_ttl.c) ---- */
+
+typedef struct dmsg {
+  uint8_t b[512];
+  size_t n;
+} dmsg;
+
+static void put(dmsg *m, const void *p, size_t n) {
+  memcpy(m->b + m->n, p, n);
+  m->n += n;
+}
+
+static void put16(dmsg *m, unsigned v) {
+  uint8_t b[2] = {(uint8_t)(v >> 8), (uint8_t)v};
+  put(m, b, 2);
+}
+
+static void put32(dmsg *m, uint32_t v) {
+  put16(m, v >> 16);
+  put16(m, v & 0xffff);
+}
+
+/* Header with |an| answers, |ns| authority records and |rcode|, then the
+ * question "_grpc_config.svc.test" TXT at offset 12. */
+static void start(dmsg *m, unsigned an, unsigned ns, unsigned rcode) {
+  m->n = 0;
+  put16(m, 0x1234);
+  put16(m, 0x8180 | rcode);
+  put16(m, 1);
+  put16(m, an);
+  put16(m, ns);
+  put16(m, 0);
+  put(m, "\x0c_grpc_config\x03svc\x04test\x00", 23);
+  put16(m, 16);
+  put16(m, 1);
+}
+
+/* A record owned by the question's name (pointer to offset 12). */
+static void rr(dmsg *m, unsigned type, uint32_t ttl, const void *rdata,
+               size_t len) {
+  put16(m, 0xc00c);
+  put16(m, type);
+  put16(m, 1);
+  put32(m, ttl);
+  put16(m, (unsigned)len);
+  put(m, rdata, len);
+}
+
+static void soa(dmsg *m, uint32_t ttl, uint32_t minimum) {
+  dmsg r = {.n = 0};
+  put(&r, "\x02ns\xc0\x1d", 5); /* ns.test via a pointer to "test" */
+  put(&r,
+      "\x05"
+      "admin\x00",
+      7);
+  for (int i = 0; i < 4; i++)
+    put32(&r, 100);
+  put32(&r, minimum);
+  rr(m, 6, ttl, r.b, r.n);
+}
+
+static void test_dns_answer_ttl(void) {
+  dmsg m;
+  uint32_t ttl;
+  /* The least TTL of the TXT records and CNAMEs in the answer section. */
+  start(&m, 3, 0, 0);
+  rr(&m, 16, 300, "\x0egrpc_config=[]", 15);
+  rr(&m, 5, 45,
+     "\x03"
+     "cfg\xc0\x1d",
+     6);
+  rr(&m, 16, 600, "\x01x", 2);
+  ASSERT_OK(grit_dns_answer_ttl(m.b, m.n, 16, &ttl));
+  ASSERT_EQ(ttl, 45);
+  /* Another type's records do not count; nothing left to go by. */
+  ASSERT_EQ(grit_dns_answer_ttl(m.b, m.n, 1, &ttl), GRIT_OK); /* CNAME */
+  ASSERT_EQ(ttl, 45);
+  start(&m, 1, 0, 0);
+  rr(&m, 16, 300, "\x01x", 2);
+  ASSERT_EQ(grit_dns_answer_ttl(m.b, m.n, 1, &ttl), GRIT_ERR_NOT_FOUND);
+  ASSERT_EQ(ttl, 0);
+  /* RFC 2181 8: a TTL with the top bit set counts as 0. */
+  start(&m, 1, 0, 0);
+  rr(&m, 16, 0x80000005u, "\x01x", 2);
+  ASSERT_OK(grit_dns_answer_ttl(m.b, m.n, 16, &ttl));
+  ASSERT_EQ(ttl, 0);
+  /* RFC 2308: NXDOMAIN or NODATA lives min(SOA TTL, SOA MINIMUM). */
+  start(&m, 0, 1, 3);
+  soa(&m, 3600, 60);
+  ASSERT_OK(grit_dns_answer_ttl(m.b, m.n, 16, &ttl));
+  ASSERT_EQ(ttl, 60);
+  start(&m, 0, 1, 0);
+  soa(&m, 20, 900);
+  ASSERT_OK(grit_dns_answer_ttl(m.b, m.n, 16, &ttl));
+  ASSERT_EQ(ttl, 20);
+  start(&m, 0, 0, 3); /* no SOA: no negative TTL */
+  ASSERT_EQ(grit_dns_answer_ttl(m.b, m.n, 16, &ttl), GRIT_ERR_NOT_FOUND);
+  /* Malformed: every cut of a good message, a bad label type, an RDATA
+   * running past the end, a SOA whose RDATA is the wrong size. */
+  start(&m, 1, 1, 0);
+  rr(&m, 16, 300, "\x01x", 2);
+  soa(&m, 5, 5);
+  ASSERT_OK(grit_dns_answer_ttl(m.b, m.n, 16, &ttl));
+  for (size_t cut = 0; cut < m.n; cut++)
+    ASSERT_EQ(grit_dns_answer_ttl(m.b, cut, 16, &ttl), GRIT_ERR_PARSE);
+  start(&m, 0, 0, 0);
+  m.b[12] = 0x40;
+  ASSERT_EQ(grit_dns_answer_ttl(m.b, m.n, 16, &ttl), GRIT_ERR_PARSE);
+  start(&m, 1, 0, 0);
+  rr(&m, 16, 300, "\x01x", 2);
+  m.b[m.n - 3] = 9; /* RDLENGTH 9, 2 bytes there */
+  ASSERT_EQ(grit_dns_answer_ttl(m.b, m.n, 16, &ttl), GRIT_ERR_PARSE);
+  start(&m, 0, 1, 3);
+  rr(&m, 6, 30,
+     "\x00\x00"
+     "abcd",
+     6);
+  ASSERT_EQ(grit_dns_answer_ttl(m.b, m.n, 16, &ttl), GRIT_ERR_PARSE);
+  ASSERT_EQ(grit_dns_answer_ttl(NULL, 0, 16, &ttl), GRIT_ERR_PARSE);
+}
+
 static const test_case tests[] = {
-    {"dns_forms", test_dns_forms}, {"dns_literals", test_dns_literals},
-    {"ip_lists", test_ip_lists},   {"unix", test_unix},
-    {"invalid", test_invalid},     {NULL, NULL},
+    {"dns_forms", test_dns_forms},
+    {"dns_literals", test_dns_literals},
+    {"ip_lists", test_ip_lists},
+    {"unix", test_unix},
+    {"invalid", test_invalid},
+    {"dns_answer_ttl", test_dns_answer_ttl},
+    {NULL, NULL},
 };
 
 int main(int argc, char **argv) {

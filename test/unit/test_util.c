@@ -2,6 +2,11 @@
  * (SPEC HS-06) and the generated status names. */
 #include "util/util.h"
 
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "test/harness.h"
 
 static void test_slice_refcount(void) {
@@ -135,6 +140,52 @@ static void test_time_saturation(void) {
   ASSERT_EQ(grit_ms_to_ns_sat(UINT64_MAX / 2), INT64_MAX);
 }
 
+/* issue 28: trace lines carry wall-clock UTC in ISO 8601, not seconds
+ * since boot. */
+static void test_trace_timestamp(void) {
+  char b[GRIT_TRACE_TIMESTAMP_LEN];
+  struct timespec ts = {.tv_sec = 1795737541, .tv_nsec = 123999999};
+  ASSERT_EQ(grit_trace_timestamp(&ts, b, sizeof(b)), 24);
+  ASSERT_STR_EQ(b, "2026-11-26T23:59:01.123Z");
+  ts = (struct timespec){.tv_sec = 951782400, .tv_nsec = 7000000};
+  grit_trace_timestamp(&ts, b, sizeof(b));
+  ASSERT_STR_EQ(b, "2000-02-29T00:00:00.007Z"); /* a leap day */
+  ASSERT_EQ(grit_trace_timestamp(&ts, b, 10), 0);
+  ASSERT_STR_EQ(b, "");
+
+  /* A NOTICE line as written: "W <now> grit config: ...". */
+  fflush(stderr);
+  int saved = dup(2);
+  FILE *f = tmpfile();
+  ASSERT_NOT_NULL(f);
+  ASSERT_CMP(saved, >=, 0);
+  dup2(fileno(f), 2);
+  struct timespec before, after;
+  clock_gettime(CLOCK_REALTIME, &before);
+  GRIT_TRACE(GRIT_TRACE_CONFIG, GRIT_LEVEL_NOTICE, "hello %d", 28);
+  clock_gettime(CLOCK_REALTIME, &after);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  char line[256] = "";
+  rewind(f);
+  ASSERT_NOT_NULL(fgets(line, sizeof(line), f));
+  fclose(f);
+  char lo[GRIT_TRACE_TIMESTAMP_LEN], hi[GRIT_TRACE_TIMESTAMP_LEN];
+  before.tv_nsec -= before.tv_nsec % 1000000;
+  grit_trace_timestamp(&before, lo, sizeof(lo));
+  grit_trace_timestamp(&after, hi, sizeof(hi));
+  ASSERT_EQ(line[0], 'W');
+  ASSERT_EQ(line[1], ' ');
+  ASSERT_EQ(line[25], 'Z');
+  char got[GRIT_TRACE_TIMESTAMP_LEN];
+  snprintf(got, sizeof(got), "%.24s", line + 2);
+  /* ISO 8601 with fixed widths sorts as text. */
+  ASSERT_CMP(strcmp(got, lo), >=, 0);
+  ASSERT_CMP(strcmp(got, hi), <=, 0);
+  ASSERT_STR_EQ(line + 26, " grit config: hello 28\n");
+}
+
 static const test_case tests[] = {
     {"slice_refcount", test_slice_refcount},
     {"list_order", test_list_order},
@@ -143,6 +194,7 @@ static const test_case tests[] = {
     {"metadata_keys", test_metadata_keys},
     {"status_names", test_status_names},
     {"time_saturation", test_time_saturation},
+    {"trace_timestamp", test_trace_timestamp},
     {NULL, NULL},
 };
 
