@@ -133,8 +133,7 @@ static grit_channel *channel(const ch_opts *o) {
 }
 
 static grit_channel_stats stats(grit_channel *ch) {
-  grit_channel_stats s;
-  memset(&s, 0, sizeof(s));
+  grit_channel_stats s = GRIT_CHANNEL_STATS_INIT; /* docs/abi.md */
   grit_channel_get_stats(ch, &s);
   return s;
 }

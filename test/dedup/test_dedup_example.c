@@ -266,7 +266,7 @@ static void test_pg_restart(void) {
   for (int i = 0; i < 4; i++)
     pthread_join(th[i], NULL);
   pthread_join(rs, NULL);
-  grit_channel_stats cs = {0};
+  grit_channel_stats cs = GRIT_CHANNEL_STATS_INIT;
   grit_channel_get_stats(rch, &cs);
   grit_channel_destroy(rch);
   int alive = waitpid(a.pid, NULL, WNOHANG) == 0;
