@@ -570,7 +570,7 @@ static grit_err ch_init(grit_channel *ch, const char *target,
     ch_fill_transport_opts(ch);
   /* OB-01: the target's series; without them (no memory) the channel
    * works and records nothing. */
-  ch->obs = grit_obs_target_get(target);
+  ch->obs = grit_obs_channel_series(target);
   ch->lb_shared.obs = ch->obs;
   grit_obs_target_add(ch->obs, GRIT_OBS_CHANNELS_CREATED, 1);
   grit_obs_channel_register(ch);

@@ -547,6 +547,8 @@ void grit_call_commit(grit_call *c, call_attempt *a);
 grit_err grit_call_trace_setup(grit_call *c, const char *opt_tp,
                                const char **why);
 void grit_obs_call_start(grit_call *c);
+/* The metric series of a channel made for |target| (OP-01: canonical). */
+grit_obs_target *grit_obs_channel_series(const char *target);
 /* An attempt (or its transparent replay) starts: count it, new span. */
 void grit_obs_attempt_start(call_attempt *a);
 /* An attempt ended: its metrics and the observer record (MX-03). */

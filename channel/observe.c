@@ -74,11 +74,48 @@ grit_err grit_call_trace_setup(grit_call *c, const char *opt_tp,
   return GRIT_OK;
 }
 
+/* ---- labels (SPEC OP-01, gRFC A66) ---- */
+
+/* A66's grpc.target is the canonical target URI: a bare "host:port" is
+ * "dns:///host:port", "dns:host" is "dns:///host"; the other schemes are
+ * kept as written. */
+grit_obs_target *grit_obs_channel_series(const char *target) {
+  static const char *const schemes[] = {
+      "dns://", "ipv4:", "ipv6:", "unix:", "unix-abstract:"};
+  for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
+    if (strncmp(target, schemes[i], strlen(schemes[i])) == 0)
+      return grit_obs_target_get(target);
+  const char *rest = strncmp(target, "dns:", 4) == 0 ? target + 4 : target;
+  grit_buf b;
+  grit_buf_init(&b);
+  grit_obs_target *t = NULL;
+  if (grit_buf_appendf(&b, "dns:///%s", rest) == GRIT_OK)
+    t = grit_obs_target_get((const char *)b.data);
+  grit_buf_free(&b);
+  return t;
+}
+
+/* The method's series: its own when it has one already, or when the
+ * method is known (registered by the application, or named by the service
+ * config in force); else "other", A66's rule for generic methods, so a
+ * caller of arbitrary names cannot grow the registry. The label has no
+ * leading '/', as grpc-go, Java and C++ write it. */
+static grit_obs_method *call_series(grit_call *c) {
+  grit_channel *ch = c->ch;
+  const char *name = c->method[0] == '/' ? c->method + 1 : c->method;
+  grit_obs_method *m = grit_obs_method_find(ch->obs, name);
+  if (m || !ch->obs)
+    return m;
+  bool known = grit_obs_method_registered(name) ||
+               grit_svccfg_names_method(ch->config, c->method);
+  return grit_obs_method_get(ch->obs, known ? name : GRIT_OBS_OTHER);
+}
+
 /* ---- the four points ---- */
 
 void grit_obs_call_start(grit_call *c) {
   c->start_us = grit_clock_now_us();
-  c->obs = grit_obs_method_get(c->ch->obs, c->method);
+  c->obs = call_series(c);
   if (c->trace && !c->trace_has_parent) {
     /* A fresh trace for this call; sampled, as nobody said otherwise. */
     do

@@ -39,6 +39,11 @@ struct grit_subchannel {
   bool destroyed;
 };
 
+/* The channel's metric series (the per-target subchannel gauge), if any. */
+static grit_obs_target *sc_obs(const grit_subchannel *sc) {
+  return sc->a.shared ? sc->a.shared->obs : NULL;
+}
+
 static void sc_maybe_free(grit_subchannel *sc) {
   if (sc->destroyed && sc->timer_closed && sc->live_transports == 0)
     grit_free(sc);
@@ -124,7 +129,7 @@ static void sc_set_state(grit_subchannel *sc, grit_connectivity_state s) {
   GRIT_TRACE(GRIT_TRACE_LB, GRIT_LEVEL_INFO, "subchannel %s: %s -> %s",
              sc->addr.text, grit_connectivity_state_name(sc->state),
              grit_connectivity_state_name(s));
-  grit_obs_subchannel_state((int)sc->state, (int)s); /* OB-01 gauge */
+  grit_obs_subchannel_state(sc_obs(sc), (int)sc->state, (int)s); /* OP-01 */
   sc->state = s;
   sc_health_update(sc);
   sc_publish(sc);
@@ -224,7 +229,7 @@ grit_err grit_subchannel_create(const grit_subchannel_args *a,
   sc->ud = user_data;
   sc->state = GRIT_STATE_IDLE;
   sc->prev_state = GRIT_STATE_IDLE;
-  grit_obs_subchannel_state(-1, GRIT_STATE_IDLE);
+  grit_obs_subchannel_state(sc_obs(sc), -1, GRIT_STATE_IDLE);
   sc->keepalive_time_ms = a->topts.keepalive_time_ms;
   uv_timer_init(a->loop, &sc->timer);
   sc->timer.data = sc;
@@ -347,7 +352,7 @@ void grit_subchannel_destroy(grit_subchannel *sc) {
   grit_list_remove(&sc->group_link);
   grit_list_remove(&sc->shared_link);
   sc->destroyed = true;
-  grit_obs_subchannel_state((int)sc->state, -1);
+  grit_obs_subchannel_state(sc_obs(sc), (int)sc->state, -1);
   grit_transport *t = sc->t;
   sc->t = NULL;
   /* Its on_closed arrives later and releases the last hold on |sc|. */

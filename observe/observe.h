@@ -110,17 +110,42 @@ typedef enum grit_obs_id {
 } grit_obs_id;
 
 /* Distinct methods a target labels by name; later ones are "other" (A66
- * bounds the cardinality of grpc.method). */
+ * bounds the cardinality of grpc.method). A safety cap: only registered
+ * methods and those the service config names get a name at all (OP-01). */
 #define GRIT_OBS_MAX_METHODS 64
+/* Distinct targets labelled by name unless grit_obs_set_max_targets says
+ * otherwise; later ones are GRIT_OBS_OTHER (OP-01, A66). */
+#define GRIT_OBS_DEFAULT_MAX_TARGETS 100
+#define GRIT_OBS_OTHER "other"
+/* Methods the application may register (grit_metrics_register_method). */
+#define GRIT_OBS_MAX_REGISTERED 1024
 
 typedef struct grit_obs_target grit_obs_target;
 typedef struct grit_obs_method grit_obs_method;
 
 /* The process-wide series of |target|, created on first use and kept for
  * the life of the process (so a scrape sees counts of closed channels
- * too). NULL only on out-of-memory: then nothing is recorded. */
+ * too). Past the target bound, or when the filter declines it, the series
+ * of GRIT_OBS_OTHER. NULL only on out-of-memory: then nothing is recorded. */
 grit_obs_target *grit_obs_target_get(const char *target);
-/* Free every series (counts start again from zero). Only while nothing
+/* Bound on targets with a name of their own (OP-01); applies to targets
+ * seen from now on. */
+void grit_obs_set_max_targets(size_t n);
+/* A target filter: true to label |target| by name (OP-01). Called once
+ * per new target, under the registry lock: it must not call observe/. */
+typedef bool (*grit_obs_target_filter_fn)(const char *target, void *data);
+void grit_obs_set_target_filter(grit_obs_target_filter_fn fn, void *data);
+/* Register |method| ("/pkg.S/M" or "pkg.S/M"; copied, until
+ * grit_obs_release) as known: its series get its name (A66 generic methods).
+ * Returns GRIT_OK, GRIT_ERR_INVALID_ARG (NULL or empty) or GRIT_ERR_NOMEM (the
+ * table of GRIT_OBS_MAX_REGISTERED is full). */
+grit_err grit_obs_method_register(const char *method);
+/* Whether |method| (with or without its leading '/') was registered. */
+bool grit_obs_method_registered(const char *method);
+/* The existing series of |method| under |t|, or NULL; lock-free. */
+grit_obs_method *grit_obs_method_find(grit_obs_target *t, const char *method);
+/* Free every series and registered method (counts start again from
+ * zero). Only while nothing
  * records or writes: no channel, call or scrape exists. */
 void grit_obs_release(void);
 /* The series of |method| under |t| ("other" past GRIT_OBS_MAX_METHODS).
@@ -138,9 +163,10 @@ void grit_obs_record(grit_obs_method *m, grit_obs_id id, int status,
 /* The same for GRIT_OBS_S_TARGET instruments; |t| NULL is a no-op. */
 void grit_obs_target_add(grit_obs_target *t, grit_obs_id id, uint64_t n);
 void grit_obs_target_record(grit_obs_target *t, grit_obs_id id, uint64_t value);
-/* A subchannel moved between connectivity states (grit_connectivity_state
- * values; -1: created or destroyed). Process-wide gauge per state. */
-void grit_obs_subchannel_state(int from, int to);
+/* A subchannel of |t| (NULL: not recorded) moved between connectivity
+ * states (grit_connectivity_state values; -1: created or destroyed). A
+ * gauge per target and state. */
+void grit_obs_subchannel_state(grit_obs_target *t, int from, int to);
 
 /* Extra metric families computed at scrape time (gauges of other modules:
  * throttle tokens, buffers, subchannel states). The function appends
@@ -155,6 +181,16 @@ grit_err grit_obs_write_gauge(grit_buf *out, const char *name, const char *help,
                               const char *label, size_t n,
                               const char *const *label_values,
                               const double *values);
+
+/* Text sources of other libraries (grit_metrics_source_cb): snprintf-style
+ * writers of complete families, rendered when every target is (OP-01).
+ * Up to GRIT_OBS_MAX_SOURCES; adding one twice is a no-op. Add: GRIT_OK,
+ * GRIT_ERR_INVALID_ARG, GRIT_ERR_NOMEM (full). Remove: GRIT_OK or
+ * GRIT_ERR_NOT_FOUND; after it returns the source is not running. */
+#define GRIT_OBS_MAX_SOURCES 16
+typedef size_t (*grit_obs_source_fn)(char *buf, size_t cap, void *data);
+grit_err grit_obs_add_source(grit_obs_source_fn fn, void *data);
+grit_err grit_obs_remove_source(grit_obs_source_fn fn, void *data);
 
 /* Render the Prometheus text exposition (format 0.0.4, as the
  * OpenTelemetry exporter names things: dots become underscores, units

@@ -486,6 +486,9 @@ int cmd_call(int argc, char **argv) {
   }
   if (fl.service_config && !(sc = tool_read_json_arg(fl.service_config, NULL)))
     goto done;
+  /* OP-01: the method named on the command line is known: its metrics
+   * carry its name (a failure only leaves it "other"). */
+  (void)grit_metrics_register_method(method);
   grit_channel_args *a;
   grit_error_detail d = {0};
   grit_err rv = make_args(&fl, sc, &store, &a);

@@ -713,11 +713,24 @@ GRIT_EXTERN const char *grit_config_source_name(grit_config_source s);
  * suffixes (_seconds, _bytes), counters end in _total; labels grpc_method,
  * grpc_target and, per A66, grpc_status. Histograms use A66's buckets
  * (A96 counts: 1, 2, 3, 4, 5, 10, 100, 1000). Series are process-wide per
- * target and method (a target's first 64 methods by name, later ones as
- * "other") and outlive channels, as a scrape expects.
+ * target and method and outlive channels, as a scrape expects.
  *
- * |ch| selects the series of its target (the string it was created with);
- * NULL renders every target of the process.
+ * Labels (SPEC OP-01, gRFC A66): grpc_target is the canonical target
+ * ("dns:///host:port" for a channel made with "host:port"); the first 100
+ * distinct targets of the process (grit_metrics_set_max_targets) that the
+ * filter (grit_metrics_set_target_filter) accepts keep their name, the
+ * others are recorded as grpc_target="other". grpc_method is written as
+ * other gRPC stacks write it, "pkg.Service/Method" without the leading
+ * slash, for known methods: those registered with
+ * grit_metrics_register_method and those the service config in force when
+ * the call starts names (exactly or by service). Calls of any other method
+ * are recorded as grpc_method="other" (A66's generic methods), as are
+ * known methods past 64 per target. The gauge grit_client_subchannels has
+ * grpc_target and grpc_connectivity_state. With a NULL |ch|, the text of
+ * every source added with grit_metrics_add_source follows.
+ *
+ * |ch| selects the series of its target (its canonical target, or "other"
+ * when it is recorded so); NULL renders every target of the process.
  *
  * Ownership: |out| receives new data (release with grit_bytes_free).
  * Thread: any; recording never waits for it.
@@ -725,6 +738,69 @@ GRIT_EXTERN const char *grit_config_source_name(grit_config_source s);
  * empty). */
 GRIT_EXTERN grit_err grit_metrics_write_prometheus(grit_channel *ch,
                                                    grit_bytes *out);
+
+/* ---- Metric labels and sources (SPEC OP-01) ---- */
+
+/** Bound the targets recorded under their own name to |n| (default 100;
+ * 0: every target is "other"). Applies to targets first seen after the
+ * call; targets named already keep their name.
+ * Thread: any. Returns GRIT_OK. */
+GRIT_EXTERN grit_err grit_metrics_set_max_targets(size_t n);
+
+/** Target filter: return true to record |target| (the canonical target,
+ * e.g. "dns:///db.internal:5432") under its own name, false to record it
+ * as "other". It runs once per distinct target, when the first channel to
+ * it is created, on that thread, under a lock of the metric registry: it
+ * must not call grit. |target| is borrowed for the call. */
+typedef bool (*grit_metrics_target_filter_cb)(const char *target,
+                                              void *user_data);
+
+/** Install |cb| as the process's target filter (NULL removes it: every
+ * target is named, within the bound). Set it before creating channels;
+ * targets seen before keep what they were given.
+ * Ownership: |user_data| is never dereferenced by grit and must stay valid
+ * while the filter is installed. Thread: any. Returns GRIT_OK. */
+GRIT_EXTERN grit_err grit_metrics_set_target_filter(
+    grit_metrics_target_filter_cb cb, void *user_data);
+
+/** Register |method| ("/pkg.Service/Method" or "pkg.Service/Method") as a
+ * known method of the application: its calls are recorded under its name
+ * instead of "other" (gRFC A66: generated stubs register their methods;
+ * `grit call` registers the method it calls). Registering a method twice
+ * is a no-op. Up to 1024 methods per process. Registrations belong to the
+ * process's metric series: grit_default_runtime_shutdown clears them when it
+ * frees the series.
+ * Ownership: copied. Thread: any.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (NULL or empty); GRIT_ERR_NOMEM
+ * (no memory, or 1024 methods are registered already). */
+GRIT_EXTERN grit_err grit_metrics_register_method(const char *method);
+
+/** A metric source of another library (grit-dedup's
+ * grit_dedup_metrics_text): writes complete Prometheus text families
+ * (HELP, TYPE and samples, format 0.0.4) into |buf|, snprintf-style: at
+ * most |cap| bytes, and returns the length the whole text needs; grit
+ * calls it again with more room when that is |cap| or more. It runs on the
+ * thread rendering the exposition, with a lock held: it must not call
+ * grit_metrics_* functions. */
+typedef size_t (*grit_metrics_source_cb)(char *buf, size_t cap,
+                                         void *user_data);
+
+/** Add |cb| with |user_data| to the process's exposition: its text follows
+ * grit's own in grit_metrics_write_prometheus(NULL, ...) and the admin
+ * endpoint's GET /metrics. Adding the same pair twice is a no-op; up to 16.
+ * Ownership: |user_data| is passed to |cb| and must stay valid until
+ * grit_metrics_remove_source returns. Thread: any.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (|cb| NULL); GRIT_ERR_NOMEM (16
+ * sources already). */
+GRIT_EXTERN grit_err grit_metrics_add_source(grit_metrics_source_cb cb,
+                                             void *user_data);
+
+/** Remove the pair added with grit_metrics_add_source. When it returns,
+ * |cb| is not running and will not be called again for this pair.
+ * Thread: any, but not from inside |cb|.
+ * Returns GRIT_OK or GRIT_ERR_NOT_FOUND. */
+GRIT_EXTERN grit_err grit_metrics_remove_source(grit_metrics_source_cb cb,
+                                                void *user_data);
 
 /* ------------------------------------------------------------------------
  * Calls.

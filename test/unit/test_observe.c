@@ -4,6 +4,7 @@
 #include "observe/observe.h"
 #include "test/harness.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static char *render(const char *target) {
@@ -178,25 +179,124 @@ static void test_target_scope(void) {
   grit_free(s);
 }
 
-/* The subchannel gauge follows moves between states. */
+/* The subchannel gauge follows moves between states, per target
+ * (OP-01). */
 static void test_subchannel_gauge(void) {
-  grit_obs_subchannel_state(-1, 0); /* created: IDLE */
-  grit_obs_subchannel_state(0, 1);  /* CONNECTING */
-  grit_obs_subchannel_state(1, 2);  /* READY */
-  grit_obs_subchannel_state(-1, 0); /* another, IDLE */
-  char *s = render("unit:none");
+  grit_obs_target *t = grit_obs_target_get("unit:sc");
+  grit_obs_subchannel_state(t, -1, 0);    /* created: IDLE */
+  grit_obs_subchannel_state(t, 0, 1);     /* CONNECTING */
+  grit_obs_subchannel_state(t, 1, 2);     /* READY */
+  grit_obs_subchannel_state(t, -1, 0);    /* another, IDLE */
+  grit_obs_subchannel_state(NULL, -1, 0); /* no series: not recorded */
+  char *s = render("unit:sc");
   ASSERT_NOT_NULL(s);
-  ASSERT_NOT_NULL(
-      strstr(s, "# TYPE grit_client_subchannels gauge\n"
-                "grit_client_subchannels{grpc_connectivity_state=\"IDLE\"} 1\n"
-                "grit_client_subchannels{grpc_connectivity_state="
-                "\"CONNECTING\"} 0\n"
-                "grit_client_subchannels{grpc_connectivity_state=\"READY\"} 1\n"
-                "grit_client_subchannels{grpc_connectivity_state="
-                "\"TRANSIENT_FAILURE\"} 0\n"));
+#define SC(st) "grit_client_subchannels{grpc_connectivity_state=\"" st "\","
+#define TG "grpc_target=\"unit:sc\"}"
+  ASSERT_NOT_NULL(strstr(s,
+                         "# TYPE grit_client_subchannels gauge\n" SC("IDLE") TG
+                         " 1\n" SC("CONNECTING") TG " 0\n" SC("READY") TG
+                         " 1\n" SC("TRANSIENT_FAILURE") TG " 0\n"));
+#undef SC
+#undef TG
   grit_free(s);
-  grit_obs_subchannel_state(2, -1);
-  grit_obs_subchannel_state(0, -1);
+  s = render("unit:none"); /* another target: none of these */
+  ASSERT_NOT_NULL(s);
+  ASSERT_NULL(strstr(s, "grit_client_subchannels"));
+  grit_free(s);
+  grit_obs_subchannel_state(t, 2, -1);
+  grit_obs_subchannel_state(t, 0, -1);
+}
+
+/* OP-01: past the bound, targets are "other"; named ones stay named. */
+static void test_target_bound(void) {
+  grit_obs_target *named = grit_obs_target_get("unit:bound-named");
+  ASSERT_NOT_NULL(named);
+  grit_obs_set_max_targets(0);
+  grit_obs_target *a = grit_obs_target_get("unit:bound-a");
+  grit_obs_target *b = grit_obs_target_get("unit:bound-b");
+  ASSERT_NOT_NULL(a);
+  ASSERT(a == b);
+  ASSERT_STR_EQ(grit_obs_target_name(a), "other");
+  ASSERT(grit_obs_target_get("unit:bound-named") == named);
+  grit_obs_target_add(a, GRIT_OBS_CHANNELS_CREATED, 3);
+  char *s = render(NULL);
+  ASSERT_NOT_NULL(s);
+  ASSERT_NOT_NULL(strstr(
+      s, "grit_client_channel_created_total{grpc_target=\"other\"} 3\n"));
+  ASSERT_NULL(strstr(s, "unit:bound-a"));
+  grit_free(s);
+  grit_obs_set_max_targets(GRIT_OBS_DEFAULT_MAX_TARGETS);
+}
+
+static bool no_secrets(const char *target, void *data) {
+  (*(int *)data)++;
+  return strncmp(target, "unit:secret", 11) != 0;
+}
+
+/* OP-01: the user's filter decides, once per target. */
+static void test_target_filter(void) {
+  int calls = 0;
+  grit_obs_set_target_filter(no_secrets, &calls);
+  grit_obs_target *s1 = grit_obs_target_get("unit:secret-1");
+  grit_obs_target *p = grit_obs_target_get("unit:public");
+  ASSERT_NOT_NULL(s1);
+  ASSERT_STR_EQ(grit_obs_target_name(s1), "other");
+  ASSERT_STR_EQ(grit_obs_target_name(p), "unit:public");
+  ASSERT(grit_obs_target_get("unit:public") == p);
+  ASSERT_EQ(calls, 2);
+  grit_obs_set_target_filter(NULL, NULL);
+}
+
+/* OP-01 (A66 generic methods): registration, with or without the '/'. */
+static void test_method_register(void) {
+  ASSERT_EQ(grit_obs_method_register(NULL), GRIT_ERR_INVALID_ARG);
+  ASSERT_EQ(grit_obs_method_register("/"), GRIT_ERR_INVALID_ARG);
+  ASSERT(!grit_obs_method_registered("unit.S/M"));
+  ASSERT_OK(grit_obs_method_register("/unit.S/M"));
+  ASSERT_OK(grit_obs_method_register("unit.S/M")); /* the same: no-op */
+  ASSERT(grit_obs_method_registered("unit.S/M"));
+  ASSERT(grit_obs_method_registered("/unit.S/M"));
+  ASSERT(!grit_obs_method_registered("unit.S/N"));
+  grit_obs_target *t = grit_obs_target_get("unit:reg");
+  ASSERT_NULL(grit_obs_method_find(t, "unit.S/M"));
+  grit_obs_method *m = grit_obs_method_get(t, "unit.S/M");
+  ASSERT(grit_obs_method_find(t, "unit.S/M") == m);
+}
+
+static size_t src_text(char *buf, size_t cap, void *data) {
+  /* More than the first offer (4096), to exercise the second call. */
+  const char *line = data;
+  size_t need = 0;
+  for (int i = 0; i < 300; i++) {
+    int n = snprintf(need < cap ? buf + need : NULL,
+                     need < cap ? cap - need : 0, "%s %d\n", line, i);
+    need += (size_t)n;
+  }
+  return need;
+}
+
+/* OP-01: other libraries' text joins the process's exposition. */
+static void test_sources(void) {
+  static char tag[] = "unit_src_sample";
+  ASSERT_EQ(grit_obs_add_source(NULL, NULL), GRIT_ERR_INVALID_ARG);
+  ASSERT_OK(grit_obs_add_source(src_text, tag));
+  ASSERT_OK(grit_obs_add_source(src_text, tag)); /* once only */
+  char *s = render(NULL);
+  ASSERT_NOT_NULL(s);
+  ASSERT_NOT_NULL(strstr(s, "\nunit_src_sample 0\nunit_src_sample 1\n"));
+  ASSERT_NOT_NULL(strstr(s, "\nunit_src_sample 299\n"));
+  ASSERT_NULL(strstr(strstr(s, "unit_src_sample 299") + 1, "unit_src_sample"));
+  grit_free(s);
+  s = render("unit:sc"); /* one target: no sources */
+  ASSERT_NOT_NULL(s);
+  ASSERT_NULL(strstr(s, "unit_src_sample"));
+  grit_free(s);
+  ASSERT_OK(grit_obs_remove_source(src_text, tag));
+  ASSERT_EQ(grit_obs_remove_source(src_text, tag), GRIT_ERR_NOT_FOUND);
+  s = render(NULL);
+  ASSERT_NOT_NULL(s);
+  ASSERT_NULL(strstr(s, "unit_src_sample"));
+  grit_free(s);
 }
 
 static grit_err gauges(grit_buf *out, const char *target) {
@@ -232,6 +332,10 @@ static const test_case tests[] = {
     {"collector", test_collector},
     {"target_scope", test_target_scope},
     {"subchannel_gauge", test_subchannel_gauge},
+    {"target_bound", test_target_bound},
+    {"target_filter", test_target_filter},
+    {"method_register", test_method_register},
+    {"sources", test_sources},
     {NULL, NULL},
 };
 
