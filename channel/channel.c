@@ -23,6 +23,7 @@ static void ch_free(grit_channel *ch) {
   grit_free(ch->user_agent);
   grit_free(ch->tls_server_name);
   grit_free(ch->health_service);
+  grit_free(ch->cz_target);
   pthread_mutex_destroy(&ch->mu);
   pthread_cond_destroy(&ch->cv);
   grit_free(ch);
@@ -456,6 +457,8 @@ void grit_channel_destroy(grit_channel *ch) {
   if (!ch)
     return;
   grit_runtime *rt = ch->rt;
+  /* OP-03: out of the live list first, so no reader starts on it now. */
+  grit_obs_channel_unregister(ch);
   bool on_loop = grit_rt_on_loop(rt);
   if (!on_loop)
     grit_channel_ref(ch); /* keep it while we wait */
@@ -571,6 +574,7 @@ static grit_err ch_init(grit_channel *ch, const char *target,
   /* OB-01: the target's series; without them (no memory) the channel
    * works and records nothing. */
   ch->obs = grit_obs_channel_series(target);
+  ch->cz_target = grit_strdup(target); /* NULL: channelz shows "" */
   ch->lb_shared.obs = ch->obs;
   grit_obs_target_add(ch->obs, GRIT_OBS_CHANNELS_CREATED, 1);
   grit_obs_channel_register(ch);

@@ -259,6 +259,11 @@ struct grit_channel {
 
   grit_obs_target *obs; /* OB-01 series of this target; NULL: none (OOM) */
   grit_list obs_link;   /* in observe.c's live channels; next NULL: not */
+  /* OP-03 (channelz.c): the target as given, a process-wide id, and the
+   * monotonic start of the last call (us, atomic; 0: none yet). */
+  char *cz_target;
+  uint64_t cz_id;
+  uint64_t cz_last_call_us;
 };
 
 void grit_channel_ref(grit_channel *ch);
@@ -561,6 +566,10 @@ void grit_obs_channel_unregister(grit_channel *ch);
 /* With no channel left in the process, free the metric series (their
  * counts start again from zero); returns whether it did. */
 bool grit_obs_release_if_idle(void);
+/* OP-03: a reference and a runtime count on every channel not yet
+ * destroyed by its user (|*out| new, release both with _release). */
+grit_err grit_obs_channels_hold(grit_channel ***out, size_t *n);
+void grit_obs_channels_release(grit_channel **v, size_t n);
 
 /* call_retry.c: what follows an uncommitted attempt's failure. */
 void grit_call_on_attempt_failed(grit_call *c, call_attempt *a,

@@ -115,6 +115,7 @@ static grit_obs_method *call_series(grit_call *c) {
 
 void grit_obs_call_start(grit_call *c) {
   c->start_us = grit_clock_now_us();
+  __atomic_store_n(&c->ch->cz_last_call_us, c->start_us, __ATOMIC_RELAXED);
   c->obs = call_series(c);
   if (c->trace && !c->trace_has_parent) {
     /* A fresh trace for this call; sampled, as nobody said otherwise. */
@@ -223,6 +224,8 @@ static grit_err buffers_collect(grit_buf *out, const char *target) {
   grit_list *e;
   GRIT_LIST_FOREACH(e, &live) {
     grit_channel *ch = GRIT_CONTAINER_OF(e, grit_channel, obs_link);
+    if (!ch->obs)
+      continue;
     const char *name = grit_obs_target_name(ch->obs);
     if (target && strcmp(target, name) != 0)
       continue;
@@ -245,8 +248,8 @@ static grit_err buffers_collect(grit_buf *out, const char *target) {
 
 void grit_obs_channel_register(grit_channel *ch) {
   static bool collecting;
-  if (!ch->obs)
-    return;
+  static uint64_t next_id;
+  ch->cz_id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
   if (!__atomic_exchange_n(&collecting, true, __ATOMIC_ACQ_REL))
     grit_obs_add_collector(buffers_collect);
   pthread_mutex_lock(&live_mu);
@@ -255,12 +258,52 @@ void grit_obs_channel_register(grit_channel *ch) {
 }
 
 void grit_obs_channel_unregister(grit_channel *ch) {
-  if (!ch->obs_link.next)
-    return; /* never registered */
   pthread_mutex_lock(&live_mu);
-  grit_list_remove(&ch->obs_link);
+  if (ch->obs_link.next) { /* else never registered, or already out */
+    grit_list_remove(&ch->obs_link);
+    ch->obs_link.next = NULL;
+  }
   pthread_mutex_unlock(&live_mu);
-  ch->obs_link.next = NULL;
+}
+
+/* OP-03: a reference and a runtime count on every live channel, so each
+ * stays readable, and its runtime running, while a reader waits on it. A
+ * channel in the list has not been destroyed by its user: its runtime is
+ * alive (the default runtime's shutdown sees the count and says BUSY). */
+grit_err grit_obs_channels_hold(grit_channel ***out, size_t *n) {
+  *out = NULL;
+  *n = 0;
+  pthread_mutex_lock(&live_mu);
+  size_t cnt = 0;
+  grit_list *e;
+  GRIT_LIST_FOREACH(e, &live) {
+    cnt++;
+  }
+  grit_channel **v = cnt ? grit_calloc(cnt, sizeof(*v)) : NULL;
+  if (cnt && !v) {
+    pthread_mutex_unlock(&live_mu);
+    return GRIT_ERR_NOMEM;
+  }
+  size_t k = 0;
+  GRIT_LIST_FOREACH(e, &live) {
+    grit_channel *ch = GRIT_CONTAINER_OF(e, grit_channel, obs_link);
+    grit_channel_ref(ch);
+    grit_rt_channel_opened(ch->rt);
+    v[k++] = ch;
+  }
+  pthread_mutex_unlock(&live_mu);
+  *out = v;
+  *n = k;
+  return GRIT_OK;
+}
+
+void grit_obs_channels_release(grit_channel **v, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    grit_runtime *rt = v[i]->rt;
+    grit_channel_unref(v[i]);
+    grit_rt_channel_closed(rt);
+  }
+  grit_free(v);
 }
 
 bool grit_obs_release_if_idle(void) {

@@ -34,7 +34,8 @@ struct grit_subchannel {
   uint64_t backoff_ms;
   uint64_t keepalive_time_ms; /* starts at topts'; doubled on too_many_pings */
   char error[256];
-  unsigned live_transports; /* created, on_closed not yet seen */
+  grit_transport_calls calls; /* OP-03: of its transports closed so far */
+  unsigned live_transports;   /* created, on_closed not yet seen */
   bool timer_closed;
   bool destroyed;
 };
@@ -183,6 +184,7 @@ static void sc_backoff_done(uv_timer_t *timer) {
 static void sc_on_closed(grit_transport *t, const grit_transport_close_info *ci,
                          void *ud) {
   grit_subchannel *sc = ud;
+  grit_transport_calls_add(t, &sc->calls);
   grit_transport_destroy(t);
   sc->live_transports--;
   if (sc->destroyed) {
@@ -311,6 +313,21 @@ const grit_addr *grit_subchannel_addr(const grit_subchannel *sc) {
 
 uint64_t grit_subchannel_keepalive_time_ms(const grit_subchannel *sc) {
   return sc->keepalive_time_ms;
+}
+
+void grit_subchannel_calls(const grit_subchannel *sc,
+                           grit_transport_calls *out) {
+  *out = sc->calls;
+  grit_transport_calls_add(sc->t, out);
+}
+
+void grit_lb_shared_foreach(grit_lb_shared *sh,
+                            void (*fn)(const grit_subchannel *sc, void *ud),
+                            void *ud) {
+  grit_list *it;
+  GRIT_LIST_FOREACH(it, &sh->scs) {
+    fn(GRIT_CONTAINER_OF(it, grit_subchannel, shared_link), ud);
+  }
 }
 
 const char *grit_subchannel_error(const grit_subchannel *sc) {

@@ -198,6 +198,26 @@ grit_err grit_obs_remove_source(grit_obs_source_fn fn, void *data);
  * every target when NULL. Returns GRIT_OK or GRIT_ERR_NOMEM. */
 grit_err grit_obs_write_prometheus(const char *target, grit_buf *out);
 
+/* ---- HTTP/1.1 requests of the admin endpoint (SPEC OP-03) ---- */
+
+/* Longest request head accepted (request line and headers). */
+#define GRIT_HTTP_MAX_HEAD 8192
+#define GRIT_HTTP_INCOMPLETE 0
+#define GRIT_HTTP_DONE 1
+#define GRIT_HTTP_BAD (-1)
+
+typedef struct grit_http_req {
+  char method[16]; /* "GET" */
+  char path[256];  /* "/metrics", without the query */
+  bool keep_alive; /* the connection stays open after the response */
+  size_t consumed; /* bytes of |buf| the head took */
+} grit_http_req;
+
+/* Parse the head of one request at the start of |buf|: DONE (|out| set),
+ * INCOMPLETE (read more), or BAD (malformed, over GRIT_HTTP_MAX_HEAD, or
+ * with a body). */
+int grit_http_parse_request(const char *buf, size_t len, grit_http_req *out);
+
 /* ---- W3C trace context (traceparent), gRFC A72 ---- */
 
 typedef struct grit_traceparent {

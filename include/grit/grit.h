@@ -802,6 +802,64 @@ GRIT_EXTERN grit_err grit_metrics_add_source(grit_metrics_source_cb cb,
 GRIT_EXTERN grit_err grit_metrics_remove_source(grit_metrics_source_cb cb,
                                                 void *user_data);
 
+/* ---- Introspection: channelz JSON and the admin endpoint (SPEC OP-03) ---- */
+
+/** Render channelz-style data as JSON: for |ch|, one channel object; for
+ * NULL, {"channels":[...]} with every channel of the process not yet
+ * destroyed. A channel object holds "id" (process-wide number), "target"
+ * (as given), "metrics_target" (its grpc_target label), "state",
+ * "calls_started", "calls_succeeded", "calls_failed", "attempts",
+ * "retries", "transparent_retries", "last_call_started" (RFC 3339 UTC,
+ * null before the first call), "service_config" ({"source": "none" |
+ * "default" | "dns", "config": the config in force or null,
+ * "applied_at", "last_rejection"}) and "subchannels": per subchannel
+ * "address", "state" (as its LB policy sees it), "calls_started",
+ * "calls_succeeded", "calls_failed" (streams on its connections, grpc
+ * status OK or not), "last_failure" (connect or connection error, or
+ * null) and "not_picked_because" (ejected, health; or null).
+ *
+ * The subchannels are read on each channel's I/O thread: the caller waits
+ * for each loop in turn (microseconds on an idle loop), and the default
+ * runtime's shutdown answers GRIT_ERR_BUSY meanwhile.
+ * Ownership: |out| receives new data (grit_bytes_free).
+ * Thread: any thread but a grit I/O thread (there, only for |ch| of that
+ * thread's own runtime). A runtime made with grit_runtime_create must
+ * not be destroyed while a NULL-|ch| render is running.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (|out| NULL); GRIT_ERR_NOMEM;
+ * GRIT_ERR_SHUTDOWN (|ch| is being destroyed, from its own I/O thread). */
+GRIT_EXTERN grit_err grit_channelz_json(grit_channel *ch, grit_bytes *out);
+
+/** The admin HTTP endpoint (SPEC OP-03): an HTTP/1.1 server on a thread
+ * of its own answering GET /metrics (grit_metrics_write_prometheus of the
+ * whole process, with the sources added) and GET /channelz
+ * (grit_channelz_json(NULL)). Connections are served by events, so an
+ * idle or slow scraper never blocks another; keep-alive is honoured; at
+ * most 64 connections at a time. Off unless started. */
+typedef struct grit_admin grit_admin;
+
+/** Flag of grit_admin_start: serve on an address that is not loopback
+ * (anyone who can reach it reads the metrics and channelz). */
+#define GRIT_ADMIN_ALLOW_REMOTE (1u << 0)
+
+/** Start the admin endpoint on |host| (an IPv4 or IPv6 literal; NULL:
+ * "127.0.0.1") and |port| (0: any free port, see grit_admin_port).
+ * Ownership: |*out| is new; stop it with grit_admin_stop. |d| (optional)
+ * receives the reason of a failure. Thread: any.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (|out| NULL, |host| not an IP
+ * literal, or not loopback without GRIT_ADMIN_ALLOW_REMOTE);
+ * GRIT_ERR_NOMEM; GRIT_ERR_SYSTEM (bind, listen or thread failed: the
+ * reason in |d|). |*out| is NULL on error. */
+GRIT_EXTERN grit_err grit_admin_start(const char *host, uint16_t port,
+                                      unsigned flags, grit_error_detail *d,
+                                      grit_admin **out);
+
+/** The port |a| listens on (0 for NULL). Thread: any. */
+GRIT_EXTERN uint16_t grit_admin_port(const grit_admin *a);
+
+/** Close every connection, stop the thread and free |a|. A scrape being
+ * answered finishes first. Thread: any. NULL is a no-op. */
+GRIT_EXTERN void grit_admin_stop(grit_admin *a);
+
 /* ------------------------------------------------------------------------
  * Calls.
  */
