@@ -323,6 +323,54 @@ static void test_collector(void) {
   grit_free(s);
 }
 
+/* OP-03: the admin endpoint's request heads. */
+static void test_http_request(void) {
+  grit_http_req r;
+  static const char prom[] = "GET /metrics?x=1 HTTP/1.1\r\nHost: h\r\n"
+                             "Accept: text/plain\r\n\r\nGET /";
+  ASSERT_EQ(grit_http_parse_request(prom, strlen(prom), &r), GRIT_HTTP_DONE);
+  ASSERT_STR_EQ(r.method, "GET");
+  ASSERT_STR_EQ(r.path, "/metrics");
+  ASSERT(r.keep_alive);
+  ASSERT_EQ(r.consumed, strlen(prom) - 5); /* the next request stays */
+  /* Every prefix of the head is incomplete, never bad. */
+  for (size_t n = 0; n < r.consumed; n++)
+    ASSERT_EQ(grit_http_parse_request(prom, n, &r), GRIT_HTTP_INCOMPLETE);
+  static const char close_[] =
+      "GET / HTTP/1.1\r\nConnection: Upgrade, Close\r\n\r\n";
+  ASSERT_EQ(grit_http_parse_request(close_, strlen(close_), &r),
+            GRIT_HTTP_DONE);
+  ASSERT(!r.keep_alive);
+  static const char h10[] = "GET /channelz HTTP/1.0\r\n\r\n";
+  ASSERT_EQ(grit_http_parse_request(h10, strlen(h10), &r), GRIT_HTTP_DONE);
+  ASSERT(!r.keep_alive);
+  static const char h10ka[] =
+      "GET /channelz HTTP/1.0\r\nconnection: keep-alive\r\n\r\n";
+  ASSERT_EQ(grit_http_parse_request(h10ka, strlen(h10ka), &r), GRIT_HTTP_DONE);
+  ASSERT(r.keep_alive);
+  static const char *const bad[] = {
+      "GET /m HTTP/2.0\r\n\r\n",
+      "GET m HTTP/1.1\r\n\r\n",
+      "GET  /m HTTP/1.1\r\n\r\n",
+      "G(T /m HTTP/1.1\r\n\r\n",
+      "GET /m HTTP/1.1\r\n folded: x\r\n\r\n",
+      "GET /m HTTP/1.1\r\nno-colon\r\n\r\n",
+      "POST /m HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc",
+      "POST /m HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+      "GET /m\x01 HTTP/1.1\r\n\r\n",
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    if (grit_http_parse_request(bad[i], strlen(bad[i]), &r) != GRIT_HTTP_BAD)
+      TEST_FAIL_AT(__FILE__, __LINE__, "accepted '%s'", bad[i]);
+  /* A head that never ends is bad once it is over the limit. */
+  char big[GRIT_HTTP_MAX_HEAD + 2];
+  memset(big, 'a', sizeof(big));
+  memcpy(big, "GET / HTTP/1.1\r\nx: ", 20);
+  ASSERT_EQ(grit_http_parse_request(big, GRIT_HTTP_MAX_HEAD, &r),
+            GRIT_HTTP_INCOMPLETE);
+  ASSERT_EQ(grit_http_parse_request(big, sizeof(big), &r), GRIT_HTTP_BAD);
+}
+
 static const test_case tests[] = {
     {"traceparent_roundtrip", test_traceparent_roundtrip},
     {"traceparent_invalid", test_traceparent_invalid},
@@ -336,6 +384,7 @@ static const test_case tests[] = {
     {"target_filter", test_target_filter},
     {"method_register", test_method_register},
     {"sources", test_sources},
+    {"http_request", test_http_request},
     {NULL, NULL},
 };
 
