@@ -64,8 +64,7 @@ int main(int argc, char **argv) {
   grit_metrics_register_method(argv[2]);
   grit_admin *admin = NULL;
   grit_error_detail d = {0};
-  if (grit_admin_start("127.0.0.1", (uint16_t)port, 0, &d, &admin) !=
-      GRIT_OK) {
+  if (grit_admin_start("127.0.0.1", (uint16_t)port, 0, &d, &admin) != GRIT_OK) {
     fprintf(stderr, "cannot serve 127.0.0.1:%d: %s\n", port, d.reason);
     grit_channel_destroy(ch);
     return 1;
