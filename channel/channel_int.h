@@ -14,6 +14,20 @@
 
 typedef struct grit_throttle_handle grit_throttle_handle;
 
+/* ---- otlp_export.c: span export per collector (SPEC OP-02) ---- */
+
+typedef struct grit_otlp_exporter grit_otlp_exporter;
+/* The exporter of |endpoint| (shared; a reference): GRIT_OK, NOMEM,
+ * SYSTEM, or the error of creating its channel (INVALID_TARGET...). */
+grit_err grit_otlp_get(const char *endpoint, grit_otlp_exporter **out);
+/* Drop a reference; the last one sends what is queued, then stops. */
+void grit_otlp_put(grit_otlp_exporter *e);
+/* Queue |s| (copied); full: dropped and counted. Any thread, no wait. */
+void grit_otlp_submit(grit_otlp_exporter *e, const grit_otlp_span *s);
+/* Wait until what was queued before now was sent or dropped (bounded by
+ * the export timeout). Not on an I/O thread. */
+void grit_otlp_flush(grit_otlp_exporter *e);
+
 /* ---- runtime.c: the loop thread and its task queue ---- */
 
 /* A unit of work posted to the loop. Embedded in the object it serves, so
@@ -94,6 +108,9 @@ typedef struct grit_chan_opts {
   grit_config_change_cb config_cb;
   void *config_cb_data;
   int64_t trace_context; /* GRIT_ARG_TRACE_CONTEXT (OB-02) */
+  char *otlp_endpoint;   /* GRIT_ARG_OTLP_ENDPOINT (OP-02) */
+  grit_span_cb span_cb;  /* OP-02 */
+  void *span_cb_data;
 } grit_chan_opts;
 
 struct grit_channel_args {
@@ -264,6 +281,10 @@ struct grit_channel {
   char *cz_target;
   uint64_t cz_id;
   uint64_t cz_last_call_us;
+  /* OP-02 (otlp_export.c): the collector's exporter, or NULL; spans: an
+   * exporter or a span callback wants the spans of sampled calls. */
+  grit_otlp_exporter *otlp;
+  bool spans;
 };
 
 void grit_channel_ref(grit_channel *ch);
@@ -498,6 +519,8 @@ struct grit_call {
   grit_traceparent tp;   /* trace id, caller's span id and flags */
   char trace_id[33];     /* hex, "" when off */
   char parent_span_id[17];
+  bool span;          /* OP-02: this call's spans are produced */
+  uint8_t span_id[8]; /* ... and its own span's id (the call span) */
 };
 
 /* User-thread halves (call.c): create, then launch to the loop; queue
@@ -559,7 +582,7 @@ void grit_obs_attempt_start(call_attempt *a);
 /* An attempt ended: its metrics and the observer record (MX-03). */
 void grit_attempt_observe(call_attempt *a, grit_status_code code,
                           const char *msg, grit_attempt_reason reason);
-void grit_obs_call_end(grit_call *c, grit_status_code code);
+void grit_obs_call_end(grit_call *c, grit_status_code code, const char *msg);
 /* A channel is made or freed: scrapes read its buffer bytes (any thread). */
 void grit_obs_channel_register(grit_channel *ch);
 void grit_obs_channel_unregister(grit_channel *ch);

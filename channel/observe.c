@@ -5,7 +5,9 @@
  * Loop only, except the public writer at the end. */
 #include "channel/channel_int.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- trace context (SPEC OB-02; W3C Trace Context; gRFC A72) ---- */
 
@@ -125,6 +127,59 @@ void grit_obs_call_start(grit_call *c) {
     c->tp.flags = 1;
     grit_obs_hex(c->tp.trace_id, 16, c->trace_id);
   }
+  /* OP-02: a sampled call has a span of its own, the attempts' parent. */
+  c->span = c->trace && c->ch->spans && (c->tp.flags & 1);
+  if (c->span) {
+    do
+      random_bytes(&c->ch->rng, c->span_id, 8);
+    while (c->span_id[0] == 0 && c->span_id[7] == 0);
+  }
+}
+
+/* ---- spans (SPEC OP-02, gRFC A72) ---- */
+
+/* Unix ns of the monotonic microsecond time |mono_us|, |now_us| being
+ * the monotonic time now. */
+static uint64_t span_unix_ns(uint64_t mono_us, uint64_t now_us) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t real_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  uint64_t ago_ns = now_us > mono_us ? (now_us - mono_us) * 1000u : 0;
+  return real_ns > ago_ns ? real_ns - ago_ns : 0;
+}
+
+/* Hand |sp| to the span callback and the exporter. */
+static void span_emit(grit_channel *ch, const grit_span *sp) {
+  if (ch->o.span_cb)
+    ch->o.span_cb(sp, ch->o.span_cb_data);
+  if (!ch->otlp)
+    return;
+  grit_otlp_span o = {
+      .attempt = sp->attempt,
+      .transparent_retry = sp->transparent_retry,
+      .flags = sp->flags,
+      .code = (int32_t)sp->code,
+      .previous_rpc_attempts = sp->previous_rpc_attempts,
+      .attempts = sp->attempts,
+      .start_ns = sp->start_unix_ns,
+      .end_ns = sp->end_unix_ns,
+  };
+  memcpy(o.trace_id, sp->trace_id, 16);
+  memcpy(o.span_id, sp->span_id, 8);
+  memcpy(o.parent_span_id, sp->parent_span_id, 8);
+  for (int i = 0; i < 8; i++)
+    o.has_parent |= sp->parent_span_id[i] != 0;
+  snprintf(o.name, sizeof(o.name), "%s", sp->name);
+  snprintf(o.message, sizeof(o.message), "%s", sp->message);
+  snprintf(o.peer, sizeof(o.peer), "%s", sp->peer);
+  grit_otlp_submit(ch->otlp, &o);
+}
+
+/* "Sent." or "Attempt." and the method without its '/', into |out|. */
+static void span_name(const grit_call *c, const char *prefix, char *out,
+                      size_t cap) {
+  snprintf(out, cap, "%s%s", prefix,
+           c->method[0] == '/' ? c->method + 1 : c->method);
 }
 
 void grit_obs_attempt_start(call_attempt *a) {
@@ -153,6 +208,30 @@ void grit_attempt_observe(call_attempt *a, grit_status_code code,
   grit_call *c = a->c;
   grit_channel *ch = c->ch;
   uint64_t end_us = grit_clock_now_us();
+  if (c->span && a->span_id[0]) {
+    char name[160];
+    span_name(c, "Attempt.", name, sizeof(name));
+    grit_span sp = {
+        .name = name,
+        .attempt = true,
+        .flags = c->tp.flags,
+        .start_unix_ns = span_unix_ns(a->start_us, end_us),
+        .end_unix_ns = span_unix_ns(end_us, end_us),
+        .code = code,
+        .message = msg ? msg : "",
+        .call_id = c->id,
+        .previous_rpc_attempts = a->number - 1,
+        .transparent_retry = a->transparent_retry,
+        .peer = a->peer,
+    };
+    memcpy(sp.trace_id, c->tp.trace_id, 16);
+    grit_traceparent tp;
+    if (grit_traceparent_parse(a->traceparent, GRIT_TRACEPARENT_LEN, &tp) ==
+        GRIT_OK)
+      memcpy(sp.span_id, tp.span_id, 8);
+    memcpy(sp.parent_span_id, c->span_id, 8);
+    span_emit(ch, &sp);
+  }
   /* OB-01 (A66): per attempt, labelled by the status it ended with. */
   int st = (int)code;
   grit_obs_record(c->obs, GRIT_OBS_ATTEMPT_DURATION, st,
@@ -186,9 +265,29 @@ void grit_attempt_observe(call_attempt *a, grit_status_code code,
   ch->o.observer(&r, ch->o.observer_data);
 }
 
-void grit_obs_call_end(grit_call *c, grit_status_code code) {
+void grit_obs_call_end(grit_call *c, grit_status_code code, const char *msg) {
   uint64_t now = grit_clock_now_us();
   grit_obs_method *m = c->obs;
+  if (c->span) {
+    char name[160];
+    span_name(c, "Sent.", name, sizeof(name));
+    grit_span sp = {
+        .name = name,
+        .flags = c->tp.flags,
+        .start_unix_ns = span_unix_ns(c->start_us, now),
+        .end_unix_ns = span_unix_ns(now, now),
+        .code = code,
+        .message = msg ? msg : "",
+        .call_id = c->id,
+        .peer = "",
+        .attempts = c->info.attempts,
+    };
+    memcpy(sp.trace_id, c->tp.trace_id, 16);
+    memcpy(sp.span_id, c->span_id, 8);
+    if (c->trace_has_parent)
+      memcpy(sp.parent_span_id, c->tp.span_id, 8);
+    span_emit(c->ch, &sp);
+  }
   grit_obs_record(m, GRIT_OBS_CALL_DURATION, (int)code,
                   now > c->start_us ? now - c->start_us : 0);
   /* A96: attempts after the first are retries or hedges; a transparent

@@ -218,6 +218,31 @@ typedef struct grit_http_req {
  * with a body). */
 int grit_http_parse_request(const char *buf, size_t len, grit_http_req *out);
 
+/* ---- OTLP trace export (SPEC OP-02, gRFC A72) ---- */
+
+/* One finished span, self-contained (it waits in the exporter's queue). */
+typedef struct grit_otlp_span {
+  uint8_t trace_id[16];
+  uint8_t span_id[8];
+  uint8_t parent_span_id[8];
+  bool has_parent;
+  bool attempt; /* INTERNAL attempt span; else the call's CLIENT span */
+  bool transparent_retry;
+  uint8_t flags;
+  int32_t code; /* grpc status */
+  uint32_t previous_rpc_attempts;
+  uint32_t attempts;
+  uint64_t start_ns, end_ns; /* Unix time */
+  char name[160];            /* cut to fit, NUL-terminated */
+  char message[160];
+  char peer[64];
+} grit_otlp_span;
+
+/* Append the ExportTraceServiceRequest of |spans| (resource service.name
+ * |service_name|) to |out|. GRIT_OK or GRIT_ERR_NOMEM. */
+grit_err grit_otlp_encode(const grit_otlp_span *spans, size_t n,
+                          const char *service_name, grit_buf *out);
+
 /* ---- W3C trace context (traceparent), gRFC A72 ---- */
 
 typedef struct grit_traceparent {

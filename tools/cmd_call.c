@@ -19,6 +19,7 @@ enum {
   OPT_IMPORT_PATH,
   OPT_ADMIN, /* OP-03 */
   OPT_RATE,
+  OPT_OTLP, /* OP-02 */
 };
 
 typedef struct opt_row {
@@ -96,6 +97,10 @@ static const opt_row OPTS[] = {
      "serve GET /metrics and /channelz over HTTP on\n"
      "ADDR:PORT (loopback; port 0: any, printed on\n"
      "stderr) while the command runs"},
+    {"otlp", OPT_OTLP, "ADDR:PORT",
+     "export the call and attempt spans over OTLP/gRPC\n"
+     "to the collector at ADDR:PORT (implies\n"
+     "--trace-context); counts on stderr at the end"},
     {"rate", OPT_RATE, "N",
      "with --count: start N calls per second (in\n"
      "flight: --concurrency if given, else any)"},
@@ -139,6 +144,7 @@ typedef struct call_flags {
   bool metrics, trace_context; /* --metrics, --trace-context (OB-01, 02) */
   const char *traceparent;
   const char *admin;    /* --admin ADDR:PORT (OP-03) */
+  const char *otlp;     /* --otlp ADDR:PORT (OP-02) */
   uint64_t rate;        /* --rate N calls per second; 0: as fast as ends */
   bool concurrency_set; /* --concurrency given */
   /* --data-json values (decoded once the types are known), and where
@@ -345,6 +351,10 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
     case OPT_ADMIN:
       fl->admin = optarg;
       break;
+    case OPT_OTLP:
+      fl->otlp = optarg;
+      fl->trace_context = true;
+      break;
     case OPT_RATE:
       if (!number_arg("--rate", optarg, &fl->rate))
         return 2;
@@ -461,6 +471,8 @@ static grit_err make_args(const call_flags *fl, const char *sc,
     rv = grit_channel_args_set_string(a, GRIT_ARG_DNS_SERVER, fl->dns_server);
   if (rv == GRIT_OK && fl->trace_context)
     rv = grit_channel_args_set_int(a, GRIT_ARG_TRACE_CONTEXT, 1);
+  if (rv == GRIT_OK && fl->otlp)
+    rv = grit_channel_args_set_string(a, GRIT_ARG_OTLP_ENDPOINT, fl->otlp);
   if (rv != GRIT_OK) {
     grit_channel_args_destroy(a);
     return rv;
@@ -625,7 +637,17 @@ int cmd_call(int argc, char **argv) {
 done:
   grit_admin_stop(admin);
   types_free(types);
-  grit_channel_destroy(ch);
+  grit_channel_destroy(ch); /* OP-02: sends the spans still queued */
+  if (fl.otlp && ch) {
+    grit_span_export_stats xs;
+    grit_span_export_get_stats(&xs);
+    fprintf(stderr,
+            "grit: otlp %s: %llu spans exported, %llu dropped (%llu exports "
+            "failed)\n",
+            fl.otlp, (unsigned long long)xs.exported,
+            (unsigned long long)xs.dropped,
+            (unsigned long long)xs.exports_failed);
+  }
   grit_metadata_destroy(fl.md);
   req_source_destroy(fl.src);
   free(sc);

@@ -507,6 +507,77 @@ typedef struct grit_channel_args grit_channel_args;
  * The ids appear in grit_attempt_record and in GRIT_TRACE=channel lines. */
 #define GRIT_ARG_TRACE_CONTEXT "grit.trace_context"
 
+/** String "host:port" (any grit target): export spans over OTLP/gRPC
+ * (opentelemetry.proto.collector.trace.v1.TraceService/Export, SPEC
+ * OP-02, gRFC A72) to the collector there, through a grit channel of its
+ * own. Implies GRIT_ARG_TRACE_CONTEXT. Per sampled call (trace flags bit
+ * 0; a fresh trace is sampled): a CLIENT span "Sent.<service>/<method>"
+ * (child of the caller's span, if any) and per attempt an INTERNAL span
+ * "Attempt.<service>/<method>", child of the call's span, whose id is the
+ * one the attempt's traceparent carries; attributes previous-rpc-attempts
+ * and transparent-retry (A72) and rpc.grpc.status_code; status ERROR with
+ * the message for a non-OK end (OK leaves it unset); wall-clock times.
+ * Spans wait in a bounded queue (2048 per collector) and a thread of the
+ * exporter sends them in batches (up to 512, at least every 200 ms), so a
+ * call never waits for the collector: when the queue is full or an export
+ * fails (collector down or slow: 2 s per export), spans are dropped and
+ * counted (grit_span_export_get_stats; grit_otlp_spans_dropped_total in
+ * the metrics). Channels with the same endpoint share one exporter;
+ * grit_channel_destroy from a thread that is not an I/O thread waits (up
+ * to the export timeout) until the channel's spans were sent or dropped. */
+#define GRIT_ARG_OTLP_ENDPOINT "grit.otlp_endpoint"
+
+/** A finished span (SPEC OP-02), as exported over OTLP; for users who bring
+ * their own tracer (grit_channel_args_set_span_callback). Strings are
+ * borrowed for the callback. */
+typedef struct grit_span {
+  /** "Sent.pkg.Service/Method" (the call) or "Attempt.pkg.Service/Method" */
+  const char *name;
+  bool attempt; /* an attempt's span: INTERNAL, child of the call's */
+  uint8_t trace_id[16];
+  uint8_t span_id[8];        /* an attempt's: the one its traceparent sent */
+  uint8_t parent_span_id[8]; /* all zero: none (a root span) */
+  uint8_t flags;             /* W3C trace flags (01: sampled) */
+  uint64_t start_unix_ns;    /* wall clock */
+  uint64_t end_unix_ns;
+  grit_status_code code; /* how the call or attempt ended */
+  const char *message;   /* its status message, "" if none */
+  uint64_t call_id;      /* grit_call_info.call_id */
+  /* Attempts (A72 attributes): grpc-previous-rpc-attempts sent with it,
+   * whether it replays one the server never saw, and its peer ("" if no
+   * stream was opened). For the call's span: the attempts made. */
+  uint32_t previous_rpc_attempts;
+  bool transparent_retry;
+  const char *peer;
+  uint32_t attempts;
+} grit_span;
+
+/** Span callback: runs on the I/O thread when an attempt or a sampled call
+ * ends (each attempt's span before its call's), before the call's own
+ * completion callback. It must not block. */
+typedef void (*grit_span_cb)(const grit_span *span, void *user_data);
+
+/** Install |cb| as the span callback of channels made with |a| (NULL
+ * removes it); it implies GRIT_ARG_TRACE_CONTEXT. It works with or
+ * without GRIT_ARG_OTLP_ENDPOINT.
+ * Ownership: |user_data| is never dereferenced by grit and must stay
+ * valid while such a channel lives. Thread: any, one at a time per set.
+ * Returns GRIT_OK or GRIT_ERR_INVALID_ARG (|a| NULL). */
+GRIT_EXTERN grit_err grit_channel_args_set_span_callback(grit_channel_args *a,
+                                                         grit_span_cb cb,
+                                                         void *user_data);
+
+/** Process-wide counts of OTLP span export (SPEC OP-02). */
+typedef struct grit_span_export_stats {
+  uint64_t exported; /* spans a collector accepted (status OK) */
+  uint64_t dropped;  /* spans dropped: queue full, or their export failed */
+  uint64_t exports_failed; /* Export calls that did not end OK */
+} grit_span_export_stats;
+
+/** Read the span export counts into |out|. Thread: any.
+ * Returns GRIT_OK or GRIT_ERR_INVALID_ARG (|out| NULL). */
+GRIT_EXTERN grit_err grit_span_export_get_stats(grit_span_export_stats *out);
+
 /** Create an empty argument set.
  *
  * Ownership: |*out| is new; release with grit_channel_args_destroy.

@@ -283,9 +283,139 @@ def metrics_http_example():
             stop(p)
 
 
+# ---- group 'otlp' (SPEC OP-02, gRFC A72) ----
+
+RETRY_CONFIG = ('{"methodConfig":[{"name":[{"service":"obs.Svc"}],'
+                '"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.01s",'
+                '"maxBackoff":"0.01s","backoffMultiplier":1,'
+                '"retryableStatusCodes":["UNAVAILABLE"]}}]}')
+
+
+class OtlpReceiver:
+    """test/peers/otlp_receiver.py on grpcio, its messages compiled from
+    test/peers/otlp_trace.proto by protoc here; spans() reads the JSON
+    lines it prints, one per span received."""
+
+    def __init__(self):
+        for tool in ("protoc", "/usr/bin/grpc_python_plugin",
+                     tg.PYPEER_PYTHON):
+            if not shutil.which(tool):
+                raise Skip("%s not installed" % tool)
+        if subprocess.run([tg.PYPEER_PYTHON, "-c", "import grpc, "
+                           "google.protobuf"], capture_output=True,
+                          timeout=WAIT_S).returncode != 0:
+            raise Skip("no grpcio/protobuf for %s" % tg.PYPEER_PYTHON)
+        gen = tempfile.mkdtemp(dir=ARGS.tmp)
+        r = subprocess.run(["protoc", "-I" + ARGS.peers, "--python_out=" + gen,
+                            "--grpc_out=" + gen,
+                            "--plugin=protoc-gen-grpc=/usr/bin/"
+                            "grpc_python_plugin",
+                            os.path.join(ARGS.peers, "otlp_trace.proto")],
+                           capture_output=True, timeout=WAIT_S)
+        check_eq(r.returncode, 0, "protoc: %s" % r.stderr.decode())
+        self.proc = subprocess.Popen(
+            [tg.PYPEER_PYTHON, os.path.join(ARGS.peers, "otlp_receiver.py"),
+             gen], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            preexec_fn=die_with_parent)
+        line = tg.read_line(self.proc, WAIT_S)
+        check(line.startswith("PORT "), "receiver gave no port: %r" % line)
+        self.port = int(line.split()[1])
+        self.buf = b""
+
+    def spans(self, n):
+        """At least |n| spans (within WAIT_S), as dicts."""
+        import select
+        end = time.monotonic() + WAIT_S
+        while self.buf.count(b"\n") < n and time.monotonic() < end:
+            r, _, _ = select.select([self.proc.stdout], [], [], 0.2)
+            if r:
+                chunk = os.read(self.proc.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                self.buf += chunk
+        return [json.loads(ln) for ln in self.buf.decode().splitlines()]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        stop(self.proc)
+
+
+def otlp_retried_call():
+    parent_span = "b7ad6b7169203331"
+    parent = "00-0af7651916cd43dd8448eb211c80319c-%s-01" % parent_span
+    key = "ops-otlp-%d" % os.getpid()
+    path = tg.write_tmp(RETRY_CONFIG)
+    with OtlpReceiver() as rx, tg.GrpcioPeer("observe_server.py") as p:
+        # The front refuses the first stream (a transparent retry); then
+        # one UNAVAILABLE attempt and a retry that succeeds.
+        r = tg.grit("call", "--otlp", "127.0.0.1:%d" % rx.port,
+                    "--traceparent", parent, "--service-config", path,
+                    "--metadata", "x-call-key:%s" % key,
+                    "--data", b"f0=14".hex(), p.target, "/obs.Svc/Retry")
+        tg.check_rc(r, 0)
+        check_in("4 spans exported, 0 dropped", tg.err(r), "export counts", r)
+        spans = rx.spans(4)
+        check_eq(len(spans), 4, "spans received: %r" % spans)
+        call = [s for s in spans if s["name"] == "Sent.obs.Svc/Retry"]
+        att = [s for s in spans if s["name"] == "Attempt.obs.Svc/Retry"]
+        check_eq((len(call), len(att)), (1, 3), "names: %r" % spans)
+        call = call[0]
+        trace = "0af7651916cd43dd8448eb211c80319c"
+        check_eq(call["kind"], 3, "call span is CLIENT")
+        check_eq(call["trace_id"], trace, "the caller's trace")
+        check_eq(call["parent_span_id"], parent_span, "child of the caller")
+        check_eq(call["status_code"], 0, "OK leaves the status unset")
+        check_eq(call["attributes"]["grpc.attempts"], 3, "attempts")
+        check_eq((call["service"], call["scope"]), ("grit", "grit"),
+                 "resource and scope")
+        att.sort(key=lambda s: s["start"])
+        for a in att:
+            check_eq(a["kind"], 1, "attempt span is INTERNAL")
+            check_eq(a["trace_id"], trace, "trace id")
+            check_eq(a["parent_span_id"], call["span_id"],
+                     "attempt is a child of the call span")
+            check_eq(a["flags"], 1, "sampled")
+            check(call["start"] <= a["start"] <= a["end"] <= call["end"],
+                  "attempt inside the call: %r %r" % (a, call))
+        check(abs(call["end"] / 1e9 - time.time()) < 120, "wall clock")
+        check_eq([(a["attributes"]["previous-rpc-attempts"],
+                   a["attributes"]["transparent-retry"],
+                   a["attributes"]["rpc.grpc.status_code"],
+                   a["status_code"]) for a in att],
+                 [(0, False, 14, 2), (0, True, 14, 2), (1, False, 0, 0)],
+                 "A72 attributes and status per attempt")
+        check_in("GOAWAY", att[0]["status_message"], "refused stream's status")
+        # The server saw the attempts' span ids in traceparent.
+        r = tg.grit("call", "--data", key.encode().hex(), p.target,
+                    "/obs.Svc/Log")
+        tg.check_rc(r, 0)
+        log = bytes.fromhex(tg.out(r).splitlines()[0].split(": ")[1]).decode()
+        check_eq([ln.split()[2] for ln in log.splitlines()],
+                 ["tp=00-%s-%s-01" % (trace, a["span_id"]) for a in att[1:]],
+                 "traceparents the server saw", r)
+
+
+def otlp_collector_down():
+    count = 200
+    with H2Server() as s:
+        dead = free_port()  # nothing listens there
+        r = tg.grit("call", "--otlp", "127.0.0.1:%d" % dead, "--count",
+                    str(count), "--concurrency", "8", s.target,
+                    "/pkg.Svc/Echo")
+        tg.check_rc(r, 0)  # every call OK
+        check_in("calls=%d ok=%d failed={}" % (count, count), tg.out(r),
+                 "summary", r)
+        # A call span and one attempt span per call, all dropped.
+        check_in("0 spans exported, %d dropped" % (2 * count), tg.err(r),
+                 "drop counter", r)
+
+
 GROUPS = {
     "admin": [admin_concurrent_and_channelz, admin_prometheus_scrape,
               metrics_http_example],
+    "otlp": [otlp_retried_call, otlp_collector_down],
 }
 
 
