@@ -371,6 +371,127 @@ static void test_http_request(void) {
   ASSERT_EQ(grit_http_parse_request(big, sizeof(big), &r), GRIT_HTTP_BAD);
 }
 
+/* A protobuf field walker for the OTLP check: the next field of [*p, end)
+ * (tag, and for LEN its bytes; for VARINT/I64/I32 its value). */
+typedef struct pbf {
+  unsigned field, wt;
+  const uint8_t *data;
+  size_t len;
+  uint64_t v;
+} pbf;
+
+static uint64_t pb_varint(const uint8_t **p, const uint8_t *end) {
+  uint64_t v = 0;
+  for (int sh = 0; *p < end && sh < 64; sh += 7) {
+    uint8_t b = *(*p)++;
+    v |= (uint64_t)(b & 0x7f) << sh;
+    if (!(b & 0x80))
+      break;
+  }
+  return v;
+}
+
+static bool pb_next(const uint8_t **p, const uint8_t *end, pbf *f) {
+  if (*p >= end)
+    return false;
+  uint64_t tag = pb_varint(p, end);
+  f->field = (unsigned)(tag >> 3);
+  f->wt = (unsigned)(tag & 7);
+  f->data = NULL;
+  f->len = 0;
+  f->v = 0;
+  if (f->wt == 0) {
+    f->v = pb_varint(p, end);
+  } else if (f->wt == 2) {
+    f->len = (size_t)pb_varint(p, end);
+    f->data = *p;
+    *p += f->len;
+  } else {
+    size_t n = f->wt == 1 ? 8 : 4;
+    for (size_t i = 0; i < n; i++)
+      f->v |= (uint64_t)(*p)[i] << (8 * i);
+    *p += n;
+  }
+  return *p <= end;
+}
+
+/* The first field |field| of message [p, p + n). */
+static bool pb_find(const uint8_t *p, size_t n, unsigned field, pbf *out) {
+  const uint8_t *end = p + n;
+  while (pb_next(&p, end, out))
+    if (out->field == field)
+      return true;
+  return false;
+}
+
+/* OP-02: the ExportTraceServiceRequest nesting and the span fields at
+ * the opentelemetry-proto numbers. */
+static void test_otlp_encode(void) {
+  grit_otlp_span sp[2] = {{.attempt = false,
+                           .flags = 1,
+                           .code = 0,
+                           .attempts = 2,
+                           .start_ns = 1000,
+                           .end_ns = 5000},
+                          {.attempt = true,
+                           .has_parent = true,
+                           .flags = 1,
+                           .code = 14,
+                           .previous_rpc_attempts = 1,
+                           .transparent_retry = true,
+                           .start_ns = 2000,
+                           .end_ns = 3000}};
+  memset(sp[0].trace_id, 0xab, 16);
+  memset(sp[0].span_id, 0x01, 8);
+  snprintf(sp[0].name, sizeof(sp[0].name), "Sent.a.B/C");
+  memcpy(sp[1].trace_id, sp[0].trace_id, 16);
+  memset(sp[1].span_id, 0x02, 8);
+  memcpy(sp[1].parent_span_id, sp[0].span_id, 8);
+  snprintf(sp[1].name, sizeof(sp[1].name), "Attempt.a.B/C");
+  snprintf(sp[1].message, sizeof(sp[1].message), "down");
+  grit_buf b;
+  grit_buf_init(&b);
+  ASSERT_OK(grit_otlp_encode(sp, 2, "svc", &b));
+  pbf rs, ss, f;
+  ASSERT(pb_find(b.data, b.len, 1, &rs));               /* resource_spans */
+  ASSERT(pb_find(rs.data, rs.len, 2, &ss));             /* scope_spans */
+  ASSERT(pb_find(ss.data, ss.len, 1, &f));              /* scope */
+  ASSERT(pb_find(f.data, f.len, 1, &f) && f.len == 4 && /* name */
+         memcmp(f.data, "grit", 4) == 0);
+  const uint8_t *p = ss.data, *end = ss.data + ss.len;
+  size_t nspans = 0;
+  pbf span;
+  while (pb_next(&p, end, &span)) {
+    if (span.field != 2)
+      continue;
+    const grit_otlp_span *want = &sp[nspans++];
+    ASSERT(pb_find(span.data, span.len, 1, &f) && f.len == 16 &&
+           memcmp(f.data, want->trace_id, 16) == 0);
+    ASSERT(pb_find(span.data, span.len, 2, &f) && f.len == 8 &&
+           memcmp(f.data, want->span_id, 8) == 0);
+    ASSERT_EQ(pb_find(span.data, span.len, 4, &f), want->has_parent);
+    ASSERT(pb_find(span.data, span.len, 5, &f) && f.len == strlen(want->name) &&
+           memcmp(f.data, want->name, f.len) == 0);
+    ASSERT(pb_find(span.data, span.len, 6, &f));
+    ASSERT_EQ(f.v, want->attempt ? 1u : 3u); /* INTERNAL / CLIENT */
+    ASSERT(pb_find(span.data, span.len, 7, &f) && f.wt == 1);
+    ASSERT_EQ(f.v, want->start_ns);
+    ASSERT(pb_find(span.data, span.len, 8, &f) && f.wt == 1);
+    ASSERT_EQ(f.v, want->end_ns);
+    ASSERT(pb_find(span.data, span.len, 16, &f) && f.wt == 5);
+    ASSERT_EQ(f.v, 1u);
+    ASSERT_EQ(pb_find(span.data, span.len, 15, &f), want->code != 0);
+    if (want->code) { /* Status {2: message, 3: code ERROR} */
+      pbf c;
+      ASSERT(pb_find(f.data, f.len, 3, &c));
+      ASSERT_EQ(c.v, 2u);
+      ASSERT(pb_find(f.data, f.len, 2, &c) && c.len == 4);
+    }
+  }
+  ASSERT_EQ(nspans, 2u);
+  grit_buf_free(&b);
+}
+
 static const test_case tests[] = {
     {"traceparent_roundtrip", test_traceparent_roundtrip},
     {"traceparent_invalid", test_traceparent_invalid},
@@ -385,6 +506,7 @@ static const test_case tests[] = {
     {"method_register", test_method_register},
     {"sources", test_sources},
     {"http_request", test_http_request},
+    {"otlp_encode", test_otlp_encode},
     {NULL, NULL},
 };
 
