@@ -44,19 +44,24 @@ static json_t *cz_state(grit_connectivity_state s) {
   return json_string(n ? n : "UNKNOWN");
 }
 
-/* ---- on the channel's loop: its subchannels ---- */
+/* ---- on a runtime's loop: the subchannels of its channels ---- */
 
+/* One visit to a loop: the channels |chs| (all of that runtime) get their
+ * subchannel arrays filled in |subs| (NULL entries: out of memory). */
 typedef struct cz_req {
   grit_task task;
-  grit_channel *ch;
-  json_t *subs; /* the array to fill; NULL on out-of-memory */
+  grit_channel **chs;
+  json_t **subs;
+  size_t n;
   pthread_mutex_t mu;
   pthread_cond_t cv;
   bool done;
 } cz_req;
 
 static void cz_sub(const grit_subchannel *sc, void *ud) {
-  cz_req *r = ud;
+  json_t **subs = ud;
+  if (!*subs)
+    return;
   grit_transport_calls calls;
   grit_subchannel_calls(sc, &calls);
   const char *err = grit_subchannel_error(sc);
@@ -69,50 +74,48 @@ static void cz_sub(const grit_subchannel *sc, void *ud) {
       "calls_failed", (json_int_t)calls.failed, "last_failure",
       err && *err ? json_string(err) : json_null(), "not_picked_because",
       skip && *skip ? json_string(skip) : json_null());
-  if (!o || json_array_append_new(r->subs, o) != 0) {
-    json_decref(r->subs);
-    r->subs = NULL;
+  if (!o || json_array_append_new(*subs, o) != 0) {
+    json_decref(*subs);
+    *subs = NULL;
   }
 }
 
 static void cz_collect(cz_req *r) {
-  grit_channel *ch = r->ch;
-  if (r->subs && !ch->shutting_down && ch->lb)
-    grit_lb_shared_foreach(&ch->lb_shared, cz_sub, r);
+  for (size_t i = 0; i < r->n; i++) {
+    grit_channel *ch = r->chs[i];
+    r->subs[i] = json_array();
+    if (r->subs[i] && !ch->shutting_down && ch->lb)
+      grit_lb_shared_foreach(&ch->lb_shared, cz_sub, &r->subs[i]);
+  }
 }
 
 static void cz_on_loop(grit_task *t) {
   cz_req *r = GRIT_CONTAINER_OF(t, cz_req, task);
-  /* Every subchannel callback below runs before this returns, and
-   * r->subs is only read after done is seen. */
-  if (r->subs)
-    cz_collect(r);
+  cz_collect(r);
   pthread_mutex_lock(&r->mu);
   r->done = true;
   pthread_cond_signal(&r->cv);
   pthread_mutex_unlock(&r->mu);
 }
 
-/* The subchannels of |ch| as a new JSON array, or NULL (out of memory). */
-static json_t *cz_subchannels(grit_channel *ch) {
-  cz_req r = {.ch = ch, .subs = json_array()};
-  if (!r.subs)
-    return NULL;
-  if (grit_rt_on_loop(ch->rt)) {
+/* Fill |subs| for |chs| (|n| channels of runtime |rt|), on its loop. */
+static void cz_subchannels(grit_runtime *rt, grit_channel **chs, json_t **subs,
+                           size_t n) {
+  cz_req r = {.chs = chs, .subs = subs, .n = n};
+  if (grit_rt_on_loop(rt)) {
     cz_collect(&r);
-    return r.subs;
+    return;
   }
   pthread_mutex_init(&r.mu, NULL);
   pthread_cond_init(&r.cv, NULL);
   r.task.fn = cz_on_loop;
-  grit_rt_post(ch->rt, &r.task);
+  grit_rt_post(rt, &r.task);
   pthread_mutex_lock(&r.mu);
   while (!r.done)
     pthread_cond_wait(&r.cv, &r.mu);
   pthread_mutex_unlock(&r.mu);
   pthread_mutex_destroy(&r.mu);
   pthread_cond_destroy(&r.cv);
-  return r.subs;
 }
 
 /* ---- any thread: one channel ---- */
@@ -131,11 +134,11 @@ static json_t *cz_config(grit_channel *ch) {
   return o;
 }
 
-static json_t *cz_channel(grit_channel *ch) {
+/* |ch| as a JSON object; |subs| (taken) its subchannels or NULL. */
+static json_t *cz_channel(grit_channel *ch, json_t *subs) {
   grit_channel_stats st;
   grit_channel_get_stats(ch, &st);
   uint64_t last = __atomic_load_n(&ch->cz_last_call_us, __ATOMIC_RELAXED);
-  json_t *subs = cz_subchannels(ch);
   json_t *cfg = cz_config(ch);
   json_t *o = json_pack(
       "{s:I, s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o}", "id",
@@ -177,21 +180,50 @@ grit_err grit_channelz_json(grit_channel *ch, grit_bytes *out) {
   if (ch) {
     if (grit_rt_on_loop(ch->rt) && ch->shutting_down)
       return GRIT_ERR_SHUTDOWN;
-    return cz_dump(cz_channel(ch), out);
+    json_t *subs = NULL;
+    cz_subchannels(ch->rt, &ch, &subs, 1);
+    return cz_dump(cz_channel(ch, subs), out);
   }
   grit_channel **held = NULL;
   size_t n = 0;
   grit_err rv = grit_obs_channels_hold(&held, &n);
   if (rv != GRIT_OK)
     return rv;
-  json_t *arr = json_array();
+  json_t **subs = n ? grit_calloc(n, sizeof(*subs)) : NULL;
+  grit_channel **group = n ? grit_calloc(n, sizeof(*group)) : NULL;
+  json_t **gsubs = n ? grit_calloc(n, sizeof(*gsubs)) : NULL;
+  bool *seen = n ? grit_calloc(n, sizeof(*seen)) : NULL;
+  json_t *arr = n && (!subs || !group || !gsubs || !seen) ? NULL : json_array();
+  /* One visit per runtime: its channels' subchannels in one task. */
   for (size_t i = 0; i < n && arr; i++) {
-    json_t *o = cz_channel(held[i]);
+    if (seen[i])
+      continue;
+    size_t k = 0;
+    for (size_t j = i; j < n; j++) {
+      if (!seen[j] && held[j]->rt == held[i]->rt) {
+        seen[j] = true;
+        group[k++] = held[j];
+      }
+    }
+    cz_subchannels(held[i]->rt, group, gsubs, k);
+    for (size_t j = i, g = 0; j < n && g < k; j++)
+      if (held[j] == group[g])
+        subs[j] = gsubs[g++];
+  }
+  for (size_t i = 0; i < n && arr; i++) {
+    json_t *o = cz_channel(held[i], subs[i]);
+    subs[i] = NULL;
     if (!o || json_array_append_new(arr, o) != 0) {
       json_decref(arr);
       arr = NULL;
     }
   }
+  for (size_t i = 0; i < n && subs; i++)
+    json_decref(subs[i]); /* left over after a failure */
+  grit_free(subs);
+  grit_free(group);
+  grit_free(gsubs);
+  grit_free(seen);
   grit_obs_channels_release(held, n);
   return cz_dump(arr ? json_pack("{s:o}", "channels", arr) : NULL, out);
 }

@@ -138,14 +138,36 @@ void grit_obs_call_start(grit_call *c) {
 
 /* ---- spans (SPEC OP-02, gRFC A72) ---- */
 
-/* Unix ns of the monotonic microsecond time |mono_us|, |now_us| being
- * the monotonic time now. */
-static uint64_t span_unix_ns(uint64_t mono_us, uint64_t now_us) {
+/* The wall clock now (Unix ns), read once per span. */
+static uint64_t span_real_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  uint64_t real_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Unix ns of the monotonic microsecond time |mono_us|, given the
+ * monotonic |now_us| and the wall clock |real_ns| at that moment. */
+static uint64_t span_unix_ns(uint64_t mono_us, uint64_t now_us,
+                             uint64_t real_ns) {
   uint64_t ago_ns = now_us > mono_us ? (now_us - mono_us) * 1000u : 0;
   return real_ns > ago_ns ? real_ns - ago_ns : 0;
+}
+
+/* The 8 bytes of a span id from its 16 lower-case hex digits (grit made
+ * them, so they are well-formed). */
+static void span_unhex8(const char *hex, uint8_t out[8]) {
+  for (int i = 0; i < 8; i++) {
+    char h = hex[2 * i], l = hex[2 * i + 1];
+    out[i] = (uint8_t)(((h <= '9' ? h - '0' : h - 'a' + 10) << 4) |
+                       (l <= '9' ? l - '0' : l - 'a' + 10));
+  }
+}
+
+/* |src| into |dst| (|cap| bytes), cut to fit, NUL-terminated. */
+static void span_copy(char *dst, size_t cap, const char *src) {
+  size_t n = strnlen(src, cap - 1);
+  memcpy(dst, src, n);
+  dst[n] = '\0';
 }
 
 /* Hand |sp| to the span callback and the exporter. */
@@ -169,17 +191,18 @@ static void span_emit(grit_channel *ch, const grit_span *sp) {
   memcpy(o.parent_span_id, sp->parent_span_id, 8);
   for (int i = 0; i < 8; i++)
     o.has_parent |= sp->parent_span_id[i] != 0;
-  snprintf(o.name, sizeof(o.name), "%s", sp->name);
-  snprintf(o.message, sizeof(o.message), "%s", sp->message);
-  snprintf(o.peer, sizeof(o.peer), "%s", sp->peer);
+  span_copy(o.name, sizeof(o.name), sp->name);
+  span_copy(o.message, sizeof(o.message), sp->message);
+  span_copy(o.peer, sizeof(o.peer), sp->peer);
   grit_otlp_submit(ch->otlp, &o);
 }
 
 /* "Sent." or "Attempt." and the method without its '/', into |out|. */
 static void span_name(const grit_call *c, const char *prefix, char *out,
                       size_t cap) {
-  snprintf(out, cap, "%s%s", prefix,
-           c->method[0] == '/' ? c->method + 1 : c->method);
+  size_t k = strlen(prefix); /* "Attempt." fits in any |cap| used here */
+  memcpy(out, prefix, k);
+  span_copy(out + k, cap - k, c->method[0] == '/' ? c->method + 1 : c->method);
 }
 
 void grit_obs_attempt_start(call_attempt *a) {
@@ -211,12 +234,13 @@ void grit_attempt_observe(call_attempt *a, grit_status_code code,
   if (c->span && a->span_id[0]) {
     char name[160];
     span_name(c, "Attempt.", name, sizeof(name));
+    uint64_t real = span_real_now_ns();
     grit_span sp = {
         .name = name,
         .attempt = true,
         .flags = c->tp.flags,
-        .start_unix_ns = span_unix_ns(a->start_us, end_us),
-        .end_unix_ns = span_unix_ns(end_us, end_us),
+        .start_unix_ns = span_unix_ns(a->start_us, end_us, real),
+        .end_unix_ns = real,
         .code = code,
         .message = msg ? msg : "",
         .call_id = c->id,
@@ -225,10 +249,7 @@ void grit_attempt_observe(call_attempt *a, grit_status_code code,
         .peer = a->peer,
     };
     memcpy(sp.trace_id, c->tp.trace_id, 16);
-    grit_traceparent tp;
-    if (grit_traceparent_parse(a->traceparent, GRIT_TRACEPARENT_LEN, &tp) ==
-        GRIT_OK)
-      memcpy(sp.span_id, tp.span_id, 8);
+    span_unhex8(a->span_id, sp.span_id);
     memcpy(sp.parent_span_id, c->span_id, 8);
     span_emit(ch, &sp);
   }
@@ -271,11 +292,12 @@ void grit_obs_call_end(grit_call *c, grit_status_code code, const char *msg) {
   if (c->span) {
     char name[160];
     span_name(c, "Sent.", name, sizeof(name));
+    uint64_t real = span_real_now_ns();
     grit_span sp = {
         .name = name,
         .flags = c->tp.flags,
-        .start_unix_ns = span_unix_ns(c->start_us, now),
-        .end_unix_ns = span_unix_ns(now, now),
+        .start_unix_ns = span_unix_ns(c->start_us, now, real),
+        .end_unix_ns = real,
         .code = code,
         .message = msg ? msg : "",
         .call_id = c->id,

@@ -2,14 +2,15 @@
 """An OTLP/gRPC trace receiver on grpcio for grit's span export test
 (SPEC OP-02; test/tools/test_ops.py).
 
-  otlp_receiver.py GENDIR
+  otlp_receiver.py GENDIR [--quiet]
 
 GENDIR holds otlp_trace_pb2.py and otlp_trace_pb2_grpc.py, compiled by the
 test from test/peers/otlp_trace.proto with protoc. Serves
 opentelemetry.proto.collector.trace.v1.TraceService/Export on 127.0.0.1
 (ephemeral port, printed as "PORT n") and prints one JSON line per span
 received: name, kind, ids in hex, times, status, attributes, and the
-resource's and scope's names. Runs until stdin closes or SIGTERM/SIGINT.
+resource's and scope's names (--quiet: nothing, for benchmarks). Runs
+until stdin closes or SIGTERM/SIGINT.
 """
 
 import json
@@ -28,6 +29,7 @@ import otlp_trace_pb2 as pb  # noqa: E402
 import otlp_trace_pb2_grpc as pbg  # noqa: E402
 
 OUT = threading.Lock()
+QUIET = "--quiet" in sys.argv[2:]
 
 
 def value(v):
@@ -37,6 +39,8 @@ def value(v):
 
 class Receiver(pbg.TraceServiceServicer):
     def Export(self, request, context):
+        if QUIET:
+            return pb.ExportTraceServiceResponse()
         lines = []
         for rs in request.resource_spans:
             res = {kv.key: value(kv.value) for kv in rs.resource.attributes}
