@@ -184,6 +184,8 @@ grit_err grit_otlp_get(const char *endpoint, grit_otlp_exporter **out) {
     goto done;
   }
   grit_obs_add_collector(otlp_collect);
+  /* The export calls are the application's own: named in the metrics. */
+  (void)grit_obs_method_register(OTLP_METHOD);
   e->next = exporters;
   exporters = e;
   *out = e;

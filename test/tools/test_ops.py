@@ -253,6 +253,23 @@ def admin_prometheus_scrape():
                 stop(prom)
 
 
+def admin_usage():
+    """--admin refuses what it cannot or must not serve, clearly; --rate
+    wants a positive number."""
+    with H2Server() as s:
+        for arg, why in (("10.1.2.3:0", "not loopback"),
+                         ("localhost:0", "not an IP literal"),
+                         ("127.0.0.1", "wants ADDR:PORT"),
+                         ("127.0.0.1:70000", "wants ADDR:PORT")):
+            r = tg.grit("call", "--admin", arg, s.target, "/pkg.Svc/Echo")
+            tg.check_rc(r, 2)
+            check_in(why, tg.err(r), "--admin %s" % arg, r)
+        r = tg.grit("call", "--count", "3", "--rate", "0", s.target,
+                    "/pkg.Svc/Echo")
+        tg.check_rc(r, 2)
+        check_in("--rate wants a positive integer", tg.err(r), "--rate 0", r)
+
+
 def metrics_http_example():
     """examples/metrics_http serves a second scraper while a first holds
     an idle connection (issue 28: it used to answer one at a time)."""
@@ -414,7 +431,7 @@ def otlp_collector_down():
 
 GROUPS = {
     "admin": [admin_concurrent_and_channelz, admin_prometheus_scrape,
-              metrics_http_example],
+              admin_usage, metrics_http_example],
     "otlp": [otlp_retried_call, otlp_collector_down],
 }
 
