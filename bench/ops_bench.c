@@ -74,8 +74,8 @@ static void exposition_round(size_t n, size_t bound) {
 /* One GET over |fd| (keep-alive): the body's length, or 0 on error. */
 static size_t get(int fd, const char *path) {
   char req[128];
-  int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\n\r\n",
-                   path);
+  int n =
+      snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
   if (send(fd, req, (size_t)n, 0) != n)
     return 0;
   static char buf[1 << 22];
