@@ -191,9 +191,9 @@ static void span_emit(grit_channel *ch, const grit_span *sp) {
   memcpy(o.parent_span_id, sp->parent_span_id, 8);
   for (int i = 0; i < 8; i++)
     o.has_parent |= sp->parent_span_id[i] != 0;
-  span_copy(o.name, sizeof(o.name), sp->name);
-  span_copy(o.message, sizeof(o.message), sp->message);
-  span_copy(o.peer, sizeof(o.peer), sp->peer);
+  grit_otlp_copy_text(o.name, sizeof(o.name), sp->name);
+  grit_otlp_copy_text(o.message, sizeof(o.message), sp->message);
+  grit_otlp_copy_text(o.peer, sizeof(o.peer), sp->peer);
   grit_otlp_submit(ch->otlp, &o);
 }
 

@@ -238,6 +238,10 @@ typedef struct grit_otlp_span {
   char peer[64];
 } grit_otlp_span;
 
+/* Copy |src| into |dst| (|cap| > 0 bytes) as valid UTF-8, as protobuf
+ * strings must be: cut to fit at a character boundary, NUL-terminated,
+ * each byte that does not start a valid sequence replaced by '?'. */
+void grit_otlp_copy_text(char *dst, size_t cap, const char *src);
 /* Append the ExportTraceServiceRequest of |spans| (resource service.name
  * |service_name|) to |out|. GRIT_OK or GRIT_ERR_NOMEM. */
 grit_err grit_otlp_encode(const grit_otlp_span *spans, size_t n,

@@ -23,6 +23,62 @@
 #define SPAN_KIND_CLIENT 3
 #define STATUS_CODE_ERROR 2
 
+/* ---- text fields ---- */
+
+/* The length of the valid UTF-8 sequence at |p| (|n| bytes left), or 0
+ * (RFC 3629: no overlongs, no surrogates, at most U+10FFFF). */
+static size_t utf8_seq(const uint8_t *p, size_t n) {
+  uint8_t c = p[0];
+  size_t len;
+  uint32_t min, cp;
+  if (c < 0x80)
+    return 1;
+  if (c >= 0xc2 && c <= 0xdf) {
+    len = 2;
+    min = 0x80;
+    cp = c & 0x1f;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    len = 3;
+    min = 0x800;
+    cp = c & 0x0f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    len = 4;
+    min = 0x10000;
+    cp = c & 0x07;
+  } else {
+    return 0;
+  }
+  if (n < len)
+    return 0;
+  for (size_t i = 1; i < len; i++) {
+    if ((p[i] & 0xc0) != 0x80)
+      return 0;
+    cp = cp << 6 | (p[i] & 0x3f);
+  }
+  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+    return 0;
+  return len;
+}
+
+void grit_otlp_copy_text(char *dst, size_t cap, const char *src) {
+  const uint8_t *p = (const uint8_t *)src;
+  size_t n = strlen(src), k = 0, i = 0;
+  while (i < n) {
+    size_t l = utf8_seq(p + i, n - i);
+    if (k + (l ? l : 1) >= cap)
+      break; /* cut to fit, never inside a character */
+    if (l) {
+      memcpy(dst + k, p + i, l);
+      k += l;
+      i += l;
+    } else {
+      dst[k++] = '?'; /* OTLP strings are UTF-8: a stray byte becomes '?' */
+      i++;
+    }
+  }
+  dst[k] = '\0';
+}
+
 /* ---- sizes ---- */
 
 static size_t varint_len(uint64_t v) {

@@ -492,6 +492,23 @@ static void test_otlp_encode(void) {
   grit_buf_free(&b);
 }
 
+/* OP-02: span text is valid UTF-8, cut at a character boundary. */
+static void test_otlp_text(void) {
+  char out[8];
+  grit_otlp_copy_text(out, sizeof(out), "caf\xc3\xa9");
+  ASSERT_STR_EQ(out, "caf\xc3\xa9");
+  grit_otlp_copy_text(out, sizeof(out), "a\xff\xc3(\xed\xa0\x80");
+  ASSERT_STR_EQ(out, "a?"
+                     "?("
+                     "???"); /* stray, truncated, surrogate */
+  grit_otlp_copy_text(out, sizeof(out), "abcdef\xc3\xa9");
+  ASSERT_STR_EQ(out, "abcdef"); /* the two-byte 'e' does not fit */
+  grit_otlp_copy_text(out, sizeof(out), "\xc0\xaf");
+  ASSERT_STR_EQ(out, "??"); /* overlong */
+  grit_otlp_copy_text(out, 1, "abc");
+  ASSERT_STR_EQ(out, "");
+}
+
 static const test_case tests[] = {
     {"traceparent_roundtrip", test_traceparent_roundtrip},
     {"traceparent_invalid", test_traceparent_invalid},
@@ -507,6 +524,7 @@ static const test_case tests[] = {
     {"sources", test_sources},
     {"http_request", test_http_request},
     {"otlp_encode", test_otlp_encode},
+    {"otlp_text", test_otlp_text},
     {NULL, NULL},
 };
 
