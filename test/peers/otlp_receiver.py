@@ -2,21 +2,23 @@
 """An OTLP/gRPC trace receiver on grpcio for grit's span export test
 (SPEC OP-02; test/tools/test_ops.py).
 
-  otlp_receiver.py GENDIR [--quiet]
+  otlp_receiver.py GENDIR [--quiet] [--delay-ms N]
 
 GENDIR holds otlp_trace_pb2.py and otlp_trace_pb2_grpc.py, compiled by the
 test from test/peers/otlp_trace.proto with protoc. Serves
 opentelemetry.proto.collector.trace.v1.TraceService/Export on 127.0.0.1
 (ephemeral port, printed as "PORT n") and prints one JSON line per span
 received: name, kind, ids in hex, times, status, attributes, and the
-resource's and scope's names (--quiet: nothing, for benchmarks). Runs
-until stdin closes or SIGTERM/SIGINT.
+resource's and scope's names (--quiet: nothing, for benchmarks).
+--delay-ms N: every Export waits N ms before answering (a slow
+collector). Runs until stdin closes or SIGTERM/SIGINT.
 """
 
 import json
 import os
 import sys
 import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -30,6 +32,9 @@ import otlp_trace_pb2_grpc as pbg  # noqa: E402
 
 OUT = threading.Lock()
 QUIET = "--quiet" in sys.argv[2:]
+DELAY_S = 0.0
+if "--delay-ms" in sys.argv[2:]:
+    DELAY_S = int(sys.argv[sys.argv.index("--delay-ms") + 1]) / 1000.0
 
 
 def value(v):
@@ -39,6 +44,8 @@ def value(v):
 
 class Receiver(pbg.TraceServiceServicer):
     def Export(self, request, context):
+        if DELAY_S:
+            time.sleep(DELAY_S)
         if QUIET:
             return pb.ExportTraceServiceResponse()
         lines = []

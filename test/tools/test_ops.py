@@ -313,7 +313,7 @@ class OtlpReceiver:
     test/peers/otlp_trace.proto by protoc here; spans() reads the JSON
     lines it prints, one per span received."""
 
-    def __init__(self):
+    def __init__(self, *flags):
         for tool in ("protoc", "/usr/bin/grpc_python_plugin",
                      tg.PYPEER_PYTHON):
             if not shutil.which(tool):
@@ -332,7 +332,7 @@ class OtlpReceiver:
         check_eq(r.returncode, 0, "protoc: %s" % r.stderr.decode())
         self.proc = subprocess.Popen(
             [tg.PYPEER_PYTHON, os.path.join(ARGS.peers, "otlp_receiver.py"),
-             gen], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+             gen] + list(flags), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             preexec_fn=die_with_parent)
         line = tg.read_line(self.proc, WAIT_S)
         check(line.startswith("PORT "), "receiver gave no port: %r" % line)
@@ -429,10 +429,26 @@ def otlp_collector_down():
                  "drop counter", r)
 
 
+def otlp_collector_slow():
+    """A collector slower than the export timeout (2 s): the calls do not
+    wait for it, every span is dropped and counted, and the command still
+    ends (its destroy waits a bounded time)."""
+    count = 100
+    with OtlpReceiver("--delay-ms", "5000") as rx, H2Server() as s:
+        r = tg.grit("call", "--otlp", "127.0.0.1:%d" % rx.port, "--count",
+                    str(count), "--concurrency", "8", s.target,
+                    "/pkg.Svc/Echo")
+        tg.check_rc(r, 0)
+        check_in("calls=%d ok=%d failed={}" % (count, count), tg.out(r),
+                 "summary", r)
+        check_in("0 spans exported, %d dropped" % (2 * count), tg.err(r),
+                 "drop counter", r)
+
+
 GROUPS = {
     "admin": [admin_concurrent_and_channelz, admin_prometheus_scrape,
               admin_usage, metrics_http_example],
-    "otlp": [otlp_retried_call, otlp_collector_down],
+    "otlp": [otlp_retried_call, otlp_collector_down, otlp_collector_slow],
 }
 
 
