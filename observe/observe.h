@@ -1,9 +1,11 @@
 /*
- * observe: metrics (gRFC A66, A96 instruments and histograms), their
- * Prometheus text form, and W3C trace context (traceparent, gRFC A72).
- * channel/ reports attempt start, attempt end and call end here; the writer
- * reads the same cells from any thread. Recording is lock-free (relaxed
- * atomics). It knows nothing of the channel, the loop or the clock.
+ * observe: metrics (gRFC A66, A96 instruments and histograms) with their
+ * label bounds, their Prometheus text form, W3C trace context
+ * (traceparent, gRFC A72), the OTLP span encoding and the admin endpoint's
+ * HTTP request parser (SPEC OB-01, OB-02, OP-01..03). channel/ reports
+ * attempt start, attempt end and call end here; the writer reads the same
+ * cells from any thread. Recording is lock-free (relaxed atomics). It
+ * knows nothing of the channel, the loop, the network or the clock.
  */
 #ifndef GRIT_OBSERVE_H
 #define GRIT_OBSERVE_H

@@ -928,7 +928,9 @@ GRIT_EXTERN grit_err grit_admin_start(const char *host, uint16_t port,
 GRIT_EXTERN uint16_t grit_admin_port(const grit_admin *a);
 
 /** Close every connection, stop the thread and free |a|. A scrape being
- * answered finishes first. Thread: any. NULL is a no-op. */
+ * answered finishes first (a /channelz scrape may be waiting for a grit
+ * I/O thread, so do not stop the endpoint from one). Thread: any but a
+ * grit I/O thread. NULL is a no-op. */
 GRIT_EXTERN void grit_admin_stop(grit_admin *a);
 
 /* ------------------------------------------------------------------------
