@@ -161,8 +161,11 @@ def admin_concurrent_and_channelz():
             check_eq(len(sc), 1, "one subchannel")
             check_eq(sc[0]["address"], s.peer, "subchannel address")
             check_eq(sc[0]["state"], "READY", "subchannel state")
-            check(sc[0]["calls_started"] >= c["calls_succeeded"],
+            # Read a moment apart (the subchannels on the loop first): a
+            # near-consistent snapshot, within the calls of that moment.
+            check(sc[0]["calls_started"] >= c["calls_succeeded"] - 5,
                   "subchannel calls: %s" % sc[0])
+            check(sc[0]["calls_succeeded"] > 0, "subchannel calls OK")
             check_eq(sc[0]["last_failure"], None, "no failure yet")
             # Keep-alive: two requests on one connection.
             ka = socket.create_connection(("127.0.0.1", port), timeout=5)
