@@ -524,7 +524,10 @@ typedef struct grit_channel_args grit_channel_args;
  * counted (grit_span_export_get_stats; grit_otlp_spans_dropped_total in
  * the metrics). Channels with the same endpoint share one exporter;
  * grit_channel_destroy from a thread that is not an I/O thread waits (up
- * to the export timeout) until the channel's spans were sent or dropped. */
+ * to the export timeout) until the channel's spans were sent or dropped.
+ * The exporter's own channel lives on the default runtime (and shows in
+ * channelz and the metrics) until the last channel naming the endpoint is
+ * freed; grit_default_runtime_shutdown answers GRIT_ERR_BUSY until then. */
 #define GRIT_ARG_OTLP_ENDPOINT "grit.otlp_endpoint"
 
 /** A finished span (SPEC OP-02), as exported over OTLP; for users who bring
