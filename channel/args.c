@@ -69,6 +69,7 @@ static const arg_spec specs[] = {
     INT_ARG(GRIT_ARG_DNS_LOOKUP_TIMEOUT_MS, dns_lookup_timeout_ms, 0, MS_MAX),
     INT_ARG(GRIT_ARG_DNS_USE_TTL, dns_use_ttl, 0, 1),
     INT_ARG(GRIT_ARG_TRACE_CONTEXT, trace_context, 0, 1),
+    STR_ARG(GRIT_ARG_OTLP_ENDPOINT, otlp_endpoint), /* OP-02 */
 };
 
 #define NSPECS (sizeof(specs) / sizeof(specs[0]))
@@ -214,6 +215,15 @@ grit_err grit_channel_args_set_observer(grit_channel_args *a,
     return GRIT_ERR_INVALID_ARG;
   a->o.observer = cb;
   a->o.observer_data = user_data;
+  return GRIT_OK;
+}
+
+grit_err grit_channel_args_set_span_callback(grit_channel_args *a,
+                                             grit_span_cb cb, void *user_data) {
+  if (!a)
+    return GRIT_ERR_INVALID_ARG;
+  a->o.span_cb = cb;
+  a->o.span_cb_data = user_data;
   return GRIT_OK;
 }
 

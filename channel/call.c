@@ -246,7 +246,7 @@ void grit_call_end(grit_call *c, grit_status_code code, const char *msg,
   c->hedge = NULL;
   if (was_started) {
     call_count(c, code);
-    grit_obs_call_end(c, code);
+    grit_obs_call_end(c, code, msg);
   }
   GRIT_TRACE(GRIT_TRACE_CHANNEL, GRIT_LEVEL_DEBUG,
              "call %llu %s: %s %s (%s)%s%s", (unsigned long long)c->id,

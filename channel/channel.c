@@ -23,6 +23,8 @@ static void ch_free(grit_channel *ch) {
   grit_free(ch->user_agent);
   grit_free(ch->tls_server_name);
   grit_free(ch->health_service);
+  grit_free(ch->cz_target);
+  grit_otlp_put(ch->otlp);
   pthread_mutex_destroy(&ch->mu);
   pthread_cond_destroy(&ch->cv);
   grit_runtime *rt = ch->rt;
@@ -472,6 +474,8 @@ void grit_channel_destroy(grit_channel *ch) {
   grit_runtime *rt = ch->rt;
   if (grit_rt_forked(rt))
     return; /* AP-06: the parent's; its thread and locks are not here */
+  /* OP-03: out of the live list first, so no reader starts on it now. */
+  grit_obs_channel_unregister(ch);
   bool on_loop = grit_rt_on_loop(rt);
   if (!on_loop)
     grit_channel_ref(ch); /* keep it while we wait */
@@ -483,6 +487,9 @@ void grit_channel_destroy(grit_channel *ch) {
     while (posted && !ch->destroy_done)
       pthread_cond_wait(&ch->cv, &ch->mu);
     pthread_mutex_unlock(&ch->mu);
+    /* OP-02: the spans of its calls (all ended now) reach the collector
+     * (or are dropped) before destroy returns. */
+    grit_otlp_flush(ch->otlp);
     grit_channel_unref(ch);
   }
   /* On the loop the destroy task is queued; a stopping runtime runs every
@@ -591,7 +598,14 @@ static grit_err ch_init(grit_channel *ch, const char *target,
     ch_fill_transport_opts(ch);
   /* OB-01: the target's series; without them (no memory) the channel
    * works and records nothing. */
-  ch->obs = grit_obs_target_get(target);
+  ch->obs = grit_obs_channel_series(target);
+  ch->cz_target = grit_strdup(target); /* NULL: channelz shows "" */
+  /* OP-02: spans for an exporter or a callback; both need trace ids. */
+  if (rv == GRIT_OK && ch->o.otlp_endpoint)
+    rv = grit_otlp_get(ch->o.otlp_endpoint, &ch->otlp);
+  ch->spans = ch->otlp || ch->o.span_cb;
+  if (ch->spans)
+    ch->o.trace_context = 1;
   ch->lb_shared.obs = ch->obs;
   grit_obs_target_add(ch->obs, GRIT_OBS_CHANNELS_CREATED, 1);
   grit_obs_channel_register(ch);

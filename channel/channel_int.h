@@ -15,6 +15,20 @@
 
 typedef struct grit_throttle_handle grit_throttle_handle;
 
+/* ---- otlp_export.c: span export per collector (SPEC OP-02) ---- */
+
+typedef struct grit_otlp_exporter grit_otlp_exporter;
+/* The exporter of |endpoint| (shared; a reference): GRIT_OK, NOMEM,
+ * SYSTEM, or the error of creating its channel (INVALID_TARGET...). */
+grit_err grit_otlp_get(const char *endpoint, grit_otlp_exporter **out);
+/* Drop a reference; the last one sends what is queued, then stops. */
+void grit_otlp_put(grit_otlp_exporter *e);
+/* Queue |s| (copied); full: dropped and counted. Any thread, no wait. */
+void grit_otlp_submit(grit_otlp_exporter *e, const grit_otlp_span *s);
+/* Wait until what was queued before now was sent or dropped (bounded by
+ * the export timeout). Not on an I/O thread. */
+void grit_otlp_flush(grit_otlp_exporter *e);
+
 /* ---- args.c: channel arguments, resolved ---- */
 
 typedef struct grit_chan_opts {
@@ -67,6 +81,9 @@ typedef struct grit_chan_opts {
    * and GRIT_ARG_DNS_USE_TTL. */
   int64_t dns_lookup_timeout_ms;
   int64_t dns_use_ttl;
+  char *otlp_endpoint;  /* GRIT_ARG_OTLP_ENDPOINT (OP-02) */
+  grit_span_cb span_cb; /* OP-02 */
+  void *span_cb_data;
 } grit_chan_opts;
 
 struct grit_channel_args {
@@ -200,6 +217,15 @@ struct grit_channel {
 
   grit_obs_target *obs; /* OB-01 series of this target; NULL: none (OOM) */
   grit_list obs_link;   /* in observe.c's live channels; next NULL: not */
+  /* OP-03 (channelz.c): the target as given, a process-wide id, and the
+   * monotonic start of the last call (us, atomic; 0: none yet). */
+  char *cz_target;
+  uint64_t cz_id;
+  uint64_t cz_last_call_us;
+  /* OP-02 (otlp_export.c): the collector's exporter, or NULL; spans: an
+   * exporter or a span callback wants the spans of sampled calls. */
+  grit_otlp_exporter *otlp;
+  bool spans;
 };
 
 void grit_channel_ref(grit_channel *ch);
@@ -437,6 +463,8 @@ struct grit_call {
   grit_traceparent tp;   /* trace id, caller's span id and flags */
   char trace_id[33];     /* hex, "" when off */
   char parent_span_id[17];
+  bool span;          /* OP-02: this call's spans are produced */
+  uint8_t span_id[8]; /* ... and its own span's id (the call span) */
 };
 
 /* User-thread halves (call.c): create, then launch to the loop; queue
@@ -491,12 +519,14 @@ void grit_call_commit(grit_call *c, call_attempt *a);
 grit_err grit_call_trace_setup(grit_call *c, const char *opt_tp,
                                const char **why);
 void grit_obs_call_start(grit_call *c);
+/* The metric series of a channel made for |target| (OP-01: canonical). */
+grit_obs_target *grit_obs_channel_series(const char *target);
 /* An attempt (or its transparent replay) starts: count it, new span. */
 void grit_obs_attempt_start(call_attempt *a);
 /* An attempt ended: its metrics and the observer record (MX-03). */
 void grit_attempt_observe(call_attempt *a, grit_status_code code,
                           const char *msg, grit_attempt_reason reason);
-void grit_obs_call_end(grit_call *c, grit_status_code code);
+void grit_obs_call_end(grit_call *c, grit_status_code code, const char *msg);
 /* A channel is made or freed: scrapes read its buffer bytes (any thread). */
 void grit_obs_channel_register(grit_channel *ch);
 void grit_obs_channel_unregister(grit_channel *ch);
@@ -506,6 +536,10 @@ bool grit_obs_release_if_idle(void);
 /* fork() (AP-06): hold the live-channel and registry locks across it. */
 void grit_obs_fork_lock(void);
 void grit_obs_fork_unlock(void);
+/* OP-03: a reference and a runtime count on every channel not yet
+ * destroyed by its user (|*out| new, release both with _release). */
+grit_err grit_obs_channels_hold(grit_channel ***out, size_t *n);
+void grit_obs_channels_release(grit_channel **v, size_t n);
 
 /* call_retry.c: what follows an uncommitted attempt's failure. */
 void grit_call_on_attempt_failed(grit_call *c, call_attempt *a,

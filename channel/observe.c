@@ -5,7 +5,9 @@
  * Loop only, except the public writer at the end. */
 #include "channel/channel_int.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- trace context (SPEC OB-02; W3C Trace Context; gRFC A72) ---- */
 
@@ -74,11 +76,49 @@ grit_err grit_call_trace_setup(grit_call *c, const char *opt_tp,
   return GRIT_OK;
 }
 
+/* ---- labels (SPEC OP-01, gRFC A66) ---- */
+
+/* A66's grpc.target is the canonical target URI: a bare "host:port" is
+ * "dns:///host:port", "dns:host" is "dns:///host"; the other schemes are
+ * kept as written. */
+grit_obs_target *grit_obs_channel_series(const char *target) {
+  static const char *const schemes[] = {
+      "dns://", "ipv4:", "ipv6:", "unix:", "unix-abstract:"};
+  for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
+    if (strncmp(target, schemes[i], strlen(schemes[i])) == 0)
+      return grit_obs_target_get(target);
+  const char *rest = strncmp(target, "dns:", 4) == 0 ? target + 4 : target;
+  grit_buf b;
+  grit_buf_init(&b);
+  grit_obs_target *t = NULL;
+  if (grit_buf_appendf(&b, "dns:///%s", rest) == GRIT_OK)
+    t = grit_obs_target_get((const char *)b.data);
+  grit_buf_free(&b);
+  return t;
+}
+
+/* The method's series: its own when it has one already, or when the
+ * method is known (registered by the application, or named by the service
+ * config in force); else "other", A66's rule for generic methods, so a
+ * caller of arbitrary names cannot grow the registry. The label has no
+ * leading '/', as grpc-go, Java and C++ write it. */
+static grit_obs_method *call_series(grit_call *c) {
+  grit_channel *ch = c->ch;
+  const char *name = c->method[0] == '/' ? c->method + 1 : c->method;
+  grit_obs_method *m = grit_obs_method_find(ch->obs, name);
+  if (m || !ch->obs)
+    return m;
+  bool known = grit_obs_method_registered(name) ||
+               grit_svccfg_names_method(ch->config, c->method);
+  return grit_obs_method_get(ch->obs, known ? name : GRIT_OBS_OTHER);
+}
+
 /* ---- the four points ---- */
 
 void grit_obs_call_start(grit_call *c) {
   c->start_us = grit_clock_now_us();
-  c->obs = grit_obs_method_get(c->ch->obs, c->method);
+  __atomic_store_n(&c->ch->cz_last_call_us, c->start_us, __ATOMIC_RELAXED);
+  c->obs = call_series(c);
   if (c->trace && !c->trace_has_parent) {
     /* A fresh trace for this call; sampled, as nobody said otherwise. */
     do
@@ -87,6 +127,82 @@ void grit_obs_call_start(grit_call *c) {
     c->tp.flags = 1;
     grit_obs_hex(c->tp.trace_id, 16, c->trace_id);
   }
+  /* OP-02: a sampled call has a span of its own, the attempts' parent. */
+  c->span = c->trace && c->ch->spans && (c->tp.flags & 1);
+  if (c->span) {
+    do
+      random_bytes(&c->ch->rng, c->span_id, 8);
+    while (c->span_id[0] == 0 && c->span_id[7] == 0);
+  }
+}
+
+/* ---- spans (SPEC OP-02, gRFC A72) ---- */
+
+/* The wall clock now (Unix ns), read once per span. */
+static uint64_t span_real_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Unix ns of the monotonic microsecond time |mono_us|, given the
+ * monotonic |now_us| and the wall clock |real_ns| at that moment. */
+static uint64_t span_unix_ns(uint64_t mono_us, uint64_t now_us,
+                             uint64_t real_ns) {
+  uint64_t ago_ns = now_us > mono_us ? (now_us - mono_us) * 1000u : 0;
+  return real_ns > ago_ns ? real_ns - ago_ns : 0;
+}
+
+/* The 8 bytes of a span id from its 16 lower-case hex digits (grit made
+ * them, so they are well-formed). */
+static void span_unhex8(const char *hex, uint8_t out[8]) {
+  for (int i = 0; i < 8; i++) {
+    char h = hex[2 * i], l = hex[2 * i + 1];
+    out[i] = (uint8_t)(((h <= '9' ? h - '0' : h - 'a' + 10) << 4) |
+                       (l <= '9' ? l - '0' : l - 'a' + 10));
+  }
+}
+
+/* |src| into |dst| (|cap| bytes), cut to fit, NUL-terminated. */
+static void span_copy(char *dst, size_t cap, const char *src) {
+  size_t n = strnlen(src, cap - 1);
+  memcpy(dst, src, n);
+  dst[n] = '\0';
+}
+
+/* Hand |sp| to the span callback and the exporter. */
+static void span_emit(grit_channel *ch, const grit_span *sp) {
+  if (ch->o.span_cb)
+    ch->o.span_cb(sp, ch->o.span_cb_data);
+  if (!ch->otlp)
+    return;
+  grit_otlp_span o = {
+      .attempt = sp->attempt,
+      .transparent_retry = sp->transparent_retry,
+      .flags = sp->flags,
+      .code = (int32_t)sp->code,
+      .previous_rpc_attempts = sp->previous_rpc_attempts,
+      .attempts = sp->attempts,
+      .start_ns = sp->start_unix_ns,
+      .end_ns = sp->end_unix_ns,
+  };
+  memcpy(o.trace_id, sp->trace_id, 16);
+  memcpy(o.span_id, sp->span_id, 8);
+  memcpy(o.parent_span_id, sp->parent_span_id, 8);
+  for (int i = 0; i < 8; i++)
+    o.has_parent |= sp->parent_span_id[i] != 0;
+  grit_otlp_copy_text(o.name, sizeof(o.name), sp->name);
+  grit_otlp_copy_text(o.message, sizeof(o.message), sp->message);
+  grit_otlp_copy_text(o.peer, sizeof(o.peer), sp->peer);
+  grit_otlp_submit(ch->otlp, &o);
+}
+
+/* "Sent." or "Attempt." and the method without its '/', into |out|. */
+static void span_name(const grit_call *c, const char *prefix, char *out,
+                      size_t cap) {
+  size_t k = strlen(prefix); /* "Attempt." fits in any |cap| used here */
+  memcpy(out, prefix, k);
+  span_copy(out + k, cap - k, c->method[0] == '/' ? c->method + 1 : c->method);
 }
 
 void grit_obs_attempt_start(call_attempt *a) {
@@ -115,6 +231,28 @@ void grit_attempt_observe(call_attempt *a, grit_status_code code,
   grit_call *c = a->c;
   grit_channel *ch = c->ch;
   uint64_t end_us = grit_clock_now_us();
+  if (c->span && a->span_id[0]) {
+    char name[160];
+    span_name(c, "Attempt.", name, sizeof(name));
+    uint64_t real = span_real_now_ns();
+    grit_span sp = {
+        .name = name,
+        .attempt = true,
+        .flags = c->tp.flags,
+        .start_unix_ns = span_unix_ns(a->start_us, end_us, real),
+        .end_unix_ns = real,
+        .code = code,
+        .message = msg ? msg : "",
+        .call_id = c->id,
+        .previous_rpc_attempts = a->number - 1,
+        .transparent_retry = a->transparent_retry,
+        .peer = a->peer,
+    };
+    memcpy(sp.trace_id, c->tp.trace_id, 16);
+    span_unhex8(a->span_id, sp.span_id);
+    memcpy(sp.parent_span_id, c->span_id, 8);
+    span_emit(ch, &sp);
+  }
   /* OB-01 (A66): per attempt, labelled by the status it ended with. */
   int st = (int)code;
   grit_obs_record(c->obs, GRIT_OBS_ATTEMPT_DURATION, st,
@@ -148,9 +286,30 @@ void grit_attempt_observe(call_attempt *a, grit_status_code code,
   ch->o.observer(&r, ch->o.observer_data);
 }
 
-void grit_obs_call_end(grit_call *c, grit_status_code code) {
+void grit_obs_call_end(grit_call *c, grit_status_code code, const char *msg) {
   uint64_t now = grit_clock_now_us();
   grit_obs_method *m = c->obs;
+  if (c->span) {
+    char name[160];
+    span_name(c, "Sent.", name, sizeof(name));
+    uint64_t real = span_real_now_ns();
+    grit_span sp = {
+        .name = name,
+        .flags = c->tp.flags,
+        .start_unix_ns = span_unix_ns(c->start_us, now, real),
+        .end_unix_ns = real,
+        .code = code,
+        .message = msg ? msg : "",
+        .call_id = c->id,
+        .peer = "",
+        .attempts = c->info.attempts,
+    };
+    memcpy(sp.trace_id, c->tp.trace_id, 16);
+    memcpy(sp.span_id, c->span_id, 8);
+    if (c->trace_has_parent)
+      memcpy(sp.parent_span_id, c->tp.span_id, 8);
+    span_emit(c->ch, &sp);
+  }
   grit_obs_record(m, GRIT_OBS_CALL_DURATION, (int)code,
                   now > c->start_us ? now - c->start_us : 0);
   /* A96: attempts after the first are retries or hedges; a transparent
@@ -186,6 +345,8 @@ static grit_err buffers_collect(grit_buf *out, const char *target) {
   grit_list *e;
   GRIT_LIST_FOREACH(e, &live) {
     grit_channel *ch = GRIT_CONTAINER_OF(e, grit_channel, obs_link);
+    if (!ch->obs)
+      continue;
     const char *name = grit_obs_target_name(ch->obs);
     if (target && strcmp(target, name) != 0)
       continue;
@@ -208,8 +369,8 @@ static grit_err buffers_collect(grit_buf *out, const char *target) {
 
 void grit_obs_channel_register(grit_channel *ch) {
   static bool collecting;
-  if (!ch->obs)
-    return;
+  static uint64_t next_id;
+  ch->cz_id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
   if (!__atomic_exchange_n(&collecting, true, __ATOMIC_ACQ_REL))
     grit_obs_add_collector(buffers_collect);
   pthread_mutex_lock(&live_mu);
@@ -218,12 +379,52 @@ void grit_obs_channel_register(grit_channel *ch) {
 }
 
 void grit_obs_channel_unregister(grit_channel *ch) {
-  if (!ch->obs_link.next)
-    return; /* never registered */
   pthread_mutex_lock(&live_mu);
-  grit_list_remove(&ch->obs_link);
+  if (ch->obs_link.next) { /* else never registered, or already out */
+    grit_list_remove(&ch->obs_link);
+    ch->obs_link.next = NULL;
+  }
   pthread_mutex_unlock(&live_mu);
-  ch->obs_link.next = NULL;
+}
+
+/* OP-03: a reference and a runtime count on every live channel, so each
+ * stays readable, and its runtime running, while a reader waits on it. A
+ * channel in the list has not been destroyed by its user: its runtime is
+ * alive (the default runtime's shutdown sees the count and says BUSY). */
+grit_err grit_obs_channels_hold(grit_channel ***out, size_t *n) {
+  *out = NULL;
+  *n = 0;
+  pthread_mutex_lock(&live_mu);
+  size_t cnt = 0;
+  grit_list *e;
+  GRIT_LIST_FOREACH(e, &live) {
+    cnt++;
+  }
+  grit_channel **v = cnt ? grit_calloc(cnt, sizeof(*v)) : NULL;
+  if (cnt && !v) {
+    pthread_mutex_unlock(&live_mu);
+    return GRIT_ERR_NOMEM;
+  }
+  size_t k = 0;
+  GRIT_LIST_FOREACH(e, &live) {
+    grit_channel *ch = GRIT_CONTAINER_OF(e, grit_channel, obs_link);
+    grit_channel_ref(ch);
+    grit_rt_channel_opened(ch->rt);
+    v[k++] = ch;
+  }
+  pthread_mutex_unlock(&live_mu);
+  *out = v;
+  *n = k;
+  return GRIT_OK;
+}
+
+void grit_obs_channels_release(grit_channel **v, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    grit_runtime *rt = v[i]->rt;
+    grit_channel_unref(v[i]);
+    grit_rt_channel_closed(rt);
+  }
+  grit_free(v);
 }
 
 bool grit_obs_release_if_idle(void) {

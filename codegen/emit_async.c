@@ -55,8 +55,9 @@ static const char *const async_common[] = {
     "    return;\n"
     "  grit_call_destroy(__atomic_load_n(&a->call, __ATOMIC_ACQUIRE));\n"
     "  if (a->resp)\n"
-    "    protobuf_c_message_free_unpacked(a->resp, NULL);\n"
-    "  free(a);\n"
+    "    protobuf_c_message_free_unpacked(a->resp, "
+    "GRIT_PROTOBUF_C_ALLOCATOR);\n"
+    "  grit_allocator_free(NULL, a);\n"
     "}\n\n",
     "static void grit_stub_actx_enter(grit_stub_actx *a, grit_call *call) {\n"
     "  __atomic_store_n(&a->call, call, __ATOMIC_RELEASE);\n"
@@ -70,7 +71,8 @@ static const char *const async_common[] = {
     "  grit_stub_actx_enter(a, call);\n"
     "  if (a->bad)\n"
     "    return NULL;\n"
-    "  ProtobufCMessage *m = protobuf_c_message_unpack(a->rd, NULL, len, "
+    "  ProtobufCMessage *m = protobuf_c_message_unpack(a->rd, "
+    "GRIT_PROTOBUF_C_ALLOCATOR, len, "
     "data);\n"
     "  if (!m) {\n"
     "    a->bad = true;\n"
@@ -123,7 +125,7 @@ static const char *const async_common[] = {
     "  grit_call *c;\n"
     "  rv = grit_call_start(ch, path, &o, cbs, a, &c);\n"
     "  if (rv != GRIT_OK) {\n"
-    "    free(buf);\n"
+    "    grit_allocator_free(NULL, buf);\n"
     "    return rv;\n"
     "  }\n"
     "  grit_stub_actx_enter(a, c);\n"
@@ -138,7 +140,7 @@ static const char *const async_common[] = {
     "      grit_call_cancel(c);\n"
     "    }\n"
     "  }\n"
-    "  free(buf);\n"
+    "  grit_allocator_free(NULL, buf);\n"
     "  grit_stub_actx_unref(a);\n"
     "  return GRIT_OK;\n"
     "}\n\n",
@@ -162,7 +164,7 @@ static const char *const async_send[] = {
     "  if (rv == GRIT_OK)\n"
     "    rv = grit_call_send_flags(grit_stub_actx_call(a), buf, len, "
     "flags);\n"
-    "  free(buf);\n"
+    "  grit_allocator_free(NULL, buf);\n"
     "  return rv;\n"
     "}\n\n",
     NULL};
@@ -193,14 +195,14 @@ static const char *const unary_ex_common[] = {
     "  if (rv == GRIT_OK)\n"
     "    rv = grit_call_start(ch, path, &o, NULL, NULL, &c);\n"
     "  if (rv != GRIT_OK) {\n"
-    "    free(buf);\n"
+    "    grit_allocator_free(NULL, buf);\n"
     "    grit_stub_fail(st, rv);\n"
     "    grit_status_free(&local);\n"
     "    return rv;\n"
     "  }\n"
     "  /* CALL_STATE here means the call already ended: finish says how. */\n"
     "  grit_err se = grit_call_send(c, buf, len);\n"
-    "  free(buf);\n"
+    "  grit_allocator_free(NULL, buf);\n"
     "  if (se == GRIT_OK)\n"
     "    grit_call_close_send(c);\n"
     "  else if (se != GRIT_ERR_CALL_STATE)\n"
@@ -220,14 +222,15 @@ static const char *const unary_ex_common[] = {
     "                                : GRIT_STATUS_INTERNAL, msg);\n"
     "  }\n"
     "  if (rv == GRIT_OK && st->code == GRIT_STATUS_OK && got == GRIT_OK) {\n"
-    "    ProtobufCMessage *m = protobuf_c_message_unpack(rd, NULL, b.len, "
+    "    ProtobufCMessage *m = protobuf_c_message_unpack(rd, "
+    "GRIT_PROTOBUF_C_ALLOCATOR, b.len, "
     "b.data);\n"
     "    if (!m)\n"
     "      grit_stub_bad_response(st, rd->name);\n"
     "    else if (resp)\n"
     "      *resp = m;\n"
     "    else\n"
-    "      protobuf_c_message_free_unpacked(m, NULL);\n"
+    "      protobuf_c_message_free_unpacked(m, GRIT_PROTOBUF_C_ALLOCATOR);\n"
     "  }\n"
     "  grit_bytes_free(&b);\n"
     "  grit_status_free(&local);\n"
@@ -265,7 +268,7 @@ static const char *const result_type[] = {
     "  /** The finished call, kept for |headers|. */\n"
     "  grit_call *call;\n"
     "} grit_stub_result;\n\n"
-    "#define GRIT_STUB_RESULT_INIT {NULL, {0}, NULL}\n\n"
+    "#define GRIT_STUB_RESULT_INIT {NULL, GRIT_CALL_INFO_INIT, NULL}\n\n"
     "/** Release what |r| holds and reset it to GRIT_STUB_RESULT_INIT.\n"
     " * Thread: any. NULL is a no-op. */\n"
     "static inline void grit_stub_result_free(grit_stub_result *r) {\n"
@@ -370,46 +373,50 @@ static void emit_unary_async_ex(cg_buf *h, cg_buf *c, const cg_method *m) {
             "    return;\n"
             "  if (x->base.resp) /* the core lets one through (SPEC AP-02) "
             "*/\n"
-            "    protobuf_c_message_free_unpacked(x->base.resp, NULL);\n"
+            "    protobuf_c_message_free_unpacked(x->base.resp, "
+            "GRIT_PROTOBUF_C_ALLOCATOR);\n"
             "  x->base.resp = m;\n"
             "}\n\n",
             l, l, l, l, l, l);
-  cg_printf(c,
-            "static void %s__u_done(grit_call *call, const grit_status *st,\n"
-            "    void *ud) {\n"
-            "  struct %s__uctx *x = ud;\n"
-            "  grit_status local;\n"
-            "  char msg[256];\n"
-            "  grit_call_info info;\n"
-            "  grit_stub_actx_enter(&x->base, call);\n"
-            "  const grit_status *out =\n"
-            "      grit_stub_actx_status(&x->base, st, &local, msg, "
-            "sizeof(msg));\n"
-            "  ProtobufCMessage *r = x->base.resp;\n"
-            "  x->base.resp = NULL;\n"
-            "  if (r && out->code != GRIT_STATUS_OK) {\n"
-            "    protobuf_c_message_free_unpacked(r, NULL);\n"
-            "    r = NULL;\n"
-            "  }\n"
-            "  if (grit_call_get_info(call, &info) != GRIT_OK)\n"
-            "    memset(&info, 0, sizeof(info));\n"
-            "  x->cbs.on_done(out, (%s *)r, &info, x->base.user_data);\n"
-            "  grit_stub_actx_unref(&x->base);\n"
-            "}\n\n"
-            "static const grit_call_cbs %s__u_cbs = {\n"
-            "  .version = GRIT_CALL_CBS_VERSION,\n"
-            "  .on_headers = %s__u_headers,\n"
-            "  .on_message = %s__u_message,\n"
-            "  .on_done = %s__u_done,\n"
-            "};\n\n",
-            l, l, m->out_c, l, l, l, l);
+  cg_printf(
+      c,
+      "static void %s__u_done(grit_call *call, const grit_status *st,\n"
+      "    void *ud) {\n"
+      "  struct %s__uctx *x = ud;\n"
+      "  grit_status local;\n"
+      "  char msg[256];\n"
+      "  grit_call_info info = GRIT_CALL_INFO_INIT;\n"
+      "  grit_stub_actx_enter(&x->base, call);\n"
+      "  const grit_status *out =\n"
+      "      grit_stub_actx_status(&x->base, st, &local, msg, "
+      "sizeof(msg));\n"
+      "  ProtobufCMessage *r = x->base.resp;\n"
+      "  x->base.resp = NULL;\n"
+      "  if (r && out->code != GRIT_STATUS_OK) {\n"
+      "    protobuf_c_message_free_unpacked(r, GRIT_PROTOBUF_C_ALLOCATOR);\n"
+      "    r = NULL;\n"
+      "  }\n"
+      "  if (grit_call_get_info(call, &info) != GRIT_OK)\n"
+      "    info = (grit_call_info)GRIT_CALL_INFO_INIT;\n"
+      "  x->cbs.on_done(out, (%s *)r, &info, x->base.user_data);\n"
+      "  grit_stub_actx_unref(&x->base);\n"
+      "}\n\n"
+      "static const grit_call_cbs %s__u_cbs = {\n"
+      "  .version = GRIT_CALL_CBS_VERSION,\n"
+      "  .on_headers = %s__u_headers,\n"
+      "  .on_message = %s__u_message,\n"
+      "  .on_done = %s__u_done,\n"
+      "};\n\n",
+      l, l, m->out_c, l, l, l, l);
   cg_printf(c,
             "grit_err %s__call_async_ex(grit_channel *ch, const %s *req,\n"
             "    const grit_call_opts *opts, const %s__unary_cbs *cbs,\n"
             "    void *user_data) {\n"
             "  if (!ch || !cbs || !cbs->on_done)\n"
             "    return GRIT_ERR_INVALID_ARG;\n"
-            "  struct %s__uctx *x = calloc(1, sizeof(*x));\n"
+            "  struct %s__uctx *x = grit_allocator_alloc(NULL, sizeof(*x));\n"
+            "  if (x)\n"
+            "    memset(x, 0, sizeof(*x));\n"
             "  if (!x)\n"
             "    return GRIT_ERR_NOMEM;\n"
             "  x->base.user_data = user_data;\n"
@@ -419,7 +426,7 @@ static void emit_unary_async_ex(cg_buf *h, cg_buf *c, const cg_method *m) {
             "      GRIT_METHOD_UNARY, &%s__u_cbs, &x->base,\n"
             "      (const ProtobufCMessage *)req, true);\n"
             "  if (rv != GRIT_OK) {\n"
-            "    free(x);\n"
+            "    grit_allocator_free(NULL, x);\n"
             "    return rv;\n"
             "  }\n"
             "  grit_stub_actx_unref(&x->base); /* no caller handle here */\n"
@@ -628,18 +635,20 @@ static void emit_async_source(cg_buf *c, const cg_method *m, bool cs, bool ss) {
             "    return;\n",
             l, l, l, l, l, l, l);
   if (ss)
-    cg_printf(c,
-              "  if (x->cbs.on_message)\n"
-              "    x->cbs.on_message((%s__async *)x->base.s, (%s *)m,\n"
-              "        x->base.user_data);\n"
-              "  else\n"
-              "    protobuf_c_message_free_unpacked(m, NULL);\n"
-              "}\n\n",
-              l, m->out_c);
+    cg_printf(
+        c,
+        "  if (x->cbs.on_message)\n"
+        "    x->cbs.on_message((%s__async *)x->base.s, (%s *)m,\n"
+        "        x->base.user_data);\n"
+        "  else\n"
+        "    protobuf_c_message_free_unpacked(m, GRIT_PROTOBUF_C_ALLOCATOR);\n"
+        "}\n\n",
+        l, m->out_c);
   else
     cg_printf(c, "  /* The core lets one response through (SPEC AP-02). */\n"
                  "  if (x->base.resp)\n"
-                 "    protobuf_c_message_free_unpacked(x->base.resp, NULL);\n"
+                 "    protobuf_c_message_free_unpacked(x->base.resp, "
+                 "GRIT_PROTOBUF_C_ALLOCATOR);\n"
                  "  x->base.resp = m;\n"
                  "}\n\n");
   cg_printf(c,
@@ -659,16 +668,17 @@ static void emit_async_source(cg_buf *c, const cg_method *m, bool cs, bool ss) {
               "x->base.user_data);\n",
               l);
   else
-    cg_printf(c,
-              "  ProtobufCMessage *r = x->base.resp;\n"
-              "  x->base.resp = NULL;\n"
-              "  if (r && out->code != GRIT_STATUS_OK) {\n"
-              "    protobuf_c_message_free_unpacked(r, NULL);\n"
-              "    r = NULL;\n"
-              "  }\n"
-              "  x->cbs.on_done((%s__async *)x->base.s, out, (%s *)r,\n"
-              "      x->base.user_data);\n",
-              l, m->out_c);
+    cg_printf(
+        c,
+        "  ProtobufCMessage *r = x->base.resp;\n"
+        "  x->base.resp = NULL;\n"
+        "  if (r && out->code != GRIT_STATUS_OK) {\n"
+        "    protobuf_c_message_free_unpacked(r, GRIT_PROTOBUF_C_ALLOCATOR);\n"
+        "    r = NULL;\n"
+        "  }\n"
+        "  x->cbs.on_done((%s__async *)x->base.s, out, (%s *)r,\n"
+        "      x->base.user_data);\n",
+        l, m->out_c);
   cg_printf(c, "  grit_stub_actx_unref(&x->base);\n"
                "}\n\n");
   if (cs)
@@ -695,33 +705,36 @@ static void emit_async_source(cg_buf *c, const cg_method *m, bool cs, bool ss) {
   cg_printf(c, "grit_err %s__async_start(grit_channel *ch,%s%s%s\n", l,
             send_req ? " const " : "", send_req ? m->in_c : "",
             send_req ? " *req," : "");
-  cg_printf(c,
-            "    const grit_call_opts *opts, const %s__async_cbs *cbs,\n"
-            "    void *user_data, %s__async *s) {\n"
-            "  if (!s)\n"
-            "    return GRIT_ERR_INVALID_ARG;\n"
-            "  s->ctx = NULL;\n"
-            "  if (!ch || !cbs || !cbs->on_done)\n"
-            "    return GRIT_ERR_INVALID_ARG;\n"
-            "  struct %s__async_ctx *x = calloc(1, sizeof(*x));\n"
-            "  if (!x)\n"
-            "    return GRIT_ERR_NOMEM;\n"
-            "  x->base.s = s;\n"
-            "  x->base.user_data = user_data;\n"
-            "  x->base.rd = &%s__descriptor;\n"
-            "  x->cbs = *cbs;\n"
-            "  s->ctx = x; /* before the start: callbacks may use it */\n"
-            "  grit_err rv = grit_stub_astart(ch, %s__PATH, opts, %s,\n"
-            "      &%s__a_cbs, &x->base, %s, %s);\n"
-            "  if (rv != GRIT_OK) {\n"
-            "    s->ctx = NULL;\n"
-            "    free(x);\n"
-            "  }\n"
-            "  return rv;\n"
-            "}\n\n",
-            l, l, l, m->out_l, m->u, kindsym(cs, ss), l,
-            send_req ? "(const ProtobufCMessage *)req" : "NULL",
-            send_req ? "true" : "false");
+  cg_printf(
+      c,
+      "    const grit_call_opts *opts, const %s__async_cbs *cbs,\n"
+      "    void *user_data, %s__async *s) {\n"
+      "  if (!s)\n"
+      "    return GRIT_ERR_INVALID_ARG;\n"
+      "  s->ctx = NULL;\n"
+      "  if (!ch || !cbs || !cbs->on_done)\n"
+      "    return GRIT_ERR_INVALID_ARG;\n"
+      "  struct %s__async_ctx *x = grit_allocator_alloc(NULL, sizeof(*x));\n"
+      "  if (x)\n"
+      "    memset(x, 0, sizeof(*x));\n"
+      "  if (!x)\n"
+      "    return GRIT_ERR_NOMEM;\n"
+      "  x->base.s = s;\n"
+      "  x->base.user_data = user_data;\n"
+      "  x->base.rd = &%s__descriptor;\n"
+      "  x->cbs = *cbs;\n"
+      "  s->ctx = x; /* before the start: callbacks may use it */\n"
+      "  grit_err rv = grit_stub_astart(ch, %s__PATH, opts, %s,\n"
+      "      &%s__a_cbs, &x->base, %s, %s);\n"
+      "  if (rv != GRIT_OK) {\n"
+      "    s->ctx = NULL;\n"
+      "    grit_allocator_free(NULL, x);\n"
+      "  }\n"
+      "  return rv;\n"
+      "}\n\n",
+      l, l, l, m->out_l, m->u, kindsym(cs, ss), l,
+      send_req ? "(const ProtobufCMessage *)req" : "NULL",
+      send_req ? "true" : "false");
   if (cs)
     cg_printf(
         c,

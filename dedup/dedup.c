@@ -4,6 +4,7 @@
 #include "dedup/dedup_int.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -116,6 +117,13 @@ static uint64_t new_token(grit_dedup_store *s) {
     pthread_mutex_unlock(&(s)->mu);                                            \
   } while (0)
 
+/* A store operation's result, counting the store's own failures. */
+static grit_dedup_err counted(grit_dedup_store *s, grit_dedup_err e) {
+  if (e == GRIT_DEDUP_ERR_STORE)
+    COUNT(s, store_errors);
+  return e;
+}
+
 struct grit_dedup_heal_ctx {
   size_t max;
   uint8_t *resp;
@@ -205,7 +213,7 @@ grit_dedup_err grit_dedup_claim(grit_dedup_store *s, const char *key,
     grit_dedup_err e =
         s->ops->insert(s, key, fp, fp_len, token, &inserted, &rec);
     if (e != GRIT_DEDUP_OK)
-      return e;
+      return counted(s, e);
     if (inserted) {
       out->outcome = GRIT_DEDUP_LEADER;
       out->token = token;
@@ -229,8 +237,8 @@ grit_dedup_err grit_dedup_claim(grit_dedup_store *s, const char *key,
       if (e == GRIT_DEDUP_ERR_STALE)
         continue; /* another claimer healed it or the leader finished */
       if (e != GRIT_DEDUP_OK)
-        return e;
-      e = heal(s, key, token, out);
+        return counted(s, e);
+      e = counted(s, heal(s, key, token, out));
       if (e == GRIT_DEDUP_OK) {
         if (out->outcome == GRIT_DEDUP_LEADER)
           COUNT(s, leaders);
@@ -266,7 +274,8 @@ grit_dedup_err grit_dedup_succeed(grit_dedup_store *s, const char *key,
     return GRIT_DEDUP_ERR_INVALID_ARG;
   if (len > s->opts.max_response)
     return GRIT_DEDUP_ERR_TOO_LARGE;
-  return s->ops->finish(s, key, token, DD_SUCCEEDED, 0, NULL, response, len);
+  return counted(
+      s, s->ops->finish(s, key, token, DD_SUCCEEDED, 0, NULL, response, len));
 }
 
 grit_dedup_err grit_dedup_fail(grit_dedup_store *s, const char *key,
@@ -274,14 +283,15 @@ grit_dedup_err grit_dedup_fail(grit_dedup_store *s, const char *key,
                                const char *message) {
   if (!s || !key_ok(key) || status <= 0 || status > 16)
     return GRIT_DEDUP_ERR_INVALID_ARG;
-  return s->ops->finish(s, key, token, DD_FAILED, status, message, NULL, 0);
+  return counted(
+      s, s->ops->finish(s, key, token, DD_FAILED, status, message, NULL, 0));
 }
 
 grit_dedup_err grit_dedup_abandon(grit_dedup_store *s, const char *key,
                                   uint64_t token) {
   if (!s || !key_ok(key))
     return GRIT_DEDUP_ERR_INVALID_ARG;
-  return s->ops->abandon(s, key, token);
+  return counted(s, s->ops->abandon(s, key, token));
 }
 
 grit_dedup_err grit_dedup_purge(grit_dedup_store *s, uint64_t *removed) {
@@ -289,7 +299,7 @@ grit_dedup_err grit_dedup_purge(grit_dedup_store *s, uint64_t *removed) {
     *removed = 0;
   if (!s)
     return GRIT_DEDUP_ERR_INVALID_ARG;
-  return s->ops->purge(s, removed);
+  return counted(s, s->ops->purge(s, removed));
 }
 
 grit_dedup_err grit_dedup_get_stats(grit_dedup_store *s,
@@ -306,4 +316,44 @@ grit_dedup_err grit_dedup_get_stats(grit_dedup_store *s,
     s->ops->stats(s, &out);
   grit_sized_fill(caller, &out, sizeof(out));
   return GRIT_DEDUP_OK;
+}
+
+/* OP-01: the counters as Prometheus text (format 0.0.4), snprintf-style,
+ * to be included in grit's exposition through grit_metrics_add_source. */
+size_t grit_dedup_metrics_text(char *buf, size_t cap, void *store) {
+  grit_dedup_stats st;
+  grit_dedup_get_stats(store, &st);
+  static const struct {
+    const char *name, *type, *help;
+    size_t off;
+  } fams[] = {
+#define DD_FAM(f, t, h) {"grit_dedup_" #f, t, h, offsetof(grit_dedup_stats, f)}
+      DD_FAM(claims, "counter", "Claims of an idempotency key."),
+      DD_FAM(leaders, "counter", "Claims that made the caller the leader."),
+      DD_FAM(replays, "counter", "Claims answered from a finished record."),
+      DD_FAM(mismatches, "counter",
+             "Claims of a key with another request fingerprint."),
+      DD_FAM(in_progress, "counter",
+             "Claims that found the key still pending after waiting."),
+      DD_FAM(heals, "counter", "Pending records taken over and healed."),
+      DD_FAM(store_errors, "counter", "Store operations that failed."),
+      DD_FAM(records, "gauge", "Records held by the in-process store."),
+      DD_FAM(bytes, "gauge", "Bytes held by the in-process store."),
+#undef DD_FAM
+  };
+  size_t need = 0;
+  for (size_t i = 0; i < sizeof(fams) / sizeof(fams[0]); i++) {
+    uint64_t v;
+    memcpy(&v, (const char *)&st + fams[i].off, sizeof(v));
+    const char *suffix = strcmp(fams[i].type, "counter") == 0 ? "_total" : "";
+    int n =
+        snprintf(need < cap ? buf + need : NULL, need < cap ? cap - need : 0,
+                 "# HELP %s%s %s\n# TYPE %s%s %s\n%s%s %llu\n", fams[i].name,
+                 suffix, fams[i].help, fams[i].name, suffix, fams[i].type,
+                 fams[i].name, suffix, (unsigned long long)v);
+    if (n < 0)
+      return 0;
+    need += (size_t)n;
+  }
+  return need;
 }

@@ -96,7 +96,7 @@ int main(int argc, char **argv) {
   while (!st.done)
     pthread_cond_wait(&st.cv, &st.mu);
   pthread_mutex_unlock(&st.mu);
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT; /* docs/abi.md */
   bool info_ok = M(async_info)(&s, &info) == GRIT_OK && info.peer[0] != '\0';
   M(async_destroy)(&s);
   M(async_destroy)(&s); /* a second destroy is a no-op */

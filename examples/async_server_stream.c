@@ -74,7 +74,7 @@ static int run(grit_channel *ch,
   while (!r->done)
     pthread_cond_wait(&r->cv, &r->mu);
   pthread_mutex_unlock(&r->mu);
-  grit_call_info info;
+  grit_call_info info = GRIT_CALL_INFO_INIT; /* docs/abi.md */
   int rc = M(async_info)(&s, &info) == GRIT_OK && info.attempts == 1 ? 0 : 1;
   M(async_destroy)(&s);
   return rc;

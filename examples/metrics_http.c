@@ -1,8 +1,10 @@
 /*
- * Serve grit's metrics to Prometheus (SPEC OB-01): a channel to TARGET
- * makes one unary call of METHOD (an empty request) every second, with
- * W3C trace context on, and http://127.0.0.1:PORT/metrics answers with
- * grit_metrics_write_prometheus for the whole process.
+ * Serve grit's metrics to Prometheus (SPEC OB-01, OP-03): a channel to
+ * TARGET makes one unary call of METHOD (an empty request) every second,
+ * with W3C trace context on, and grit's admin endpoint answers
+ * http://127.0.0.1:PORT/metrics (the whole process's Prometheus text) and
+ * /channelz (JSON). The endpoint serves every scraper by events, so an
+ * idle connection never blocks another.
  *
  *   metrics_http TARGET METHOD [PORT]      (PORT default 9464)
  *   curl -s http://127.0.0.1:9464/metrics
@@ -11,15 +13,10 @@
  */
 #include <grit/grit.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 static volatile sig_atomic_t stop;
@@ -47,29 +44,6 @@ static void *call_loop(void *arg) {
   return NULL;
 }
 
-/* Answer one HTTP/1.1 request: GET /metrics, else 404. */
-static void serve(int fd) {
-  char req[2048];
-  ssize_t n = recv(fd, req, sizeof(req) - 1, 0);
-  if (n <= 0)
-    return;
-  req[n] = '\0';
-  grit_bytes body = {0};
-  const char *status = "404 Not Found";
-  if (strncmp(req, "GET /metrics ", 13) == 0 &&
-      grit_metrics_write_prometheus(NULL, &body) == GRIT_OK)
-    status = "200 OK";
-  char head[256];
-  int h = snprintf(head, sizeof(head),
-                   "HTTP/1.1 %s\r\nContent-Type: text/plain; version=0.0.4; "
-                   "charset=utf-8\r\nContent-Length: %zu\r\n"
-                   "Connection: close\r\n\r\n",
-                   status, body.len);
-  if (send(fd, head, (size_t)h, MSG_NOSIGNAL) == h && body.len)
-    send(fd, body.data, body.len, MSG_NOSIGNAL);
-  grit_bytes_free(&body);
-}
-
 int main(int argc, char **argv) {
   if (argc < 3 || argc > 4) {
     fprintf(stderr, "usage: %s TARGET METHOD [PORT]\n", argv[0]);
@@ -86,37 +60,27 @@ int main(int argc, char **argv) {
     return 1;
   }
   grit_channel_args_destroy(a);
-  int ls = socket(AF_INET, SOCK_STREAM, 0);
-  int one = 1;
-  setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  struct sockaddr_in sa = {.sin_family = AF_INET,
-                           .sin_port = htons((uint16_t)port),
-                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  if (ls < 0 || bind(ls, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-      listen(ls, 8) != 0) {
-    perror("listen");
+  /* The method this program calls is its own: named in its metrics. */
+  grit_metrics_register_method(argv[2]);
+  grit_admin *admin = NULL;
+  grit_error_detail d = {0};
+  if (grit_admin_start("127.0.0.1", (uint16_t)port, 0, &d, &admin) != GRIT_OK) {
+    fprintf(stderr, "cannot serve 127.0.0.1:%d: %s\n", port, d.reason);
     grit_channel_destroy(ch);
     return 1;
   }
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
-  printf("serving http://127.0.0.1:%d/metrics\n", port);
+  printf("serving http://127.0.0.1:%u/metrics\n",
+         (unsigned)grit_admin_port(admin));
   fflush(stdout);
   caller c = {.ch = ch, .method = argv[2]};
   pthread_t th;
   pthread_create(&th, NULL, call_loop, &c);
-  while (!stop) {
-    struct pollfd p = {.fd = ls, .events = POLLIN};
-    if (poll(&p, 1, 200) == 1) {
-      int fd = accept(ls, NULL, NULL);
-      if (fd >= 0) {
-        serve(fd);
-        close(fd);
-      }
-    }
-  }
+  while (!stop)
+    usleep(100000);
   pthread_join(th, NULL);
-  close(ls);
+  grit_admin_stop(admin);
   grit_channel_destroy(ch);
   grit_default_runtime_shutdown();
   return 0;

@@ -134,6 +134,13 @@ grit_transport *grit_subchannel_transport(const grit_subchannel *sc);
 const grit_addr *grit_subchannel_addr(const grit_subchannel *sc);
 /* Last failure reason ("connect: connection refused"), "" if none. */
 const char *grit_subchannel_error(const grit_subchannel *sc);
+/* Streams on its connections so far (SPEC OP-03, channelz), into |out|. */
+void grit_subchannel_calls(const grit_subchannel *sc,
+                           grit_transport_calls *out);
+/* Call |fn| for every live subchannel of the channel (loop only). */
+void grit_lb_shared_foreach(grit_lb_shared *sh,
+                            void (*fn)(const grit_subchannel *sc, void *ud),
+                            void *ud);
 /* Keepalive time its next connection will use (0 = none). */
 uint64_t grit_subchannel_keepalive_time_ms(const grit_subchannel *sc);
 void grit_subchannel_reset_backoff(grit_subchannel *sc);

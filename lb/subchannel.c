@@ -34,10 +34,16 @@ struct grit_subchannel {
   uint64_t backoff_ms;
   uint64_t keepalive_time_ms; /* starts at topts'; doubled on too_many_pings */
   char error[256];
-  unsigned live_transports; /* created, on_closed not yet seen */
+  grit_transport_calls calls; /* OP-03: of its transports closed so far */
+  unsigned live_transports;   /* created, on_closed not yet seen */
   bool timer_closed;
   bool destroyed;
 };
+
+/* The channel's metric series (the per-target subchannel gauge), if any. */
+static grit_obs_target *sc_obs(const grit_subchannel *sc) {
+  return sc->a.shared ? sc->a.shared->obs : NULL;
+}
 
 static void sc_maybe_free(grit_subchannel *sc) {
   if (sc->destroyed && sc->timer_closed && sc->live_transports == 0)
@@ -124,7 +130,7 @@ static void sc_set_state(grit_subchannel *sc, grit_connectivity_state s) {
   GRIT_TRACE(GRIT_TRACE_LB, GRIT_LEVEL_INFO, "subchannel %s: %s -> %s",
              sc->addr.text, grit_connectivity_state_name(sc->state),
              grit_connectivity_state_name(s));
-  grit_obs_subchannel_state((int)sc->state, (int)s); /* OB-01 gauge */
+  grit_obs_subchannel_state(sc_obs(sc), (int)sc->state, (int)s); /* OP-01 */
   sc->state = s;
   sc_health_update(sc);
   sc_publish(sc);
@@ -178,6 +184,7 @@ static void sc_backoff_done(uv_timer_t *timer) {
 static void sc_on_closed(grit_transport *t, const grit_transport_close_info *ci,
                          void *ud) {
   grit_subchannel *sc = ud;
+  grit_transport_calls_add(t, &sc->calls);
   grit_transport_destroy(t);
   sc->live_transports--;
   if (sc->destroyed) {
@@ -224,7 +231,7 @@ grit_err grit_subchannel_create(const grit_subchannel_args *a,
   sc->ud = user_data;
   sc->state = GRIT_STATE_IDLE;
   sc->prev_state = GRIT_STATE_IDLE;
-  grit_obs_subchannel_state(-1, GRIT_STATE_IDLE);
+  grit_obs_subchannel_state(sc_obs(sc), -1, GRIT_STATE_IDLE);
   sc->keepalive_time_ms = a->topts.keepalive_time_ms;
   uv_timer_init(a->loop, &sc->timer);
   sc->timer.data = sc;
@@ -308,6 +315,21 @@ uint64_t grit_subchannel_keepalive_time_ms(const grit_subchannel *sc) {
   return sc->keepalive_time_ms;
 }
 
+void grit_subchannel_calls(const grit_subchannel *sc,
+                           grit_transport_calls *out) {
+  *out = sc->calls;
+  grit_transport_calls_add(sc->t, out);
+}
+
+void grit_lb_shared_foreach(grit_lb_shared *sh,
+                            void (*fn)(const grit_subchannel *sc, void *ud),
+                            void *ud) {
+  grit_list *it;
+  GRIT_LIST_FOREACH(it, &sh->scs) {
+    fn(GRIT_CONTAINER_OF(it, grit_subchannel, shared_link), ud);
+  }
+}
+
 const char *grit_subchannel_error(const grit_subchannel *sc) {
   return sc->error;
 }
@@ -347,7 +369,7 @@ void grit_subchannel_destroy(grit_subchannel *sc) {
   grit_list_remove(&sc->group_link);
   grit_list_remove(&sc->shared_link);
   sc->destroyed = true;
-  grit_obs_subchannel_state((int)sc->state, -1);
+  grit_obs_subchannel_state(sc_obs(sc), (int)sc->state, -1);
   grit_transport *t = sc->t;
   sc->t = NULL;
   /* Its on_closed arrives later and releases the last hold on |sc|. */

@@ -100,6 +100,45 @@ static grit_obs_target *target_find(const char *target) {
   return NULL;
 }
 
+/* OP-01 (gRFC A66): at most |max_targets| targets keep their own name
+ * (default 100); later ones, and the ones the user's filter declines, are
+ * recorded as "other", so a process that dials many short-lived targets
+ * keeps a bounded exposition. */
+static size_t max_targets = GRIT_OBS_DEFAULT_MAX_TARGETS;
+static size_t named_targets; /* under reg_mu */
+static grit_obs_target_filter_fn target_filter;
+static void *target_filter_data;
+
+void grit_obs_set_max_targets(size_t n) {
+  pthread_mutex_lock(&reg_mu);
+  max_targets = n;
+  pthread_mutex_unlock(&reg_mu);
+}
+
+void grit_obs_set_target_filter(grit_obs_target_filter_fn fn, void *data) {
+  pthread_mutex_lock(&reg_mu);
+  target_filter = fn;
+  target_filter_data = data;
+  pthread_mutex_unlock(&reg_mu);
+}
+
+static grit_obs_target *target_make_locked(const char *name) {
+  grit_obs_target *t = grit_calloc(1, sizeof(*t));
+  if (!t)
+    return NULL;
+  t->name = grit_strdup(name);
+  t->cells = grit_calloc(block_cells(GRIT_OBS_S_TARGET), sizeof(uint64_t));
+  if (!t->name || !t->cells) {
+    grit_free(t->name);
+    grit_free(t->cells);
+    grit_free(t);
+    return NULL;
+  }
+  t->next = targets;
+  __atomic_store_n(&targets, t, __ATOMIC_RELEASE);
+  return t;
+}
+
 grit_obs_target *grit_obs_target_get(const char *target) {
   grit_obs_target *t = target_find(target);
   if (t)
@@ -107,21 +146,56 @@ grit_obs_target *grit_obs_target_get(const char *target) {
   pthread_mutex_lock(&reg_mu);
   layout_init_locked();
   t = target_find(target);
-  if (!t && (t = grit_calloc(1, sizeof(*t))) != NULL) {
-    t->name = grit_strdup(target);
-    t->cells = grit_calloc(block_cells(GRIT_OBS_S_TARGET), sizeof(uint64_t));
-    if (!t->name || !t->cells) {
-      grit_free(t->name);
-      grit_free(t->cells);
-      grit_free(t);
-      t = NULL;
-    } else {
-      t->next = targets;
-      __atomic_store_n(&targets, t, __ATOMIC_RELEASE);
-    }
+  if (!t) {
+    bool named = strcmp(target, GRIT_OBS_OTHER) != 0 &&
+                 named_targets < max_targets &&
+                 (!target_filter || target_filter(target, target_filter_data));
+    const char *name = named ? target : GRIT_OBS_OTHER;
+    if (!named)
+      t = target_find(name);
+    if (!t && (t = target_make_locked(name)) != NULL && named)
+      named_targets++;
   }
   pthread_mutex_unlock(&reg_mu);
   return t;
+}
+
+/* Methods registered by the application (generated stubs, `grit call`):
+ * copies, freed with the series. Slots are published with release stores;
+ * readers scan up to the published count. */
+static char *registered[GRIT_OBS_MAX_REGISTERED];
+static size_t nregistered;
+
+static const char *strip_slash(const char *m) {
+  return m[0] == '/' ? m + 1 : m;
+}
+
+grit_err grit_obs_method_register(const char *method) {
+  if (!method || !*strip_slash(method))
+    return GRIT_ERR_INVALID_ARG;
+  grit_err rv = GRIT_OK;
+  pthread_mutex_lock(&reg_mu);
+  if (!grit_obs_method_registered(method)) {
+    char *copy = NULL;
+    if (nregistered == GRIT_OBS_MAX_REGISTERED ||
+        !(copy = grit_strdup(strip_slash(method)))) {
+      rv = GRIT_ERR_NOMEM; /* out of memory, or the fixed table is full */
+    } else {
+      registered[nregistered] = copy;
+      __atomic_store_n(&nregistered, nregistered + 1, __ATOMIC_RELEASE);
+    }
+  }
+  pthread_mutex_unlock(&reg_mu);
+  return rv;
+}
+
+bool grit_obs_method_registered(const char *method) {
+  size_t n = __atomic_load_n(&nregistered, __ATOMIC_ACQUIRE);
+  const char *m = strip_slash(method);
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(registered[i], m) == 0)
+      return true;
+  return false;
 }
 
 static grit_obs_method *method_find(grit_obs_target *t, const char *name) {
@@ -134,6 +208,10 @@ static grit_obs_method *method_find(grit_obs_target *t, const char *name) {
 
 const char *grit_obs_target_name(const grit_obs_target *t) {
   return t->name;
+}
+
+grit_obs_method *grit_obs_method_find(grit_obs_target *t, const char *method) {
+  return t ? method_find(t, method) : NULL;
 }
 
 grit_obs_method *grit_obs_method_get(grit_obs_target *t, const char *method) {
@@ -251,6 +329,12 @@ void grit_obs_release(void) {
   pthread_mutex_lock(&reg_mu);
   grit_obs_target *t = targets;
   __atomic_store_n(&targets, NULL, __ATOMIC_RELEASE);
+  named_targets = 0;
+  for (size_t i = 0; i < nregistered; i++) {
+    grit_free(registered[i]);
+    registered[i] = NULL;
+  }
+  __atomic_store_n(&nregistered, 0, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&reg_mu);
   while (t) {
     grit_obs_target *tn = t->next;
@@ -292,21 +376,20 @@ size_t grit_obs_collectors(grit_obs_collector_fn *out, size_t cap) {
   return k;
 }
 
-static uint64_t sc_states[5]; /* grit_connectivity_state IDLE..SHUTDOWN */
-static bool sc_seen;
-
-void grit_obs_subchannel_state(int from, int to) {
-  __atomic_store_n(&sc_seen, true, __ATOMIC_RELAXED);
+void grit_obs_subchannel_state(grit_obs_target *t, int from, int to) {
+  if (!t)
+    return;
+  __atomic_store_n(&t->sc_seen, true, __ATOMIC_RELAXED);
   if (from >= 0 && from < 5)
-    __atomic_sub_fetch(&sc_states[from], 1, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&t->sc_states[from], 1, __ATOMIC_RELAXED);
   if (to >= 0 && to < 5)
-    __atomic_add_fetch(&sc_states[to], 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&t->sc_states[to], 1, __ATOMIC_RELAXED);
 }
 
-bool grit_obs_subchannel_counts(uint64_t out[5]) {
+bool grit_obs_subchannel_counts(const grit_obs_target *t, uint64_t out[5]) {
   for (int i = 0; i < 5; i++)
-    out[i] = __atomic_load_n(&sc_states[i], __ATOMIC_RELAXED);
-  return __atomic_load_n(&sc_seen, __ATOMIC_RELAXED);
+    out[i] = __atomic_load_n(&t->sc_states[i], __ATOMIC_RELAXED);
+  return __atomic_load_n(&t->sc_seen, __ATOMIC_RELAXED);
 }
 
 void grit_obs_registry_fork_lock(void) {

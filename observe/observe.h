@@ -1,9 +1,11 @@
 /*
- * observe: metrics (gRFC A66, A96 instruments and histograms), their
- * Prometheus text form, and W3C trace context (traceparent, gRFC A72).
- * channel/ reports attempt start, attempt end and call end here; the writer
- * reads the same cells from any thread. Recording is lock-free (relaxed
- * atomics). It knows nothing of the channel, the loop or the clock.
+ * observe: metrics (gRFC A66, A96 instruments and histograms) with their
+ * label bounds, their Prometheus text form, W3C trace context
+ * (traceparent, gRFC A72), the OTLP span encoding and the admin endpoint's
+ * HTTP request parser (SPEC OB-01, OB-02, OP-01..03). channel/ reports
+ * attempt start, attempt end and call end here; the writer reads the same
+ * cells from any thread. Recording is lock-free (relaxed atomics). It
+ * knows nothing of the channel, the loop, the network or the clock.
  * Layout: floor 1 of docs/layout.md.
  */
 #ifndef GRIT_OBSERVE_H
@@ -111,17 +113,42 @@ typedef enum grit_obs_id {
 } grit_obs_id;
 
 /* Distinct methods a target labels by name; later ones are "other" (A66
- * bounds the cardinality of grpc.method). */
+ * bounds the cardinality of grpc.method). A safety cap: only registered
+ * methods and those the service config names get a name at all (OP-01). */
 #define GRIT_OBS_MAX_METHODS 64
+/* Distinct targets labelled by name unless grit_obs_set_max_targets says
+ * otherwise; later ones are GRIT_OBS_OTHER (OP-01, A66). */
+#define GRIT_OBS_DEFAULT_MAX_TARGETS 100
+#define GRIT_OBS_OTHER "other"
+/* Methods the application may register (grit_metrics_register_method). */
+#define GRIT_OBS_MAX_REGISTERED 1024
 
 typedef struct grit_obs_target grit_obs_target;
 typedef struct grit_obs_method grit_obs_method;
 
 /* The process-wide series of |target|, created on first use and kept for
  * the life of the process (so a scrape sees counts of closed channels
- * too). NULL only on out-of-memory: then nothing is recorded. */
+ * too). Past the target bound, or when the filter declines it, the series
+ * of GRIT_OBS_OTHER. NULL only on out-of-memory: then nothing is recorded. */
 grit_obs_target *grit_obs_target_get(const char *target);
-/* Free every series (counts start again from zero). Only while nothing
+/* Bound on targets with a name of their own (OP-01); applies to targets
+ * seen from now on. */
+void grit_obs_set_max_targets(size_t n);
+/* A target filter: true to label |target| by name (OP-01). Called once
+ * per new target, under the registry lock: it must not call observe/. */
+typedef bool (*grit_obs_target_filter_fn)(const char *target, void *data);
+void grit_obs_set_target_filter(grit_obs_target_filter_fn fn, void *data);
+/* Register |method| ("/pkg.S/M" or "pkg.S/M"; copied, until
+ * grit_obs_release) as known: its series get its name (A66 generic methods).
+ * Returns GRIT_OK, GRIT_ERR_INVALID_ARG (NULL or empty) or GRIT_ERR_NOMEM (the
+ * table of GRIT_OBS_MAX_REGISTERED is full). */
+grit_err grit_obs_method_register(const char *method);
+/* Whether |method| (with or without its leading '/') was registered. */
+bool grit_obs_method_registered(const char *method);
+/* The existing series of |method| under |t|, or NULL; lock-free. */
+grit_obs_method *grit_obs_method_find(grit_obs_target *t, const char *method);
+/* Free every series and registered method (counts start again from
+ * zero). Only while nothing
  * records or writes: no channel, call or scrape exists. */
 void grit_obs_release(void);
 /* fork() (SPEC AP-06): the registry lock, held across it by the runtime's
@@ -143,9 +170,10 @@ void grit_obs_record(grit_obs_method *m, grit_obs_id id, int status,
 /* The same for GRIT_OBS_S_TARGET instruments; |t| NULL is a no-op. */
 void grit_obs_target_add(grit_obs_target *t, grit_obs_id id, uint64_t n);
 void grit_obs_target_record(grit_obs_target *t, grit_obs_id id, uint64_t value);
-/* A subchannel moved between connectivity states (grit_connectivity_state
- * values; -1: created or destroyed). Process-wide gauge per state. */
-void grit_obs_subchannel_state(int from, int to);
+/* A subchannel of |t| (NULL: not recorded) moved between connectivity
+ * states (grit_connectivity_state values; -1: created or destroyed). A
+ * gauge per target and state. */
+void grit_obs_subchannel_state(grit_obs_target *t, int from, int to);
 
 /* Extra metric families computed at scrape time (gauges of other modules:
  * throttle tokens, buffers, subchannel states). The function appends
@@ -161,11 +189,70 @@ grit_err grit_obs_write_gauge(grit_buf *out, const char *name, const char *help,
                               const char *const *label_values,
                               const double *values);
 
+/* Text sources of other libraries (grit_metrics_source_cb): snprintf-style
+ * writers of complete families, rendered when every target is (OP-01).
+ * Up to GRIT_OBS_MAX_SOURCES; adding one twice is a no-op. Add: GRIT_OK,
+ * GRIT_ERR_INVALID_ARG, GRIT_ERR_NOMEM (full). Remove: GRIT_OK or
+ * GRIT_ERR_NOT_FOUND; after it returns the source is not running. */
+#define GRIT_OBS_MAX_SOURCES 16
+typedef size_t (*grit_obs_source_fn)(char *buf, size_t cap, void *data);
+grit_err grit_obs_add_source(grit_obs_source_fn fn, void *data);
+grit_err grit_obs_remove_source(grit_obs_source_fn fn, void *data);
+
 /* Render the Prometheus text exposition (format 0.0.4, as the
  * OpenTelemetry exporter names things: dots become underscores, units
  * become suffixes, counters end in _total) of |target|'s series, or of
  * every target when NULL. Returns GRIT_OK or GRIT_ERR_NOMEM. */
 grit_err grit_obs_write_prometheus(const char *target, grit_buf *out);
+
+/* ---- HTTP/1.1 requests of the admin endpoint (SPEC OP-03) ---- */
+
+/* Longest request head accepted (request line and headers). */
+#define GRIT_HTTP_MAX_HEAD 8192
+#define GRIT_HTTP_INCOMPLETE 0
+#define GRIT_HTTP_DONE 1
+#define GRIT_HTTP_BAD (-1)
+
+typedef struct grit_http_req {
+  char method[16]; /* "GET" */
+  char path[256];  /* "/metrics", without the query */
+  bool keep_alive; /* the connection stays open after the response */
+  size_t consumed; /* bytes of |buf| the head took */
+} grit_http_req;
+
+/* Parse the head of one request at the start of |buf|: DONE (|out| set),
+ * INCOMPLETE (read more), or BAD (malformed, over GRIT_HTTP_MAX_HEAD, or
+ * with a body). */
+int grit_http_parse_request(const char *buf, size_t len, grit_http_req *out);
+
+/* ---- OTLP trace export (SPEC OP-02, gRFC A72) ---- */
+
+/* One finished span, self-contained (it waits in the exporter's queue). */
+typedef struct grit_otlp_span {
+  uint8_t trace_id[16];
+  uint8_t span_id[8];
+  uint8_t parent_span_id[8];
+  bool has_parent;
+  bool attempt; /* INTERNAL attempt span; else the call's CLIENT span */
+  bool transparent_retry;
+  uint8_t flags;
+  int32_t code; /* grpc status */
+  uint32_t previous_rpc_attempts;
+  uint32_t attempts;
+  uint64_t start_ns, end_ns; /* Unix time */
+  char name[160];            /* cut to fit, NUL-terminated */
+  char message[160];
+  char peer[64];
+} grit_otlp_span;
+
+/* Copy |src| into |dst| (|cap| > 0 bytes) as valid UTF-8, as protobuf
+ * strings must be: cut to fit at a character boundary, NUL-terminated,
+ * each byte that does not start a valid sequence replaced by '?'. */
+void grit_otlp_copy_text(char *dst, size_t cap, const char *src);
+/* Append the ExportTraceServiceRequest of |spans| (resource service.name
+ * |service_name|) to |out|. GRIT_OK or GRIT_ERR_NOMEM. */
+grit_err grit_otlp_encode(const grit_otlp_span *spans, size_t n,
+                          const char *service_name, grit_buf *out);
 
 /* ---- W3C trace context (traceparent), gRFC A72 ---- */
 

@@ -28,6 +28,8 @@ struct grit_obs_target {
   uint64_t *cells;          /* GRIT_OBS_S_TARGET instruments */
   grit_obs_method *methods; /* atomic head */
   unsigned nmethods;        /* named ones, under the registry mutex */
+  uint64_t sc_states[5];    /* subchannels per state IDLE..SHUTDOWN */
+  bool sc_seen;             /* a subchannel was ever made */
 };
 
 grit_obs_target *grit_obs_targets(void);
@@ -35,8 +37,8 @@ const uint64_t *grit_obs_bounds(grit_obs_buckets b, size_t *n);
 size_t grit_obs_cells(grit_obs_id id);
 size_t grit_obs_offset(grit_obs_id id);
 size_t grit_obs_collectors(grit_obs_collector_fn *out, size_t cap);
-/* Subchannels per connectivity state (IDLE..SHUTDOWN); false if none was
- * ever made. */
-bool grit_obs_subchannel_counts(uint64_t out[5]);
+/* |t|'s subchannels per connectivity state (IDLE..SHUTDOWN); false if
+ * none was ever made. */
+bool grit_obs_subchannel_counts(const grit_obs_target *t, uint64_t out[5]);
 
 #endif

@@ -5,6 +5,7 @@
  * sorted (SPEC OB-01). */
 #include "observe/observe_int.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -193,21 +194,35 @@ static grit_err family(grit_buf *b, grit_obs_id id, const char *target) {
   return rv;
 }
 
-/* Subchannels per connectivity state, process-wide. */
-static grit_err subchannel_gauge(grit_buf *out) {
-  uint64_t n[5];
-  if (!grit_obs_subchannel_counts(n))
-    return GRIT_OK;
-  const char *names[4];
-  double v[4];
-  for (int i = 0; i < 4; i++) { /* SHUTDOWN is never a subchannel's */
-    names[i] = grit_connectivity_state_name((grit_connectivity_state)i);
-    v[i] = (double)n[i];
+/* Subchannels per target and connectivity state (OP-01). */
+static grit_err subchannel_gauge(grit_buf *out, const char *target) {
+  static const char name[] = "grit_client_subchannels";
+  bool head = false;
+  grit_err rv = GRIT_OK;
+  for (grit_obs_target *t = grit_obs_targets(); t && rv == GRIT_OK;
+       t = __atomic_load_n(&t->next, __ATOMIC_ACQUIRE)) {
+    uint64_t n[5];
+    if ((target && strcmp(target, t->name) != 0) ||
+        !grit_obs_subchannel_counts(t, n))
+      continue;
+    if (!head) {
+      head = true;
+      rv = grit_buf_appendf(out,
+                            "# HELP %s Subchannels of the target per "
+                            "connectivity state.\n# TYPE %s gauge\n",
+                            name, name);
+    }
+    for (int i = 0; i < 4 && rv == GRIT_OK; i++) { /* never SHUTDOWN */
+      rv = grit_buf_appendf(
+          out, "%s{grpc_connectivity_state=\"%s\",grpc_target=\"", name,
+          grit_connectivity_state_name((grit_connectivity_state)i));
+      if (rv == GRIT_OK)
+        rv = esc(out, t->name);
+      if (rv == GRIT_OK)
+        rv = grit_buf_appendf(out, "\"} %llu\n", (unsigned long long)n[i]);
+    }
   }
-  return grit_obs_write_gauge(
-      out, "grit_client_subchannels",
-      "Subchannels of the process per connectivity state.",
-      "grpc_connectivity_state", 4, names, v);
+  return rv;
 }
 
 grit_err grit_obs_write_gauge(grit_buf *out, const char *name, const char *help,
@@ -228,15 +243,85 @@ grit_err grit_obs_write_gauge(grit_buf *out, const char *name, const char *help,
   return rv;
 }
 
+/* Text sources of other libraries (grit-dedup), rendered with the whole
+ * process's exposition (OP-01). The mutex is held while they run, so a
+ * source removed is never called after its removal returns. */
+static pthread_mutex_t src_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  grit_obs_source_fn fn;
+  void *data;
+} sources[GRIT_OBS_MAX_SOURCES];
+static size_t nsources;
+
+grit_err grit_obs_add_source(grit_obs_source_fn fn, void *data) {
+  if (!fn)
+    return GRIT_ERR_INVALID_ARG;
+  grit_err rv = GRIT_OK;
+  pthread_mutex_lock(&src_mu);
+  size_t i = 0;
+  while (i < nsources && (sources[i].fn != fn || sources[i].data != data))
+    i++;
+  if (i == nsources) {
+    if (nsources == GRIT_OBS_MAX_SOURCES) {
+      rv = GRIT_ERR_NOMEM; /* the fixed table is full */
+    } else {
+      sources[nsources].fn = fn;
+      sources[nsources++].data = data;
+    }
+  }
+  pthread_mutex_unlock(&src_mu);
+  return rv;
+}
+
+grit_err grit_obs_remove_source(grit_obs_source_fn fn, void *data) {
+  grit_err rv = GRIT_ERR_NOT_FOUND;
+  pthread_mutex_lock(&src_mu);
+  for (size_t i = 0; i < nsources; i++) {
+    if (sources[i].fn == fn && sources[i].data == data) {
+      sources[i] = sources[--nsources];
+      rv = GRIT_OK;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&src_mu);
+  return rv;
+}
+
+/* Append each source's text; one that asks for more than it was given is
+ * called again with room for all of it. */
+static grit_err write_sources(grit_buf *out) {
+  grit_err rv = GRIT_OK;
+  pthread_mutex_lock(&src_mu);
+  for (size_t i = 0; i < nsources && rv == GRIT_OK; i++) {
+    size_t cap = 4096;
+    for (int round = 0; round < 2 && rv == GRIT_OK; round++) {
+      rv = grit_buf_reserve(out, cap);
+      if (rv != GRIT_OK)
+        break;
+      size_t n =
+          sources[i].fn((char *)out->data + out->len, cap, sources[i].data);
+      if (n < cap) {
+        out->len += n;
+        break;
+      }
+      cap = n + 1; /* the text and its NUL */
+    }
+  }
+  pthread_mutex_unlock(&src_mu);
+  return rv;
+}
+
 grit_err grit_obs_write_prometheus(const char *target, grit_buf *out) {
   grit_err rv = GRIT_OK;
   for (int i = 0; i < GRIT_OBS_N && rv == GRIT_OK; i++)
     rv = family(out, (grit_obs_id)i, target);
   if (rv == GRIT_OK)
-    rv = subchannel_gauge(out);
+    rv = subchannel_gauge(out, target);
   grit_obs_collector_fn fns[8];
   size_t n = grit_obs_collectors(fns, 8);
   for (size_t i = 0; i < n && rv == GRIT_OK; i++)
     rv = fns[i](out, target);
+  if (rv == GRIT_OK && !target)
+    rv = write_sources(out);
   return rv;
 }

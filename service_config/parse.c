@@ -804,6 +804,16 @@ const grit_method_cfg *grit_svccfg_find(const grit_svccfg *cfg,
   return mc;
 }
 
+bool grit_svccfg_names_method(const grit_svccfg *cfg, const char *path) {
+  if (!cfg || !path || cfg->n_names == 0 || path[0] != '/')
+    return false;
+  const char *slash = strrchr(path, '/');
+  if (slash == path)
+    return false;
+  return find_key(cfg, path, strlen(path)) ||
+         find_key(cfg, path, (size_t)(slash - path) + 1);
+}
+
 const grit_svccfg_global *grit_svccfg_get_global(const grit_svccfg *cfg) {
   static const grit_svccfg_global empty = {.lb = GRIT_LB_PICK_FIRST};
   return cfg ? &cfg->global : &empty;

@@ -131,6 +131,10 @@ void grit_svccfg_unref(grit_svccfg *cfg);
  * while |cfg| lives. */
 const grit_method_cfg *grit_svccfg_find(const grit_svccfg *cfg,
                                         const char *path);
+/* grit_svccfg_names_method: whether a methodConfig names |path| ("/S/M")
+ * exactly or by its service (not the default entry): a method the
+ * operator knows, so its metrics carry its name (SPEC OP-01, gRFC A66). */
+bool grit_svccfg_names_method(const grit_svccfg *cfg, const char *path);
 /* grit_svccfg_global: throttling and LB settings; borrowed like _find. */
 const grit_svccfg_global *grit_svccfg_get_global(const grit_svccfg *cfg);
 

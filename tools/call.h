@@ -167,10 +167,12 @@ typedef struct call_setup {
  * Returns the exit status (0 OK, 64 + code for a non-OK status, 2 a bad
  * stdin line). */
 int call_run_stream(const call_setup *cs);
-/* |count| unary calls, |concurrency| in flight, then the summary.
- * Returns the exit status (0 every call OK, else tool_exit_for_code of the
- * most frequent non-OK code). */
-int call_run_unary(const call_setup *cs, uint64_t count, uint64_t concurrency);
+/* |count| unary calls, |concurrency| in flight, then the summary; with
+ * |rate| > 0, call i starts no earlier than i/|rate| s after the first
+ * (--rate, OP-03). Returns the exit status (0 every call OK, else
+ * tool_exit_for_code of the most frequent non-OK code). */
+int call_run_unary(const call_setup *cs, uint64_t count, uint64_t concurrency,
+                   uint64_t rate);
 
 /* --metrics: the channel's Prometheus text on stdout (call_attempts.c). */
 void call_print_metrics(grit_channel *ch);

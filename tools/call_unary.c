@@ -6,6 +6,7 @@
 
 #include <inttypes.h>
 #include <stdlib.h>
+#include <time.h>
 
 typedef struct unary_run unary_run;
 
@@ -20,6 +21,7 @@ struct unary_run {
   const uint8_t *req;
   size_t req_len;
   uint64_t started, finished;
+  bool paced; /* --rate: the main thread starts every call */
   call_slot *slots;
   uint64_t *lat_us;
   call_tally tally;
@@ -56,10 +58,10 @@ static void on_done(const grit_status *st, const uint8_t *resp, size_t len,
     out_timeline(o, &res);
   }
   bool all = r->finished == r->tally.count;
-  if (all)
+  if (all || r->paced)
     pthread_cond_signal(&r->cv);
   pthread_mutex_unlock(&r->mu);
-  if (!all)
+  if (!all && !r->paced)
     start_next(r);
 }
 
@@ -88,8 +90,34 @@ static void start_next(unary_run *r) {
   }
 }
 
-int call_run_unary(const call_setup *cs, uint64_t count, uint64_t concurrency) {
-  unary_run r = {.cs = cs, .tally = {.count = count}};
+/* --rate: start call i at t0 + i/rate s, with at most |concurrency| in
+ * flight (a full window waits for an end, and the schedule catches up). */
+static void run_paced(unary_run *r, uint64_t t0, uint64_t concurrency,
+                      uint64_t rate) {
+  for (uint64_t i = 0; i < r->tally.count; i++) {
+    uint64_t at = t0 + (uint64_t)((double)i * 1e6 / (double)rate);
+    uint64_t now = tool_now_us();
+    while (now < at) {
+      uint64_t wait = at - now;
+      struct timespec ts = {.tv_sec = (time_t)(wait / 1000000u),
+                            .tv_nsec = (long)(wait % 1000000u) * 1000};
+      nanosleep(&ts, NULL);
+      now = tool_now_us();
+    }
+    pthread_mutex_lock(&r->mu);
+    while (r->started - r->finished >= concurrency && !r->start_failed)
+      pthread_cond_wait(&r->cv, &r->mu);
+    bool failed = r->start_failed;
+    pthread_mutex_unlock(&r->mu);
+    if (failed)
+      return;
+    start_next(r);
+  }
+}
+
+int call_run_unary(const call_setup *cs, uint64_t count, uint64_t concurrency,
+                   uint64_t rate) {
+  unary_run r = {.cs = cs, .tally = {.count = count}, .paced = rate > 0};
   req_source_single(cs->src, &r.req, &r.req_len);
   r.slots = calloc(count, sizeof(call_slot));
   r.lat_us = calloc(count, sizeof(uint64_t));
@@ -102,8 +130,11 @@ int call_run_unary(const call_setup *cs, uint64_t count, uint64_t concurrency) {
   pthread_mutex_init(&r.mu, NULL);
   pthread_cond_init(&r.cv, NULL);
   uint64_t t0 = tool_now_us();
-  for (uint64_t i = 0; i < concurrency && i < count; i++)
-    start_next(&r);
+  if (r.paced)
+    run_paced(&r, t0, concurrency, rate);
+  else
+    for (uint64_t i = 0; i < concurrency && i < count; i++)
+      start_next(&r);
   pthread_mutex_lock(&r.mu);
   while (r.finished < r.tally.count)
     pthread_cond_wait(&r.cv, &r.mu);

@@ -25,6 +25,9 @@ enum {
   OPT_MAX_RECV,
   OPT_CONNECT_TIMEOUT,
   OPT_EMIT_DEFAULTS,
+  OPT_ADMIN, /* OP-03 */
+  OPT_RATE,
+  OPT_OTLP, /* OP-02 */
 };
 
 typedef struct opt_row {
@@ -122,6 +125,17 @@ static const opt_row OPTS[] = {
     {"traceparent", 'P', "VALUE",
      "the caller's traceparent (implies\n"
      "--trace-context)"},
+    {"admin", OPT_ADMIN, "ADDR:PORT",
+     "serve GET /metrics and /channelz over HTTP on\n"
+     "ADDR:PORT (loopback; port 0: any, printed on\n"
+     "stderr) while the command runs"},
+    {"otlp", OPT_OTLP, "ADDR:PORT",
+     "export the call and attempt spans over OTLP/gRPC\n"
+     "to the collector at ADDR:PORT (implies\n"
+     "--trace-context); counts on stderr at the end"},
+    {"rate", OPT_RATE, "N",
+     "with --count: start N calls per second (in\n"
+     "flight: --concurrency if given, else any)"},
     {"help", 'h', NULL, "this text (also -h)"},
 };
 #define N_OPTS (sizeof(OPTS) / sizeof(OPTS[0]))
@@ -165,6 +179,10 @@ typedef struct call_flags {
   grit_compression compression;
   bool metrics, trace_context; /* --metrics, --trace-context (OB-01, 02) */
   const char *traceparent;
+  const char *admin;    /* --admin ADDR:PORT (OP-03) */
+  const char *otlp;     /* --otlp ADDR:PORT (OP-02) */
+  uint64_t rate;        /* --rate N calls per second; 0: as fast as ends */
+  bool concurrency_set; /* --concurrency given */
   /* --data-json values (decoded once the types are known), and where
    * the types come from. */
   const char *json_data[64];
@@ -391,6 +409,18 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
     case 'C':
       if (!number_arg("--concurrency", optarg, &fl->concurrency))
         return 2;
+      fl->concurrency_set = true;
+      break;
+    case OPT_ADMIN:
+      fl->admin = optarg;
+      break;
+    case OPT_OTLP:
+      fl->otlp = optarg;
+      fl->trace_context = true;
+      break;
+    case OPT_RATE:
+      if (!number_arg("--rate", optarg, &fl->rate))
+        return 2;
       break;
     case 'A':
       fl->attempts = true;
@@ -499,6 +529,8 @@ static grit_err make_args(const call_flags *fl, const char *sc,
     rv = grit_channel_args_set_string(a, GRIT_ARG_DNS_SERVER, fl->dns_server);
   if (rv == GRIT_OK && fl->trace_context)
     rv = grit_channel_args_set_int(a, GRIT_ARG_TRACE_CONTEXT, 1);
+  if (rv == GRIT_OK && fl->otlp)
+    rv = grit_channel_args_set_string(a, GRIT_ARG_OTLP_ENDPOINT, fl->otlp);
   if (rv != GRIT_OK) {
     grit_channel_args_destroy(a);
     return rv;
@@ -546,6 +578,38 @@ static int check_cardinality(call_setup *cs, bool json) {
   return 0;
 }
 
+/* --admin ADDR:PORT ("127.0.0.1:9464", "[::1]:0"): start the endpoint
+ * (OP-03) and say where it listens. NULL on error (message printed). */
+static grit_admin *start_admin(const char *arg) {
+  const char *colon = strrchr(arg, ':');
+  uint64_t port;
+  char host[64];
+  size_t hn = colon ? (size_t)(colon - arg) : 0;
+  if (hn >= 2 && arg[0] == '[' && arg[hn - 1] == ']') {
+    arg++;
+    hn -= 2;
+  }
+  if (!colon || hn == 0 || hn >= sizeof(host) ||
+      !tool_parse_u64(colon + 1, 0, 65535, &port)) {
+    fprintf(stderr, "grit: --admin wants ADDR:PORT, got '%s'\n", arg);
+    return NULL;
+  }
+  memcpy(host, arg, hn);
+  host[hn] = '\0';
+  grit_admin *a = NULL;
+  grit_error_detail d = {0};
+  grit_err rv = grit_admin_start(host, (uint16_t)port, 0, &d, &a);
+  if (rv != GRIT_OK) {
+    fprintf(stderr, "grit: --admin %s: %s%s%s\n", arg, grit_strerror(rv),
+            d.reason[0] ? ": " : "", d.reason);
+    return NULL;
+  }
+  fprintf(stderr, "grit: admin endpoint on http://%s%s%s:%u/\n",
+          strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "",
+          (unsigned)grit_admin_port(a));
+  return a;
+}
+
 /* The one place that sets wait-for-ready on the call options. */
 static void set_wait_for_ready(grit_call_opts *o) {
   o->wait_for_ready = GRIT_WFR_ON;
@@ -560,6 +624,7 @@ int cmd_call(int argc, char **argv) {
   char *sc = NULL, *method = NULL;
   grit_channel *ch = NULL;
   call_types *types = NULL;
+  grit_admin *admin = NULL;
   int rc = 2;
   if (grit_metadata_create(&fl.md) != GRIT_OK ||
       !(fl.src = req_source_create(req_decode_hex_or_file))) {
@@ -583,6 +648,9 @@ int cmd_call(int argc, char **argv) {
   }
   if (fl.service_config && !(sc = tool_read_json_arg(fl.service_config, NULL)))
     goto done;
+  /* OP-01: the method named on the command line is known: its metrics
+   * carry its name (a failure only leaves it "other"). */
+  (void)grit_metrics_register_method(method);
   grit_channel_args *a;
   grit_error_detail d = {0};
   grit_err rv = make_args(&fl, sc, &store, &a);
@@ -649,8 +717,14 @@ int cmd_call(int argc, char **argv) {
   rc = check_cardinality(&cs, fl.n_json_data > 0);
   if (rc != 0)
     goto done;
+  if (fl.admin && !(admin = start_admin(fl.admin))) {
+    rc = 2;
+    goto done;
+  }
+  if (fl.rate && !fl.concurrency_set)
+    fl.concurrency = fl.count; /* the rate alone paces the run */
   if (fl.count > 1)
-    rc = call_run_unary(&cs, fl.count, fl.concurrency);
+    rc = call_run_unary(&cs, fl.count, fl.concurrency, fl.rate);
   else
     rc = call_run_stream(&cs);
   if (fl.show_config) {
@@ -663,8 +737,19 @@ int cmd_call(int argc, char **argv) {
   if (fl.metrics) /* OB-01: after the result and any summary line */
     call_print_metrics(ch);
 done:
+  grit_admin_stop(admin);
   types_free(types);
-  grit_channel_destroy(ch);
+  grit_channel_destroy(ch); /* OP-02: sends the spans still queued */
+  if (fl.otlp && ch) {
+    grit_span_export_stats xs;
+    grit_span_export_get_stats(&xs);
+    fprintf(stderr,
+            "grit: otlp %s: %llu spans exported, %llu dropped (%llu exports "
+            "failed)\n",
+            fl.otlp, (unsigned long long)xs.exported,
+            (unsigned long long)xs.dropped,
+            (unsigned long long)xs.exports_failed);
+  }
   grit_metadata_destroy(fl.md);
   req_source_destroy(fl.src);
   free(sc);

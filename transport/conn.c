@@ -635,6 +635,15 @@ bool grit_transport_is_ready(const grit_transport *t) {
   return t && t->phase == GRIT_TP_READY && !t->going_away;
 }
 
+void grit_transport_calls_add(const grit_transport *t,
+                              grit_transport_calls *acc) {
+  if (!t)
+    return;
+  acc->started += t->calls.started;
+  acc->succeeded += t->calls.succeeded;
+  acc->failed += t->calls.failed;
+}
+
 size_t grit_transport_stream_count(const grit_transport *t) {
   return t ? t->active : 0;
 }

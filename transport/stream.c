@@ -131,6 +131,10 @@ void grit_stream_finish(grit_stream *s, grit_status_code code,
     return;
   s->finished = true;
   t->active--;
+  if (code == GRIT_STATUS_OK)
+    t->calls.succeeded++;
+  else
+    t->calls.failed++;
   s->code = code;
   s->wire = wire;
   /* The decoded grpc-message is handed over rather than copied; "" needs
@@ -371,6 +375,7 @@ grit_err grit_transport_start_stream(grit_transport *t,
   }
   grit_list_insert_tail(&t->streams, &s->node);
   t->active++;
+  t->calls.started++;
   uint32_t max_streams = nghttp2_session_get_remote_settings(
       t->h2, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
   if (t->active > max_streams)

@@ -116,6 +116,14 @@ void grit_transport_drain(grit_transport *t);
 bool grit_transport_is_ready(const grit_transport *t);
 /* Streams open (including those queued under MAX_CONCURRENT_STREAMS). */
 size_t grit_transport_stream_count(const grit_transport *t);
+/* Streams started on a transport, and how many ended with grpc status OK
+ * or another (SPEC OP-03, channelz); loop only. */
+typedef struct grit_transport_calls {
+  uint64_t started, succeeded, failed;
+} grit_transport_calls;
+/* Add |t|'s counts to |acc| (NULL |t|: nothing). */
+void grit_transport_calls_add(const grit_transport *t,
+                              grit_transport_calls *acc);
 const grit_addr *grit_transport_peer(const grit_transport *t);
 
 /* How far a stream's request got, for transparent retry (SPEC TR-01..04). */

@@ -55,6 +55,7 @@ typedef enum grit_tp_phase {
 } grit_tp_phase;
 
 struct grit_transport {
+  grit_transport_calls calls; /* OP-03: streams started and how they ended */
   uv_loop_t *loop;
   grit_addr addr;
   grit_transport_cbs cbs;

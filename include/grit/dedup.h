@@ -278,8 +278,9 @@ GRIT_DEDUP_EXTERN grit_dedup_err grit_dedup_purge(grit_dedup_store *s,
 typedef struct grit_dedup_stats {
   size_t size; /* sizeof(grit_dedup_stats) as the caller knows it */
   uint64_t claims, leaders, replays, mismatches, in_progress, heals;
-  uint64_t records; /* in-process: records held */
-  uint64_t bytes;   /* in-process: bytes counted against max_bytes */
+  uint64_t records;      /* in-process: records held */
+  uint64_t bytes;        /* in-process: bytes counted against max_bytes */
+  uint64_t store_errors; /* operations that ended GRIT_DEDUP_ERR_STORE */
 } grit_dedup_stats;
 
 /** A grit_dedup_stats with |size| set and every counter zero. */
@@ -292,6 +293,20 @@ typedef struct grit_dedup_stats {
  * or |out->size| not set; nothing written). */
 GRIT_DEDUP_EXTERN grit_dedup_err grit_dedup_get_stats(grit_dedup_store *s,
                                                       grit_dedup_stats *out);
+
+/** Write |store|'s counters (a grit_dedup_store *) as Prometheus text
+ * (format 0.0.4): grit_dedup_claims_total, _leaders_total, _replays_total,
+ * _mismatches_total, _in_progress_total, _heals_total, _store_errors_total
+ * and the in-process gauges grit_dedup_records, grit_dedup_bytes (SPEC
+ * OP-01). snprintf-style: writes at most |cap| bytes (NUL-terminated when
+ * |cap| > 0) and returns the length the whole text needs, so |buf| may be
+ * NULL with |cap| 0. Its signature is grit_metrics_source_cb's, so
+ * `grit_metrics_add_source(grit_dedup_metrics_text, store)` puts the
+ * counters in grit's exposition (grit_metrics_write_prometheus with a NULL
+ * channel, and the admin endpoint's GET /metrics).
+ * Thread: any. */
+GRIT_DEDUP_EXTERN size_t grit_dedup_metrics_text(char *buf, size_t cap,
+                                                 void *store);
 
 #ifdef __cplusplus
 }

@@ -605,6 +605,80 @@ typedef struct grit_channel_args grit_channel_args;
  * The ids appear in grit_attempt_record and in GRIT_TRACE=channel lines. */
 #define GRIT_ARG_TRACE_CONTEXT "grit.trace_context"
 
+/** String "host:port" (any grit target): export spans over OTLP/gRPC
+ * (opentelemetry.proto.collector.trace.v1.TraceService/Export, SPEC
+ * OP-02, gRFC A72) to the collector there, through a grit channel of its
+ * own. Implies GRIT_ARG_TRACE_CONTEXT. Per sampled call (trace flags bit
+ * 0; a fresh trace is sampled): a CLIENT span "Sent.<service>/<method>"
+ * (child of the caller's span, if any) and per attempt an INTERNAL span
+ * "Attempt.<service>/<method>", child of the call's span, whose id is the
+ * one the attempt's traceparent carries; attributes previous-rpc-attempts
+ * and transparent-retry (A72) and rpc.grpc.status_code; status ERROR with
+ * the message for a non-OK end (OK leaves it unset); wall-clock times.
+ * Spans wait in a bounded queue (2048 per collector) and a thread of the
+ * exporter sends them in batches (up to 512, at least every 200 ms), so a
+ * call never waits for the collector: when the queue is full or an export
+ * fails (collector down or slow: 2 s per export), spans are dropped and
+ * counted (grit_span_export_get_stats; grit_otlp_spans_dropped_total in
+ * the metrics). Channels with the same endpoint share one exporter;
+ * grit_channel_destroy from a thread that is not an I/O thread waits (up
+ * to the export timeout) until the channel's spans were sent or dropped.
+ * The exporter's own channel lives on the default runtime (and shows in
+ * channelz and the metrics) until the last channel naming the endpoint is
+ * freed; grit_default_runtime_shutdown answers GRIT_ERR_BUSY until then. */
+#define GRIT_ARG_OTLP_ENDPOINT "grit.otlp_endpoint"
+
+/** A finished span (SPEC OP-02), as exported over OTLP; for users who bring
+ * their own tracer (grit_channel_args_set_span_callback). Strings are
+ * borrowed for the callback. */
+typedef struct grit_span {
+  /** "Sent.pkg.Service/Method" (the call) or "Attempt.pkg.Service/Method" */
+  const char *name;
+  bool attempt; /* an attempt's span: INTERNAL, child of the call's */
+  uint8_t trace_id[16];
+  uint8_t span_id[8];        /* an attempt's: the one its traceparent sent */
+  uint8_t parent_span_id[8]; /* all zero: none (a root span) */
+  uint8_t flags;             /* W3C trace flags (01: sampled) */
+  uint64_t start_unix_ns;    /* wall clock */
+  uint64_t end_unix_ns;
+  grit_status_code code; /* how the call or attempt ended */
+  const char *message;   /* its status message, "" if none */
+  uint64_t call_id;      /* grit_call_info.call_id */
+  /* Attempts (A72 attributes): grpc-previous-rpc-attempts sent with it,
+   * whether it replays one the server never saw, and its peer ("" if no
+   * stream was opened). For the call's span: the attempts made. */
+  uint32_t previous_rpc_attempts;
+  bool transparent_retry;
+  const char *peer;
+  uint32_t attempts;
+} grit_span;
+
+/** Span callback: runs on the I/O thread when an attempt or a sampled call
+ * ends (each attempt's span before its call's), before the call's own
+ * completion callback. It must not block. */
+typedef void (*grit_span_cb)(const grit_span *span, void *user_data);
+
+/** Install |cb| as the span callback of channels made with |a| (NULL
+ * removes it); it implies GRIT_ARG_TRACE_CONTEXT. It works with or
+ * without GRIT_ARG_OTLP_ENDPOINT.
+ * Ownership: |user_data| is never dereferenced by grit and must stay
+ * valid while such a channel lives. Thread: any, one at a time per set.
+ * Returns GRIT_OK or GRIT_ERR_INVALID_ARG (|a| NULL). */
+GRIT_EXTERN grit_err grit_channel_args_set_span_callback(grit_channel_args *a,
+                                                         grit_span_cb cb,
+                                                         void *user_data);
+
+/** Process-wide counts of OTLP span export (SPEC OP-02). */
+typedef struct grit_span_export_stats {
+  uint64_t exported; /* spans a collector accepted (status OK) */
+  uint64_t dropped;  /* spans dropped: queue full, or their export failed */
+  uint64_t exports_failed; /* Export calls that did not end OK */
+} grit_span_export_stats;
+
+/** Read the span export counts into |out|. Thread: any.
+ * Returns GRIT_OK or GRIT_ERR_INVALID_ARG (|out| NULL). */
+GRIT_EXTERN grit_err grit_span_export_get_stats(grit_span_export_stats *out);
+
 /** Create an empty argument set.
  *
  * Ownership: |*out| is new; release with grit_channel_args_destroy.
@@ -840,11 +914,24 @@ GRIT_EXTERN const char *grit_config_source_name(grit_config_source s);
  * suffixes (_seconds, _bytes), counters end in _total; labels grpc_method,
  * grpc_target and, per A66, grpc_status. Histograms use A66's buckets
  * (A96 counts: 1, 2, 3, 4, 5, 10, 100, 1000). Series are process-wide per
- * target and method (a target's first 64 methods by name, later ones as
- * "other") and outlive channels, as a scrape expects.
+ * target and method and outlive channels, as a scrape expects.
  *
- * |ch| selects the series of its target (the string it was created with);
- * NULL renders every target of the process.
+ * Labels (SPEC OP-01, gRFC A66): grpc_target is the canonical target
+ * ("dns:///host:port" for a channel made with "host:port"); the first 100
+ * distinct targets of the process (grit_metrics_set_max_targets) that the
+ * filter (grit_metrics_set_target_filter) accepts keep their name, the
+ * others are recorded as grpc_target="other". grpc_method is written as
+ * other gRPC stacks write it, "pkg.Service/Method" without the leading
+ * slash, for known methods: those registered with
+ * grit_metrics_register_method and those the service config in force when
+ * the call starts names (exactly or by service). Calls of any other method
+ * are recorded as grpc_method="other" (A66's generic methods), as are
+ * known methods past 64 per target. The gauge grit_client_subchannels has
+ * grpc_target and grpc_connectivity_state. With a NULL |ch|, the text of
+ * every source added with grit_metrics_add_source follows.
+ *
+ * |ch| selects the series of its target (its canonical target, or "other"
+ * when it is recorded so); NULL renders every target of the process.
  *
  * Ownership: |out| receives new data (release with grit_bytes_free).
  * Thread: any; recording never waits for it.
@@ -852,6 +939,129 @@ GRIT_EXTERN const char *grit_config_source_name(grit_config_source s);
  * empty). */
 GRIT_EXTERN grit_err grit_metrics_write_prometheus(grit_channel *ch,
                                                    grit_bytes *out);
+
+/* ---- Metric labels and sources (SPEC OP-01) ---- */
+
+/** Bound the targets recorded under their own name to |n| (default 100;
+ * 0: every target is "other"). Applies to targets first seen after the
+ * call; targets named already keep their name.
+ * Thread: any. Returns GRIT_OK. */
+GRIT_EXTERN grit_err grit_metrics_set_max_targets(size_t n);
+
+/** Target filter: return true to record |target| (the canonical target,
+ * e.g. "dns:///db.internal:5432") under its own name, false to record it
+ * as "other". It runs once per distinct target, when the first channel to
+ * it is created, on that thread, under a lock of the metric registry: it
+ * must not call grit. |target| is borrowed for the call. */
+typedef bool (*grit_metrics_target_filter_cb)(const char *target,
+                                              void *user_data);
+
+/** Install |cb| as the process's target filter (NULL removes it: every
+ * target is named, within the bound). Set it before creating channels;
+ * targets seen before keep what they were given.
+ * Ownership: |user_data| is never dereferenced by grit and must stay valid
+ * while the filter is installed. Thread: any. Returns GRIT_OK. */
+GRIT_EXTERN grit_err grit_metrics_set_target_filter(
+    grit_metrics_target_filter_cb cb, void *user_data);
+
+/** Register |method| ("/pkg.Service/Method" or "pkg.Service/Method") as a
+ * known method of the application: its calls are recorded under its name
+ * instead of "other" (gRFC A66: generated stubs register their methods;
+ * `grit call` registers the method it calls). Registering a method twice
+ * is a no-op. Up to 1024 methods per process. Registrations belong to the
+ * process's metric series: grit_default_runtime_shutdown clears them when it
+ * frees the series.
+ * Ownership: copied. Thread: any.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (NULL or empty); GRIT_ERR_NOMEM
+ * (no memory, or 1024 methods are registered already). */
+GRIT_EXTERN grit_err grit_metrics_register_method(const char *method);
+
+/** A metric source of another library (grit-dedup's
+ * grit_dedup_metrics_text): writes complete Prometheus text families
+ * (HELP, TYPE and samples, format 0.0.4) into |buf|, snprintf-style: at
+ * most |cap| bytes, and returns the length the whole text needs; grit
+ * calls it again with more room when that is |cap| or more. It runs on the
+ * thread rendering the exposition, with a lock held: it must not call
+ * grit_metrics_* functions. */
+typedef size_t (*grit_metrics_source_cb)(char *buf, size_t cap,
+                                         void *user_data);
+
+/** Add |cb| with |user_data| to the process's exposition: its text follows
+ * grit's own in grit_metrics_write_prometheus(NULL, ...) and the admin
+ * endpoint's GET /metrics. Adding the same pair twice is a no-op; up to 16.
+ * Ownership: |user_data| is passed to |cb| and must stay valid until
+ * grit_metrics_remove_source returns. Thread: any.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (|cb| NULL); GRIT_ERR_NOMEM (16
+ * sources already). */
+GRIT_EXTERN grit_err grit_metrics_add_source(grit_metrics_source_cb cb,
+                                             void *user_data);
+
+/** Remove the pair added with grit_metrics_add_source. When it returns,
+ * |cb| is not running and will not be called again for this pair.
+ * Thread: any, but not from inside |cb|.
+ * Returns GRIT_OK or GRIT_ERR_NOT_FOUND. */
+GRIT_EXTERN grit_err grit_metrics_remove_source(grit_metrics_source_cb cb,
+                                                void *user_data);
+
+/* ---- Introspection: channelz JSON and the admin endpoint (SPEC OP-03) ---- */
+
+/** Render channelz-style data as JSON: for |ch|, one channel object; for
+ * NULL, {"channels":[...]} with every channel of the process not yet
+ * destroyed. A channel object holds "id" (process-wide number), "target"
+ * (as given), "metrics_target" (its grpc_target label), "state",
+ * "calls_started", "calls_succeeded", "calls_failed", "attempts",
+ * "retries", "transparent_retries", "last_call_started" (RFC 3339 UTC,
+ * null before the first call), "service_config" ({"source": "none" |
+ * "default" | "dns", "config": the config in force or null,
+ * "applied_at", "last_rejection"}) and "subchannels": per subchannel
+ * "address", "state" (as its LB policy sees it), "calls_started",
+ * "calls_succeeded", "calls_failed" (streams on its connections, grpc
+ * status OK or not), "last_failure" (connect or connection error, or
+ * null) and "not_picked_because" (ejected, health; or null).
+ *
+ * The subchannels are read on each channel's I/O thread: the caller waits
+ * for each loop in turn (microseconds on an idle loop), and the default
+ * runtime's shutdown answers GRIT_ERR_BUSY meanwhile.
+ * Ownership: |out| receives new data (grit_bytes_free).
+ * Thread: any thread but a grit I/O thread (there, only for |ch| of that
+ * thread's own runtime). A runtime made with grit_runtime_create must
+ * not be destroyed while a NULL-|ch| render is running.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (|out| NULL); GRIT_ERR_NOMEM;
+ * GRIT_ERR_SHUTDOWN (|ch| is being destroyed, from its own I/O thread). */
+GRIT_EXTERN grit_err grit_channelz_json(grit_channel *ch, grit_bytes *out);
+
+/** The admin HTTP endpoint (SPEC OP-03): an HTTP/1.1 server on a thread
+ * of its own answering GET /metrics (grit_metrics_write_prometheus of the
+ * whole process, with the sources added) and GET /channelz
+ * (grit_channelz_json(NULL)). Connections are served by events, so an
+ * idle or slow scraper never blocks another; keep-alive is honoured; at
+ * most 64 connections at a time. Off unless started. */
+typedef struct grit_admin grit_admin;
+
+/** Flag of grit_admin_start: serve on an address that is not loopback
+ * (anyone who can reach it reads the metrics and channelz). */
+#define GRIT_ADMIN_ALLOW_REMOTE (1u << 0)
+
+/** Start the admin endpoint on |host| (an IPv4 or IPv6 literal; NULL:
+ * "127.0.0.1") and |port| (0: any free port, see grit_admin_port).
+ * Ownership: |*out| is new; stop it with grit_admin_stop. |d| (optional)
+ * receives the reason of a failure. Thread: any.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (|out| NULL, |host| not an IP
+ * literal, or not loopback without GRIT_ADMIN_ALLOW_REMOTE);
+ * GRIT_ERR_NOMEM; GRIT_ERR_SYSTEM (bind, listen or thread failed: the
+ * reason in |d|). |*out| is NULL on error. */
+GRIT_EXTERN grit_err grit_admin_start(const char *host, uint16_t port,
+                                      unsigned flags, grit_error_detail *d,
+                                      grit_admin **out);
+
+/** The port |a| listens on (0 for NULL). Thread: any. */
+GRIT_EXTERN uint16_t grit_admin_port(const grit_admin *a);
+
+/** Close every connection, stop the thread and free |a|. A scrape being
+ * answered finishes first (a /channelz scrape may be waiting for a grit
+ * I/O thread, so do not stop the endpoint from one). Thread: any but a
+ * grit I/O thread. NULL is a no-op. */
+GRIT_EXTERN void grit_admin_stop(grit_admin *a);
 
 /* ------------------------------------------------------------------------
  * Calls.

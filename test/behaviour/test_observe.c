@@ -168,12 +168,11 @@ static const char *lbl(const char *m, const char *status) {
   static int k;
   char *b = buf[k++ & 3];
   if (status)
-    snprintf(
-        b, 256,
-        "grpc_method=\"/obs.Svc/%s\",grpc_status=\"%s\",grpc_target=\"%s\"", m,
-        status, g_target);
+    snprintf(b, 256,
+             "grpc_method=\"obs.Svc/%s\",grpc_status=\"%s\",grpc_target=\"%s\"",
+             m, status, g_target);
   else
-    snprintf(b, 256, "grpc_method=\"/obs.Svc/%s\",grpc_target=\"%s\"", m,
+    snprintf(b, 256, "grpc_method=\"obs.Svc/%s\",grpc_target=\"%s\"", m,
              g_target);
   return b;
 }
@@ -201,6 +200,9 @@ static void test_scripted_run(void) {
   grit_status st = {0};
   grit_call_info info[4] = {GRIT_CALL_INFO_INIT, GRIT_CALL_INFO_INIT,
                             GRIT_CALL_INFO_INIT, GRIT_CALL_INFO_INIT};
+  /* The config names Retry and Hedge; Plain is known by registration
+   * (SPEC OP-01: other methods would be "other"). */
+  ASSERT_OK(grit_metrics_register_method("/obs.Svc/Plain"));
 
   /* 1. The front refuses the first stream (GOAWAY, last stream 0): one
    * transparent retry, then OK (SPEC TR-02). */
@@ -306,15 +308,15 @@ static void test_scripted_run(void) {
   double tokens = strtod(strstr(tok, "} ") + 2, NULL);
   ASSERT_CMP(tokens, <, 10.0);
   ASSERT_CMP(tokens, >, 7.0);
-  /* This target's one channel; its connection READY (process-wide). */
+  /* This target's one channel; its connection READY (per target). */
   char tl[128];
   snprintf(tl, sizeof(tl), "grpc_target=\"%s\"", g_target);
   ASSERT_EQ(sample(text, "grit_client_channel_created_total", tl), 1.0);
   /* Every call has ended: its retry buffer is given back (RT-07). */
   ASSERT_EQ(sample(text, "grit_client_retry_buffer_bytes", tl), 0.0);
-  ASSERT_CMP(sample(text, "grit_client_subchannels",
-                    "grpc_connectivity_state=\"READY\""),
-             >=, 1.0);
+  char sl[160];
+  snprintf(sl, sizeof(sl), "grpc_connectivity_state=\"READY\",%s", tl);
+  ASSERT_CMP(sample(text, "grit_client_subchannels", sl), >=, 1.0);
   free(text);
 
   /* Trace context: per call, one trace id in every attempt's single
@@ -445,8 +447,108 @@ static void test_malformed_traceparent(void) {
   grit_channel_destroy(ch);
 }
 
+/* ---- the span callback (SPEC OP-02) ---- */
+
+typedef struct span_rec {
+  char name[64];
+  bool attempt;
+  uint8_t trace_id[16], span_id[8], parent[8];
+  uint64_t call_id, start_ns, end_ns;
+  grit_status_code code;
+  uint32_t prev, attempts;
+} span_rec;
+
+static span_rec g_spans[16];
+static size_t g_nspans;
+
+static void span_cb(const grit_span *sp, void *ud) {
+  (void)ud;
+  pthread_mutex_lock(&g_mu);
+  if (g_nspans < 16) {
+    span_rec *o = &g_spans[g_nspans++];
+    snprintf(o->name, sizeof(o->name), "%s", sp->name);
+    o->attempt = sp->attempt;
+    memcpy(o->trace_id, sp->trace_id, 16);
+    memcpy(o->span_id, sp->span_id, 8);
+    memcpy(o->parent, sp->parent_span_id, 8);
+    o->call_id = sp->call_id;
+    o->start_ns = sp->start_unix_ns;
+    o->end_ns = sp->end_unix_ns;
+    o->code = sp->code;
+    o->prev = sp->previous_rpc_attempts;
+    o->attempts = sp->attempts;
+  }
+  pthread_mutex_unlock(&g_mu);
+}
+
+static void hex8(const uint8_t *p, char *out) {
+  for (int i = 0; i < 8; i++)
+    snprintf(out + 2 * i, 3, "%02x", p[i]);
+}
+
+/* A span callback without an exporter: the call's span and one per
+ * attempt, attempts first, their ids those of the attempt records (and so
+ * of the traceparents sent), the call's span a child of the caller's. */
+static void test_span_callback(void) {
+  static const char cfg[] =
+      "{\"methodConfig\":[{\"name\":[{\"service\":\"obs.Svc\"}],"
+      "\"retryPolicy\":{\"maxAttempts\":3,\"initialBackoff\":\"0.01s\","
+      "\"maxBackoff\":\"0.01s\",\"backoffMultiplier\":1,"
+      "\"retryableStatusCodes\":[\"UNAVAILABLE\"]}}]}";
+  grit_channel_args *a = NULL;
+  ASSERT_OK(grit_channel_args_create(&a));
+  ASSERT_OK(grit_channel_args_set_string(a, GRIT_ARG_SERVICE_CONFIG, cfg));
+  ASSERT_OK(grit_channel_args_set_observer(a, obs_cb, NULL));
+  ASSERT_OK(grit_channel_args_set_span_callback(a, span_cb, NULL));
+  grit_channel *ch = NULL;
+  ASSERT_OK(grit_channel_create(NULL, g_target, a, NULL, &ch));
+  grit_channel_args_destroy(a);
+  static const char tp[] =
+      "00-11112222333344445555666677778888-aaaabbbbccccdddd-01";
+  grit_status st = {0};
+  grit_call_info info = GRIT_CALL_INFO_INIT;
+  ASSERT_OK(call(ch, "Retry", "span-cb", "f0=14", tp, NULL, &st, &info));
+  ASSERT_EQ(st.code, GRIT_STATUS_OK);
+  grit_status_free(&st);
+  rec recs[8];
+  size_t nr = recs_of(info.call_id, recs, 8);
+  ASSERT_EQ(nr, (size_t)info.attempts);
+  span_rec sp[16];
+  size_t ns = 0;
+  pthread_mutex_lock(&g_mu);
+  for (size_t i = 0; i < g_nspans; i++)
+    if (g_spans[i].call_id == info.call_id)
+      sp[ns++] = g_spans[i];
+  pthread_mutex_unlock(&g_mu);
+  ASSERT_EQ(ns, nr + 1);
+  span_rec *c = &sp[ns - 1]; /* the call's span comes last */
+  ASSERT(!c->attempt);
+  ASSERT_STR_EQ(c->name, "Sent.obs.Svc/Retry");
+  ASSERT_EQ(c->attempts, info.attempts);
+  ASSERT_EQ(c->code, GRIT_STATUS_OK);
+  char h[17];
+  hex8(c->parent, h);
+  ASSERT_STR_EQ(h, "aaaabbbbccccdddd");
+  for (size_t i = 0; i < nr; i++) {
+    ASSERT(sp[i].attempt);
+    ASSERT_STR_EQ(sp[i].name, "Attempt.obs.Svc/Retry");
+    ASSERT(memcmp(sp[i].trace_id, c->trace_id, 16) == 0);
+    ASSERT(memcmp(sp[i].parent, c->span_id, 8) == 0);
+    hex8(sp[i].span_id, h);
+    ASSERT_STR_EQ(h, recs[i].span_id);
+    ASSERT_EQ(sp[i].prev, recs[i].prev);
+    ASSERT_EQ(sp[i].code, recs[i].code);
+    ASSERT(c->start_ns <= sp[i].start_ns && sp[i].start_ns <= sp[i].end_ns &&
+           sp[i].end_ns <= c->end_ns);
+  }
+  ASSERT_EQ(sp[nr - 1].code, GRIT_STATUS_OK);
+  ASSERT_EQ(sp[nr - 2].code, GRIT_STATUS_UNAVAILABLE);
+  grit_channel_destroy(ch);
+}
+
 static const test_case tests[] = {
     {"scripted_run", test_scripted_run},
+    {"span_callback", test_span_callback},
     {"off_by_default", test_off_by_default},
     {"malformed_traceparent", test_malformed_traceparent},
     {NULL, NULL},

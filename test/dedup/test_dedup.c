@@ -293,6 +293,38 @@ static void test_mismatch(void) {
   grit_dedup_store_destroy(s);
 }
 
+/* ---- SPEC OP-01: the counters as Prometheus text ---- */
+
+static void test_metrics_text(void) {
+  grit_dedup_store *s = new_store((grit_dedup_opts){0});
+  ASSERT_NOT_NULL(s);
+  grit_dedup_result a, b;
+  ASSERT_OK(grit_dedup_claim(s, "m1", FP("req"), 0, &a));
+  ASSERT_OK(grit_dedup_succeed(s, "m1", a.token, "ok", 2));
+  ASSERT_OK(grit_dedup_claim(s, "m1", FP("req"), 0, &b));
+  ASSERT_EQ(b.outcome, GRIT_DEDUP_REPLAY);
+  grit_dedup_result_free(&b);
+  /* snprintf-style: the length first, then the text in a small buffer
+   * (cut, NUL-terminated) and in one that fits. */
+  size_t need = grit_dedup_metrics_text(NULL, 0, s);
+  ASSERT_CMP(need, >, 100);
+  char small[16];
+  ASSERT_EQ(grit_dedup_metrics_text(small, sizeof(small), s), need);
+  ASSERT_EQ(strlen(small), sizeof(small) - 1);
+  char *text = malloc(need + 1);
+  ASSERT_EQ(grit_dedup_metrics_text(text, need + 1, s), need);
+  ASSERT_EQ(strlen(text), need);
+  ASSERT(strstr(text, "# TYPE grit_dedup_claims_total counter\n"
+                      "grit_dedup_claims_total 2\n") != NULL);
+  ASSERT(strstr(text, "\ngrit_dedup_replays_total 1\n") != NULL);
+  ASSERT(strstr(text, "\ngrit_dedup_heals_total 0\n") != NULL);
+  ASSERT(strstr(text, "\ngrit_dedup_in_progress_total 0\n") != NULL);
+  ASSERT(strstr(text, "\ngrit_dedup_store_errors_total 0\n") != NULL);
+  ASSERT(strstr(text, "# TYPE grit_dedup_records gauge\n") != NULL);
+  free(text);
+  grit_dedup_store_destroy(s);
+}
+
 /* ---- a follower's wait is bounded ---- */
 
 static void test_in_progress(void) {
@@ -455,6 +487,10 @@ static void test_conn_loss(void) {
   grit_dedup_result_free(&b);
   ASSERT_EQ(dom_executed("c1"), 1);
   ASSERT_EQ(dom_executed("c2"), 1);
+  /* SPEC OP-01: the three store failures are counted. */
+  grit_dedup_stats st;
+  grit_dedup_get_stats(s, &st);
+  ASSERT_EQ(st.store_errors, 3);
   grit_dedup_store_destroy(s);
 }
 
@@ -638,6 +674,7 @@ static const test_case tests[] = {
     {"heal_unknown", test_heal_unknown},
     {"fail_replay", test_fail_replay},
     {"mismatch", test_mismatch},
+    {"metrics_text", test_metrics_text},
     {"in_progress", test_in_progress},
     {"ttl", test_ttl},
     {"response_limit", test_response_limit},

@@ -1464,7 +1464,7 @@ def grpcio_metrics_trace():
         text = out(r)
         check(text.startswith("response (11 bytes)"), "result first", r)
         prom = text[text.index("# HELP"):]
-        lbl = 'grpc_method="/obs.Svc/Retry",grpc_target="%s"' % p.target
+        lbl = 'grpc_method="obs.Svc/Retry",grpc_target="%s"' % p.target
         check_in("\ngrpc_client_attempt_started_total{%s} 4\n" % lbl,
                  "\n" + prom, "attempts started", r)
         check_in("\ngrpc_client_call_retries_sum{%s} 2\n" % lbl,

@@ -4,6 +4,7 @@
 #include "observe/observe.h"
 #include "test/harness.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static char *render(const char *target) {
@@ -178,25 +179,124 @@ static void test_target_scope(void) {
   grit_free(s);
 }
 
-/* The subchannel gauge follows moves between states. */
+/* The subchannel gauge follows moves between states, per target
+ * (OP-01). */
 static void test_subchannel_gauge(void) {
-  grit_obs_subchannel_state(-1, 0); /* created: IDLE */
-  grit_obs_subchannel_state(0, 1);  /* CONNECTING */
-  grit_obs_subchannel_state(1, 2);  /* READY */
-  grit_obs_subchannel_state(-1, 0); /* another, IDLE */
-  char *s = render("unit:none");
+  grit_obs_target *t = grit_obs_target_get("unit:sc");
+  grit_obs_subchannel_state(t, -1, 0);    /* created: IDLE */
+  grit_obs_subchannel_state(t, 0, 1);     /* CONNECTING */
+  grit_obs_subchannel_state(t, 1, 2);     /* READY */
+  grit_obs_subchannel_state(t, -1, 0);    /* another, IDLE */
+  grit_obs_subchannel_state(NULL, -1, 0); /* no series: not recorded */
+  char *s = render("unit:sc");
   ASSERT_NOT_NULL(s);
-  ASSERT_NOT_NULL(
-      strstr(s, "# TYPE grit_client_subchannels gauge\n"
-                "grit_client_subchannels{grpc_connectivity_state=\"IDLE\"} 1\n"
-                "grit_client_subchannels{grpc_connectivity_state="
-                "\"CONNECTING\"} 0\n"
-                "grit_client_subchannels{grpc_connectivity_state=\"READY\"} 1\n"
-                "grit_client_subchannels{grpc_connectivity_state="
-                "\"TRANSIENT_FAILURE\"} 0\n"));
+#define SC(st) "grit_client_subchannels{grpc_connectivity_state=\"" st "\","
+#define TG "grpc_target=\"unit:sc\"}"
+  ASSERT_NOT_NULL(strstr(s,
+                         "# TYPE grit_client_subchannels gauge\n" SC("IDLE") TG
+                         " 1\n" SC("CONNECTING") TG " 0\n" SC("READY") TG
+                         " 1\n" SC("TRANSIENT_FAILURE") TG " 0\n"));
+#undef SC
+#undef TG
   grit_free(s);
-  grit_obs_subchannel_state(2, -1);
-  grit_obs_subchannel_state(0, -1);
+  s = render("unit:none"); /* another target: none of these */
+  ASSERT_NOT_NULL(s);
+  ASSERT_NULL(strstr(s, "grit_client_subchannels"));
+  grit_free(s);
+  grit_obs_subchannel_state(t, 2, -1);
+  grit_obs_subchannel_state(t, 0, -1);
+}
+
+/* OP-01: past the bound, targets are "other"; named ones stay named. */
+static void test_target_bound(void) {
+  grit_obs_target *named = grit_obs_target_get("unit:bound-named");
+  ASSERT_NOT_NULL(named);
+  grit_obs_set_max_targets(0);
+  grit_obs_target *a = grit_obs_target_get("unit:bound-a");
+  grit_obs_target *b = grit_obs_target_get("unit:bound-b");
+  ASSERT_NOT_NULL(a);
+  ASSERT(a == b);
+  ASSERT_STR_EQ(grit_obs_target_name(a), "other");
+  ASSERT(grit_obs_target_get("unit:bound-named") == named);
+  grit_obs_target_add(a, GRIT_OBS_CHANNELS_CREATED, 3);
+  char *s = render(NULL);
+  ASSERT_NOT_NULL(s);
+  ASSERT_NOT_NULL(strstr(
+      s, "grit_client_channel_created_total{grpc_target=\"other\"} 3\n"));
+  ASSERT_NULL(strstr(s, "unit:bound-a"));
+  grit_free(s);
+  grit_obs_set_max_targets(GRIT_OBS_DEFAULT_MAX_TARGETS);
+}
+
+static bool no_secrets(const char *target, void *data) {
+  (*(int *)data)++;
+  return strncmp(target, "unit:secret", 11) != 0;
+}
+
+/* OP-01: the user's filter decides, once per target. */
+static void test_target_filter(void) {
+  int calls = 0;
+  grit_obs_set_target_filter(no_secrets, &calls);
+  grit_obs_target *s1 = grit_obs_target_get("unit:secret-1");
+  grit_obs_target *p = grit_obs_target_get("unit:public");
+  ASSERT_NOT_NULL(s1);
+  ASSERT_STR_EQ(grit_obs_target_name(s1), "other");
+  ASSERT_STR_EQ(grit_obs_target_name(p), "unit:public");
+  ASSERT(grit_obs_target_get("unit:public") == p);
+  ASSERT_EQ(calls, 2);
+  grit_obs_set_target_filter(NULL, NULL);
+}
+
+/* OP-01 (A66 generic methods): registration, with or without the '/'. */
+static void test_method_register(void) {
+  ASSERT_EQ(grit_obs_method_register(NULL), GRIT_ERR_INVALID_ARG);
+  ASSERT_EQ(grit_obs_method_register("/"), GRIT_ERR_INVALID_ARG);
+  ASSERT(!grit_obs_method_registered("unit.S/M"));
+  ASSERT_OK(grit_obs_method_register("/unit.S/M"));
+  ASSERT_OK(grit_obs_method_register("unit.S/M")); /* the same: no-op */
+  ASSERT(grit_obs_method_registered("unit.S/M"));
+  ASSERT(grit_obs_method_registered("/unit.S/M"));
+  ASSERT(!grit_obs_method_registered("unit.S/N"));
+  grit_obs_target *t = grit_obs_target_get("unit:reg");
+  ASSERT_NULL(grit_obs_method_find(t, "unit.S/M"));
+  grit_obs_method *m = grit_obs_method_get(t, "unit.S/M");
+  ASSERT(grit_obs_method_find(t, "unit.S/M") == m);
+}
+
+static size_t src_text(char *buf, size_t cap, void *data) {
+  /* More than the first offer (4096), to exercise the second call. */
+  const char *line = data;
+  size_t need = 0;
+  for (int i = 0; i < 300; i++) {
+    int n = snprintf(need < cap ? buf + need : NULL,
+                     need < cap ? cap - need : 0, "%s %d\n", line, i);
+    need += (size_t)n;
+  }
+  return need;
+}
+
+/* OP-01: other libraries' text joins the process's exposition. */
+static void test_sources(void) {
+  static char tag[] = "unit_src_sample";
+  ASSERT_EQ(grit_obs_add_source(NULL, NULL), GRIT_ERR_INVALID_ARG);
+  ASSERT_OK(grit_obs_add_source(src_text, tag));
+  ASSERT_OK(grit_obs_add_source(src_text, tag)); /* once only */
+  char *s = render(NULL);
+  ASSERT_NOT_NULL(s);
+  ASSERT_NOT_NULL(strstr(s, "\nunit_src_sample 0\nunit_src_sample 1\n"));
+  ASSERT_NOT_NULL(strstr(s, "\nunit_src_sample 299\n"));
+  ASSERT_NULL(strstr(strstr(s, "unit_src_sample 299") + 1, "unit_src_sample"));
+  grit_free(s);
+  s = render("unit:sc"); /* one target: no sources */
+  ASSERT_NOT_NULL(s);
+  ASSERT_NULL(strstr(s, "unit_src_sample"));
+  grit_free(s);
+  ASSERT_OK(grit_obs_remove_source(src_text, tag));
+  ASSERT_EQ(grit_obs_remove_source(src_text, tag), GRIT_ERR_NOT_FOUND);
+  s = render(NULL);
+  ASSERT_NOT_NULL(s);
+  ASSERT_NULL(strstr(s, "unit_src_sample"));
+  grit_free(s);
 }
 
 static grit_err gauges(grit_buf *out, const char *target) {
@@ -223,6 +323,192 @@ static void test_collector(void) {
   grit_free(s);
 }
 
+/* OP-03: the admin endpoint's request heads. */
+static void test_http_request(void) {
+  grit_http_req r;
+  static const char prom[] = "GET /metrics?x=1 HTTP/1.1\r\nHost: h\r\n"
+                             "Accept: text/plain\r\n\r\nGET /";
+  ASSERT_EQ(grit_http_parse_request(prom, strlen(prom), &r), GRIT_HTTP_DONE);
+  ASSERT_STR_EQ(r.method, "GET");
+  ASSERT_STR_EQ(r.path, "/metrics");
+  ASSERT(r.keep_alive);
+  ASSERT_EQ(r.consumed, strlen(prom) - 5); /* the next request stays */
+  /* Every prefix of the head is incomplete, never bad. */
+  for (size_t n = 0; n < r.consumed; n++)
+    ASSERT_EQ(grit_http_parse_request(prom, n, &r), GRIT_HTTP_INCOMPLETE);
+  static const char close_[] =
+      "GET / HTTP/1.1\r\nConnection: Upgrade, Close\r\n\r\n";
+  ASSERT_EQ(grit_http_parse_request(close_, strlen(close_), &r),
+            GRIT_HTTP_DONE);
+  ASSERT(!r.keep_alive);
+  static const char h10[] = "GET /channelz HTTP/1.0\r\n\r\n";
+  ASSERT_EQ(grit_http_parse_request(h10, strlen(h10), &r), GRIT_HTTP_DONE);
+  ASSERT(!r.keep_alive);
+  static const char h10ka[] =
+      "GET /channelz HTTP/1.0\r\nconnection: keep-alive\r\n\r\n";
+  ASSERT_EQ(grit_http_parse_request(h10ka, strlen(h10ka), &r), GRIT_HTTP_DONE);
+  ASSERT(r.keep_alive);
+  static const char *const bad[] = {
+      "GET /m HTTP/2.0\r\n\r\n",
+      "GET m HTTP/1.1\r\n\r\n",
+      "GET  /m HTTP/1.1\r\n\r\n",
+      "G(T /m HTTP/1.1\r\n\r\n",
+      "GET /m HTTP/1.1\r\n folded: x\r\n\r\n",
+      "GET /m HTTP/1.1\r\nno-colon\r\n\r\n",
+      "POST /m HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc",
+      "POST /m HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+      "GET /m\x01 HTTP/1.1\r\n\r\n",
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    if (grit_http_parse_request(bad[i], strlen(bad[i]), &r) != GRIT_HTTP_BAD)
+      TEST_FAIL_AT(__FILE__, __LINE__, "accepted '%s'", bad[i]);
+  /* A head that never ends is bad once it is over the limit. */
+  char big[GRIT_HTTP_MAX_HEAD + 2];
+  memset(big, 'a', sizeof(big));
+  memcpy(big, "GET / HTTP/1.1\r\nx: ", 20);
+  ASSERT_EQ(grit_http_parse_request(big, GRIT_HTTP_MAX_HEAD, &r),
+            GRIT_HTTP_INCOMPLETE);
+  ASSERT_EQ(grit_http_parse_request(big, sizeof(big), &r), GRIT_HTTP_BAD);
+}
+
+/* A protobuf field walker for the OTLP check: the next field of [*p, end)
+ * (tag, and for LEN its bytes; for VARINT/I64/I32 its value). */
+typedef struct pbf {
+  unsigned field, wt;
+  const uint8_t *data;
+  size_t len;
+  uint64_t v;
+} pbf;
+
+static uint64_t pb_varint(const uint8_t **p, const uint8_t *end) {
+  uint64_t v = 0;
+  for (int sh = 0; *p < end && sh < 64; sh += 7) {
+    uint8_t b = *(*p)++;
+    v |= (uint64_t)(b & 0x7f) << sh;
+    if (!(b & 0x80))
+      break;
+  }
+  return v;
+}
+
+static bool pb_next(const uint8_t **p, const uint8_t *end, pbf *f) {
+  if (*p >= end)
+    return false;
+  uint64_t tag = pb_varint(p, end);
+  f->field = (unsigned)(tag >> 3);
+  f->wt = (unsigned)(tag & 7);
+  f->data = NULL;
+  f->len = 0;
+  f->v = 0;
+  if (f->wt == 0) {
+    f->v = pb_varint(p, end);
+  } else if (f->wt == 2) {
+    f->len = (size_t)pb_varint(p, end);
+    f->data = *p;
+    *p += f->len;
+  } else {
+    size_t n = f->wt == 1 ? 8 : 4;
+    for (size_t i = 0; i < n; i++)
+      f->v |= (uint64_t)(*p)[i] << (8 * i);
+    *p += n;
+  }
+  return *p <= end;
+}
+
+/* The first field |field| of message [p, p + n). */
+static bool pb_find(const uint8_t *p, size_t n, unsigned field, pbf *out) {
+  const uint8_t *end = p + n;
+  while (pb_next(&p, end, out))
+    if (out->field == field)
+      return true;
+  return false;
+}
+
+/* OP-02: the ExportTraceServiceRequest nesting and the span fields at
+ * the opentelemetry-proto numbers. */
+static void test_otlp_encode(void) {
+  grit_otlp_span sp[2] = {{.attempt = false,
+                           .flags = 1,
+                           .code = 0,
+                           .attempts = 2,
+                           .start_ns = 1000,
+                           .end_ns = 5000},
+                          {.attempt = true,
+                           .has_parent = true,
+                           .flags = 1,
+                           .code = 14,
+                           .previous_rpc_attempts = 1,
+                           .transparent_retry = true,
+                           .start_ns = 2000,
+                           .end_ns = 3000}};
+  memset(sp[0].trace_id, 0xab, 16);
+  memset(sp[0].span_id, 0x01, 8);
+  snprintf(sp[0].name, sizeof(sp[0].name), "Sent.a.B/C");
+  memcpy(sp[1].trace_id, sp[0].trace_id, 16);
+  memset(sp[1].span_id, 0x02, 8);
+  memcpy(sp[1].parent_span_id, sp[0].span_id, 8);
+  snprintf(sp[1].name, sizeof(sp[1].name), "Attempt.a.B/C");
+  snprintf(sp[1].message, sizeof(sp[1].message), "down");
+  grit_buf b;
+  grit_buf_init(&b);
+  ASSERT_OK(grit_otlp_encode(sp, 2, "svc", &b));
+  pbf rs, ss, f;
+  ASSERT(pb_find(b.data, b.len, 1, &rs));               /* resource_spans */
+  ASSERT(pb_find(rs.data, rs.len, 2, &ss));             /* scope_spans */
+  ASSERT(pb_find(ss.data, ss.len, 1, &f));              /* scope */
+  ASSERT(pb_find(f.data, f.len, 1, &f) && f.len == 4 && /* name */
+         memcmp(f.data, "grit", 4) == 0);
+  const uint8_t *p = ss.data, *end = ss.data + ss.len;
+  size_t nspans = 0;
+  pbf span;
+  while (pb_next(&p, end, &span)) {
+    if (span.field != 2)
+      continue;
+    const grit_otlp_span *want = &sp[nspans++];
+    ASSERT(pb_find(span.data, span.len, 1, &f) && f.len == 16 &&
+           memcmp(f.data, want->trace_id, 16) == 0);
+    ASSERT(pb_find(span.data, span.len, 2, &f) && f.len == 8 &&
+           memcmp(f.data, want->span_id, 8) == 0);
+    ASSERT_EQ(pb_find(span.data, span.len, 4, &f), want->has_parent);
+    ASSERT(pb_find(span.data, span.len, 5, &f) && f.len == strlen(want->name) &&
+           memcmp(f.data, want->name, f.len) == 0);
+    ASSERT(pb_find(span.data, span.len, 6, &f));
+    ASSERT_EQ(f.v, want->attempt ? 1u : 3u); /* INTERNAL / CLIENT */
+    ASSERT(pb_find(span.data, span.len, 7, &f) && f.wt == 1);
+    ASSERT_EQ(f.v, want->start_ns);
+    ASSERT(pb_find(span.data, span.len, 8, &f) && f.wt == 1);
+    ASSERT_EQ(f.v, want->end_ns);
+    ASSERT(pb_find(span.data, span.len, 16, &f) && f.wt == 5);
+    ASSERT_EQ(f.v, 1u);
+    ASSERT_EQ(pb_find(span.data, span.len, 15, &f), want->code != 0);
+    if (want->code) { /* Status {2: message, 3: code ERROR} */
+      pbf c;
+      ASSERT(pb_find(f.data, f.len, 3, &c));
+      ASSERT_EQ(c.v, 2u);
+      ASSERT(pb_find(f.data, f.len, 2, &c) && c.len == 4);
+    }
+  }
+  ASSERT_EQ(nspans, 2u);
+  grit_buf_free(&b);
+}
+
+/* OP-02: span text is valid UTF-8, cut at a character boundary. */
+static void test_otlp_text(void) {
+  char out[8];
+  grit_otlp_copy_text(out, sizeof(out), "caf\xc3\xa9");
+  ASSERT_STR_EQ(out, "caf\xc3\xa9");
+  grit_otlp_copy_text(out, sizeof(out), "a\xff\xc3(\xed\xa0\x80");
+  ASSERT_STR_EQ(out, "a?"
+                     "?("
+                     "???"); /* stray, truncated, surrogate */
+  grit_otlp_copy_text(out, sizeof(out), "abcdef\xc3\xa9");
+  ASSERT_STR_EQ(out, "abcdef"); /* the two-byte 'e' does not fit */
+  grit_otlp_copy_text(out, sizeof(out), "\xc0\xaf");
+  ASSERT_STR_EQ(out, "??"); /* overlong */
+  grit_otlp_copy_text(out, 1, "abc");
+  ASSERT_STR_EQ(out, "");
+}
+
 static const test_case tests[] = {
     {"traceparent_roundtrip", test_traceparent_roundtrip},
     {"traceparent_invalid", test_traceparent_invalid},
@@ -232,6 +518,13 @@ static const test_case tests[] = {
     {"collector", test_collector},
     {"target_scope", test_target_scope},
     {"subchannel_gauge", test_subchannel_gauge},
+    {"target_bound", test_target_bound},
+    {"target_filter", test_target_filter},
+    {"method_register", test_method_register},
+    {"sources", test_sources},
+    {"http_request", test_http_request},
+    {"otlp_encode", test_otlp_encode},
+    {"otlp_text", test_otlp_text},
     {NULL, NULL},
 };
 

@@ -198,6 +198,58 @@ static void test_args(void) {
   sweep("channel_args", fn_args, NULL);
 }
 
+/* ---- SPEC OP-01..03: admin endpoint, channelz, OTLP exporter ---- */
+
+static grit_err fn_admin(void *arg) {
+  (void)arg;
+  grit_admin *a = NULL;
+  grit_err rv = grit_admin_start(NULL, 0, 0, NULL, &a);
+  if (rv != GRIT_OK)
+    return a ? GRIT_ERR_INVALID_ARG : rv;
+  grit_admin_stop(a);
+  return GRIT_OK;
+}
+
+static grit_err fn_channelz(void *arg) {
+  grit_bytes out = {0};
+  grit_err rv = grit_channelz_json(arg, &out);
+  if (rv != GRIT_OK && out.data)
+    rv = GRIT_ERR_INVALID_ARG; /* empty on failure */
+  grit_bytes_free(&out);
+  return rv;
+}
+
+static grit_err fn_register(void *arg) {
+  (void)arg;
+  grit_err rv = grit_metrics_register_method("/oom.Svc/Registered");
+  grit_bytes out = {0};
+  if (rv == GRIT_OK)
+    rv = grit_metrics_write_prometheus(NULL, &out);
+  grit_bytes_free(&out);
+  return rv;
+}
+
+static void test_operations(void) {
+  sweep("admin_start", fn_admin, NULL);
+  grit_runtime *rt = NULL;
+  ASSERT_OK(grit_runtime_create(&rt));
+  grit_channel *ch = NULL;
+  ASSERT_OK(grit_channel_create(rt, "ipv4:127.0.0.1:1", NULL, NULL, &ch));
+  sweep("channelz_one", fn_channelz, ch);
+  sweep("channelz_all", fn_channelz, NULL);
+  sweep("metrics_register", fn_register, NULL);
+  grit_channel_destroy(ch);
+  /* The exporter of an endpoint where nothing listens: its own channel,
+   * queue and thread, made and stopped with the channel. */
+  chan_case c = {.rt = rt, .target = "ipv4:127.0.0.1:2"};
+  ASSERT_OK(grit_channel_args_create(&c.args));
+  ASSERT_OK(grit_channel_args_set_string(c.args, GRIT_ARG_OTLP_ENDPOINT,
+                                         "ipv4:127.0.0.1:1"));
+  sweep("channel_create_otlp", fn_channel, &c);
+  grit_channel_args_destroy(c.args);
+  grit_runtime_destroy(rt);
+}
+
 static void test_metadata(void) {
   sweep("metadata", fn_metadata, NULL);
 }
@@ -613,6 +665,7 @@ static void test_unary_gzip(void) {
 
 static const test_case tests[] = {
     {"args", test_args},
+    {"operations", test_operations},
     {"metadata", test_metadata},
     {"runtime", test_runtime},
     {"service_config_check", test_service_config_check},
