@@ -50,4 +50,18 @@ grit_err grit_health_watch_start(const grit_subchannel_args *a,
  * are closed. NULL is a no-op. */
 void grit_health_watch_stop(grit_health_watch *w);
 
+/* orca.c: one xds.service.orca.v3.OpenRcaService/StreamCoreMetrics
+ * stream on a READY transport (SPEC LP-01; gRFC A51). Each report goes to
+ * |cb| (and to the application's callback in a->shared). A stream that
+ * ends is restarted (at once after a report, else with backoff);
+ * UNIMPLEMENTED stops it for the connection. */
+typedef struct grit_orca_watch grit_orca_watch;
+typedef void (*grit_orca_cb)(const grit_orca_report *r, void *user_data);
+grit_err grit_orca_watch_start(const grit_subchannel_args *a,
+                               grit_transport *t, uint64_t interval_ms,
+                               const char *addr_text, grit_orca_cb cb,
+                               void *user_data, grit_orca_watch **out);
+/* No callback after this. NULL is a no-op. */
+void grit_orca_watch_stop(grit_orca_watch *w);
+
 #endif

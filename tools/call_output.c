@@ -216,6 +216,8 @@ static void print_json_timeline(FILE *f, const att_rec *a, size_t n) {
             grit_attempt_reason_name(a[i].reason));
     fprintf(f, ",\"skipped\":");
     print_json_cstr(f, a[i].skipped);
+    fprintf(f, ",\"picked_by\":");
+    print_json_cstr(f, a[i].picked_by);
     fprintf(f, ",\"request_encoding\":");
     print_json_cstr(f, a[i].req_enc);
     fprintf(f, ",\"response_encoding\":");
@@ -264,6 +266,8 @@ static void print_plain_timeline(const call_result *r) {
     if (a[i].span_id[0])
       printf("  span %s", a[i].span_id);
     printf("\n");
+    if (a[i].picked_by[0])
+      printf("      picked by %s\n", a[i].picked_by);
     if (a[i].skipped[0])
       printf("      skipped: %s\n", a[i].skipped);
   }

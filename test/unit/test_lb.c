@@ -286,7 +286,7 @@ typedef struct pick_wait {
 static bool picks_distinct(void *ud) {
   pick_wait *w = ud;
   for (int k = 0; k < 4 && w->nseen < w->want_distinct; k++) {
-    grit_pick_result r = w->p->vt->pick(w->p);
+    grit_pick_result r = w->p->vt->pick(w->p, NULL);
     if (r.kind != GRIT_PICK_COMPLETE)
       return false;
     bool known = false;
@@ -385,14 +385,14 @@ static void test_pf_failover_and_tf(void) {
   ASSERT_OK(p->vt->update_addresses(p, addrs, 2, false));
   p->vt->exit_idle(p);
   ASSERT(fx_run(&f, state_is_ready, &f));
-  grit_pick_result r = p->vt->pick(p);
+  grit_pick_result r = p->vt->pick(p, NULL);
   ASSERT_EQ(r.kind, GRIT_PICK_COMPLETE);
   ASSERT_STR_EQ(grit_transport_peer(r.transport)->text, addrs[1].text);
   ASSERT_EQ(f.policy_states[GRIT_STATE_TRANSIENT_FAILURE], 0);
   /* Only the dead address: sticky TRANSIENT_FAILURE, picks fail. */
   ASSERT_OK(p->vt->update_addresses(p, addrs, 1, false));
   ASSERT(fx_run(&f, state_is_tf, &f));
-  r = p->vt->pick(p);
+  r = p->vt->pick(p, NULL);
   ASSERT_EQ(r.kind, GRIT_PICK_FAIL);
   ASSERT_EQ(r.code, GRIT_STATUS_UNAVAILABLE);
   ASSERT_NOT_NULL(strstr(r.message, addrs[0].text));
@@ -433,7 +433,7 @@ static void test_pf_pass_ends_in_tf(void) {
   p->vt->exit_idle(p);
   ASSERT_EQ(f.policy_state, GRIT_STATE_CONNECTING);
   ASSERT(fx_run(&f, state_is_tf, &f));
-  grit_pick_result r = p->vt->pick(p);
+  grit_pick_result r = p->vt->pick(p, NULL);
   ASSERT_EQ(r.kind, GRIT_PICK_FAIL);
   p->vt->destroy(p);
   fx_finish(&f);
@@ -462,7 +462,7 @@ static void test_pf_happy_eyeballs(void) {
   uv_update_time(&f.loop);
   ASSERT_CMP(uv_now(&f.loop) - t0, >=, 240);
   ASSERT_CMP(uv_now(&f.loop) - t0, <, 2000); /* well before 2 s timeout */
-  grit_pick_result r = p->vt->pick(p);
+  grit_pick_result r = p->vt->pick(p, NULL);
   ASSERT_EQ(r.kind, GRIT_PICK_COMPLETE);
   ASSERT_STR_EQ(grit_transport_peer(r.transport)->text, addrs[1].text);
   ASSERT_EQ(live.accepted, 1);
