@@ -55,7 +55,6 @@ static void lb_params_from(const grit_svccfg_global *g, grit_lb_params *p) {
   }
 }
 
-
 static void od_params_from(const grit_svccfg_od *o, grit_od_params *p) {
   *p = (grit_od_params){
       .interval_ms = ns_to_ms(o->interval_ns),

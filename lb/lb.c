@@ -6,9 +6,9 @@
 
 const grit_lb_policy_vtable *grit_lb_find(const char *name) {
   static const grit_lb_policy_vtable *const all[] = {
-      &grit_lb_pick_first,           &grit_lb_round_robin,
-      &grit_lb_outlier_detection,    &grit_lb_weighted_round_robin,
-      &grit_lb_ring_hash,            &grit_lb_least_request};
+      &grit_lb_pick_first,        &grit_lb_round_robin,
+      &grit_lb_outlier_detection, &grit_lb_weighted_round_robin,
+      &grit_lb_ring_hash,         &grit_lb_least_request};
   for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
     if (strcmp(all[i]->name, name) == 0)
       return all[i];

@@ -54,12 +54,12 @@ void grit_orca_to_public(const grit_orca_report *r, const char *peer, bool oob,
 /* Settings of the load-report-driven policies, from loadBalancingConfig
  * (channel/ converts the service config's). Defaults are A58's / A42's. */
 typedef struct grit_lb_wrr_params {
-  bool enable_oob;          /* enableOobLoadReport, false */
-  uint64_t oob_period_ms;   /* oobReportingPeriod, 10 s */
-  uint64_t blackout_ms;     /* blackoutPeriod, 10 s */
-  uint64_t expiration_ms;   /* weightExpirationPeriod, 3 min */
-  uint64_t update_ms;       /* weightUpdatePeriod, 1 s, at least 100 ms */
-  double error_penalty;     /* errorUtilizationPenalty, 1.0, >= 0 */
+  bool enable_oob;        /* enableOobLoadReport, false */
+  uint64_t oob_period_ms; /* oobReportingPeriod, 10 s */
+  uint64_t blackout_ms;   /* blackoutPeriod, 10 s */
+  uint64_t expiration_ms; /* weightExpirationPeriod, 3 min */
+  uint64_t update_ms;     /* weightUpdatePeriod, 1 s, at least 100 ms */
+  double error_penalty;   /* errorUtilizationPenalty, 1.0, >= 0 */
 } grit_lb_wrr_params;
 
 typedef struct grit_lb_params {

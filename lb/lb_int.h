@@ -57,10 +57,10 @@ void grit_health_watch_stop(grit_health_watch *w);
  * UNIMPLEMENTED stops it for the connection. */
 typedef struct grit_orca_watch grit_orca_watch;
 typedef void (*grit_orca_cb)(const grit_orca_report *r, void *user_data);
-grit_err grit_orca_watch_start(const grit_subchannel_args *a,
-                               grit_transport *t, uint64_t interval_ms,
-                               const char *addr_text, grit_orca_cb cb,
-                               void *user_data, grit_orca_watch **out);
+grit_err grit_orca_watch_start(const grit_subchannel_args *a, grit_transport *t,
+                               uint64_t interval_ms, const char *addr_text,
+                               grit_orca_cb cb, void *user_data,
+                               grit_orca_watch **out);
 /* No callback after this. NULL is a no-op. */
 void grit_orca_watch_stop(grit_orca_watch *w);
 

@@ -144,8 +144,7 @@ static void lr_exit_idle(grit_lb_policy *p) {
   lr_publish(lr);
 }
 
-static grit_pick_result lr_pick(grit_lb_policy *p,
-                                const grit_pick_args *args) {
+static grit_pick_result lr_pick(grit_lb_policy *p, const grit_pick_args *args) {
   least_request *lr = (least_request *)p;
   (void)args;
   grit_pick_result r = {.kind = GRIT_PICK_QUEUE};

@@ -221,8 +221,7 @@ void grit_orca_to_public(const grit_orca_report *r, const char *peer, bool oob,
       .utilization = r->metrics ? r->metrics + r->n_request_cost : NULL,
       .n_utilization = r->n_utilization,
       .named_metrics =
-          r->metrics ? r->metrics + r->n_request_cost + r->n_utilization
-                     : NULL,
+          r->metrics ? r->metrics + r->n_request_cost + r->n_utilization : NULL,
       .n_named_metrics = r->n_named_metrics,
   };
 }
@@ -306,8 +305,8 @@ static void orca_retry(grit_orca_watch *w, const char *why) {
   w->backoff_ms = grit_lb_backoff_next_ms(w->backoff_ms, 1000, 120000, NULL);
   uint64_t wait = grit_lb_backoff_jitter_ms(w->backoff_ms, w->rng);
   GRIT_TRACE(GRIT_TRACE_LB, GRIT_LEVEL_INFO,
-             "orca %s: StreamCoreMetrics ended (%s), retry in %llu ms",
-             w->addr, why, (unsigned long long)wait);
+             "orca %s: StreamCoreMetrics ended (%s), retry in %llu ms", w->addr,
+             why, (unsigned long long)wait);
   uv_timer_start(w->timer, orca_timer_fire, wait, 0);
 }
 
@@ -384,8 +383,8 @@ static void orca_start_stream(grit_orca_watch *w) {
       .discard_headers = true,
   };
   grit_slice *req = grit_orca_encode_request(w->interval_ms);
-  grit_err rv = req ? grit_transport_start_stream(w->t, &h, &orca_stream_cbs,
-                                                  w, &w->stream)
+  grit_err rv = req ? grit_transport_start_stream(w->t, &h, &orca_stream_cbs, w,
+                                                  &w->stream)
                     : GRIT_ERR_NOMEM;
   if (rv == GRIT_OK) {
     rv = grit_stream_send(w->stream, req);
@@ -399,10 +398,10 @@ static void orca_start_stream(grit_orca_watch *w) {
     grit_stream_cancel(w->stream, GRIT_STATUS_INTERNAL, grit_strerror(rv));
 }
 
-grit_err grit_orca_watch_start(const grit_subchannel_args *a,
-                               grit_transport *t, uint64_t interval_ms,
-                               const char *addr_text, grit_orca_cb cb,
-                               void *user_data, grit_orca_watch **out) {
+grit_err grit_orca_watch_start(const grit_subchannel_args *a, grit_transport *t,
+                               uint64_t interval_ms, const char *addr_text,
+                               grit_orca_cb cb, void *user_data,
+                               grit_orca_watch **out) {
   grit_orca_watch *w = grit_calloc(1, sizeof(*w));
   uv_timer_t *timer = grit_calloc(1, sizeof(*timer));
   *out = NULL;

@@ -224,16 +224,15 @@ static void od_exit_idle(grit_lb_policy *p) {
   od->child->vt->exit_idle(od->child);
 }
 
-static grit_pick_result od_pick(grit_lb_policy *p,
-                                const grit_pick_args *args) {
+static grit_pick_result od_pick(grit_lb_policy *p, const grit_pick_args *args) {
   od_policy *od = (od_policy *)p;
   return od->child->vt->pick(od->child, args);
 }
 
 /* Counted here (A50), then handed to the child: weighted_round_robin
  * and least_request under outlier detection see every call too. */
-static void od_on_call_result(grit_lb_policy *p, const grit_addr *peer,
-                              bool ok, const grit_orca_report *report) {
+static void od_on_call_result(grit_lb_policy *p, const grit_addr *peer, bool ok,
+                              const grit_orca_report *report) {
   od_policy *od = (od_policy *)p;
   if (od->child->vt->on_call_result)
     od->child->vt->on_call_result(od->child, peer, ok, report);

@@ -211,8 +211,7 @@ static void pf_exit_idle(grit_lb_policy *p) {
     pf_start_pass(pf);
 }
 
-static grit_pick_result pf_pick(grit_lb_policy *p,
-                                const grit_pick_args *args) {
+static grit_pick_result pf_pick(grit_lb_policy *p, const grit_pick_args *args) {
   (void)args;
   pick_first *pf = (pick_first *)p;
   grit_pick_result r = {.kind = GRIT_PICK_QUEUE};

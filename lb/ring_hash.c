@@ -152,10 +152,10 @@ static grit_err rh_create(const grit_subchannel_args *a,
 }
 
 static grit_err rh_build_ring(ring_hash *rh) {
-  uint64_t lo = rh->min_ring < RH_RING_SIZE_CAP ? rh->min_ring
-                                                : RH_RING_SIZE_CAP;
-  uint64_t hi = rh->max_ring < RH_RING_SIZE_CAP ? rh->max_ring
-                                                : RH_RING_SIZE_CAP;
+  uint64_t lo =
+      rh->min_ring < RH_RING_SIZE_CAP ? rh->min_ring : RH_RING_SIZE_CAP;
+  uint64_t hi =
+      rh->max_ring < RH_RING_SIZE_CAP ? rh->max_ring : RH_RING_SIZE_CAP;
   const char **keys = grit_calloc(rh->list.n ? rh->list.n : 1, sizeof(*keys));
   uint32_t *w = grit_calloc(rh->list.n ? rh->list.n : 1, sizeof(*w));
   grit_ring_entry *ring = NULL;
@@ -277,23 +277,22 @@ static grit_pick_result rh_found(ring_hash *rh, grit_pick_result r, size_t e,
   return r;
 }
 
-static grit_pick_result rh_pick(grit_lb_policy *p,
-                                const grit_pick_args *args) {
+static grit_pick_result rh_pick(grit_lb_policy *p, const grit_pick_args *args) {
   ring_hash *rh = (ring_hash *)p;
   grit_pick_result r = {.kind = GRIT_PICK_QUEUE};
-  r.skipped = grit_lb_sclist_skipped(&rh->list, rh->skipped,
-                                     sizeof(rh->skipped));
+  r.skipped =
+      grit_lb_sclist_skipped(&rh->list, rh->skipped, sizeof(rh->skipped));
   if (rh->ring_n == 0) {
     r.kind = GRIT_PICK_FAIL;
     r.code = GRIT_STATUS_UNAVAILABLE;
-    r.message = rh->list.n ? "ring hash: out of memory building the ring"
-                           : rh->error;
+    r.message =
+        rh->list.n ? "ring hash: out of memory building the ring" : rh->error;
     return r;
   }
   uint64_t hash;
   size_t len = 0;
-  const uint8_t *v =
-      rh->header && args ? grit_metadata_find(args->metadata, rh->header, &len)
+  const uint8_t *v = rh->header && args
+                         ? grit_metadata_find(args->metadata, rh->header, &len)
                          : NULL;
   bool random = v == NULL;
   hash = random ? grit_rng_next(rh->a.rng) : grit_xxh64(v, len, 0);
@@ -324,8 +323,7 @@ static grit_pick_result rh_pick(grit_lb_policy *p,
       size_t entry = (start + k) % rh->ring_n;
       size_t e = rh->ring[entry].index;
       grit_connectivity_state s = rh_ep_state(rh, e);
-      if (s == GRIT_STATE_READY &&
-          grit_subchannel_transport(rh->list.scs[e]))
+      if (s == GRIT_STATE_READY && grit_subchannel_transport(rh->list.scs[e]))
         return rh_found(rh, r, e, entry, hash, true);
       if (!counted) { /* only when the first entry is not READY */
         size_t idle, connecting;

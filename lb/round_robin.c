@@ -112,8 +112,7 @@ static void rr_exit_idle(grit_lb_policy *p) {
   rr_publish(rr);
 }
 
-static grit_pick_result rr_pick(grit_lb_policy *p,
-                                const grit_pick_args *args) {
+static grit_pick_result rr_pick(grit_lb_policy *p, const grit_pick_args *args) {
   (void)args;
   round_robin *rr = (round_robin *)p;
   grit_pick_result r = {.kind = GRIT_PICK_QUEUE};

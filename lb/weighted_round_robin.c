@@ -41,7 +41,7 @@ struct wrr {
   grit_lb_helper h;
   grit_lb_params cfg;
   grit_lb_sclist list;
-  wrr_ep *eps; /* parallel to |list| */
+  wrr_ep *eps;     /* parallel to |list| */
   uint32_t *slots; /* address hash table: index + 1, 0 empty */
   size_t nslots;   /* a power of two, >= 2n */
   size_t *ready;   /* indices of READY endpoints, |nready| of them */
@@ -147,8 +147,7 @@ static void wrr_rebuild(wrr *w) {
     else
       snprintf(e->detail, sizeof(e->detail),
                "weighted_round_robin: round robin (%s)",
-               e->used > 0 ? "fewer than two weights known"
-                           : "no weight yet");
+               e->used > 0 ? "fewer than two weights known" : "no weight yet");
   }
   grit_free(fw);
   grit_stride_sched_free(&w->sched);

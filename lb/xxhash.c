@@ -53,8 +53,7 @@ uint64_t grit_xxh64(const void *data, size_t len, uint64_t seed) {
       v4 = xxh_round(v4, xxh_read64(p + 24));
       p += 32;
     } while (p <= limit);
-    h = xxh_rotl(v1, 1) + xxh_rotl(v2, 7) + xxh_rotl(v3, 12) +
-        xxh_rotl(v4, 18);
+    h = xxh_rotl(v1, 1) + xxh_rotl(v2, 7) + xxh_rotl(v3, 12) + xxh_rotl(v4, 18);
     h = xxh_merge(h, v1);
     h = xxh_merge(h, v2);
     h = xxh_merge(h, v3);

@@ -545,8 +545,9 @@ static void parse_ring_hash(sc_ctx *c, grit_svccfg *cfg, const json_t *o) {
   bool ok = rh_size(c, o, "minRingSize", &r->min_ring_size);
   ok = rh_size(c, o, "maxRingSize", &r->max_ring_size) && ok;
   if (ok && r->min_ring_size > r->max_ring_size)
-    grit_sc_problem(c, "maxRingSize (%llu) cannot be smaller than "
-                       "minRingSize (%llu)",
+    grit_sc_problem(c,
+                    "maxRingSize (%llu) cannot be smaller than "
+                    "minRingSize (%llu)",
                     (unsigned long long)r->max_ring_size,
                     (unsigned long long)r->min_ring_size);
   size_t m;
@@ -595,8 +596,8 @@ static void lb_set_defaults(grit_svccfg_global *g) {
       .weight_update_period_ns = 1000000000,
       .error_utilization_penalty = 1.0,
   };
-  g->ring_hash = (grit_svccfg_ring_hash){.min_ring_size = 1024,
-                                         .max_ring_size = 4096};
+  g->ring_hash =
+      (grit_svccfg_ring_hash){.min_ring_size = 1024, .max_ring_size = 4096};
   g->choice_count = 2;
 }
 
