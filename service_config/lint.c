@@ -177,6 +177,45 @@ static void method_config(lint *l, const json_t *mc, const char *path) {
   }
 }
 
+/* The fields each policy grit knows takes (SC-08, OD-01, LP-02..LP-04),
+ * or NULL for a policy grit does not know. */
+static const char *const *lb_policy_keys(const char *name) {
+  static const char *const k_pf[] = {"shuffleAddressList", NULL};
+  static const char *const k_none[] = {NULL};
+  static const char *const k_wrr[] = {"enableOobLoadReport",
+                                      "oobReportingPeriod",
+                                      "blackoutPeriod",
+                                      "weightExpirationPeriod",
+                                      "weightUpdatePeriod",
+                                      "errorUtilizationPenalty",
+                                      NULL};
+  static const char *const k_rh[] = {"minRingSize", "maxRingSize",
+                                     "requestHashHeader", NULL};
+  static const char *const k_lr[] = {"choiceCount", NULL};
+  static const char *const k_od[] = {"interval",
+                                     "baseEjectionTime",
+                                     "maxEjectionTime",
+                                     "maxEjectionPercent",
+                                     "successRateEjection",
+                                     "failurePercentageEjection",
+                                     "childPolicy",
+                                     NULL};
+  static const struct {
+    const char *name;
+    const char *const *keys;
+  } all[] = {{"pick_first", k_pf},
+             {"round_robin", k_none},
+             {"weighted_round_robin", k_wrr},
+             {"ring_hash_experimental", k_rh},
+             {"least_request_experimental", k_lr},
+             {"outlier_detection_experimental", k_od}};
+  for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+    if (strcmp(all[i].name, name) == 0)
+      return all[i].keys;
+  }
+  return NULL;
+}
+
 static void lb_config(lint *l, const json_t *arr) {
   size_t i;
   json_t *e;
@@ -185,15 +224,23 @@ static void lb_config(lint *l, const json_t *arr) {
     if (!json_is_object(e) || json_object_size(e) != 1)
       continue; /* the parser reports it */
     const char *name = json_object_iter_key(json_object_iter((json_t *)e));
-    bool known =
-        strcmp(name, "pick_first") == 0 || strcmp(name, "round_robin") == 0;
-    char p[64];
+    const char *const *keys = lb_policy_keys(name);
+    bool known = keys != NULL;
+    char p[160];
     snprintf(p, sizeof(p), "$.loadBalancingConfig[%zu]", i);
     if (chosen)
       warn(l, p, "\"%.64s\" not used: an earlier policy was chosen", name);
     else if (!known)
-      warn(l, p, "\"%.64s\" skipped: grit knows pick_first and round_robin",
+      warn(l, p,
+           "\"%.64s\" skipped: grit knows pick_first, round_robin, "
+           "weighted_round_robin, ring_hash_experimental, "
+           "least_request_experimental and outlier_detection_experimental",
            name);
+    if (known && !chosen) { /* LP-02..LP-04: a misspelt field is ignored */
+      snprintf(p, sizeof(p), "$.loadBalancingConfig[%zu].%.64s", i, name);
+      unknown_keys(l, json_object_iter_value(json_object_iter((json_t *)e)), p,
+                   keys);
+    }
     chosen = chosen || known;
   }
 }
