@@ -287,7 +287,8 @@ static void attempt_start_stream(call_attempt *a, grit_transport *t) {
 
 static void attempt_pick(call_attempt *a) {
   grit_call *c = a->c;
-  grit_pick_args pa = {.metadata = c->metadata}; /* LP-03 */
+  grit_pick_args pa = {.metadata = c->metadata, /* LP-03 */
+                       .want_detail = c->ch->o.observer != NULL};
   grit_pick_result r = grit_channel_pick(c->ch, &pa);
   grit_str_copy(a->skipped, sizeof(a->skipped), r.skipped ? r.skipped : "");
   grit_str_copy(a->picked, sizeof(a->picked), r.detail ? r.detail : "");

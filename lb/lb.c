@@ -74,6 +74,15 @@ const char *grit_lb_sclist_skipped(const grit_lb_sclist *l, char *buf,
   return used ? buf : NULL;
 }
 
+const char *grit_lb_skipped_cached(const grit_lb_sclist *l,
+                                   grit_lb_skipcache *c) {
+  if (!c->valid) {
+    c->text = grit_lb_sclist_skipped(l, c->buf, sizeof(c->buf));
+    c->valid = true;
+  }
+  return c->text;
+}
+
 size_t grit_lb_sclist_index(const grit_lb_sclist *l,
                             const grit_subchannel *sc) {
   for (size_t i = 0; i < l->n; i++) {

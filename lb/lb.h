@@ -119,6 +119,9 @@ typedef struct grit_subchannel_args {
  * ring_hash's requestHashHeader (A76). Borrowed for the pick. */
 typedef struct grit_pick_args {
   const grit_metadata *metadata; /* may be NULL */
+  /* Someone reads grit_pick_result.detail (an attempt observer): policies
+   * whose detail costs formatting write it only then. */
+  bool want_detail;
 } grit_pick_args;
 
 /* Results of a pick (SPEC LB-03, RT-12). */
@@ -137,8 +140,9 @@ typedef struct grit_pick_result {
    * NULL; borrowed until the next LB event. */
   const char *skipped;
   /* How the policy chose (LP-02..LP-04), for `grit call --attempts`:
-   * "weighted_round_robin: weight 3.1 of 7.2" or NULL; borrowed until the
-   * next LB event. */
+   * "weighted_round_robin: weight 3.1 (40.0% of picks)" or NULL (always
+   * NULL when the pick args did not ask for it, for the policies where it
+   * costs formatting); borrowed until the next LB event. */
   const char *detail;
 } grit_pick_result;
 

@@ -22,6 +22,16 @@ void grit_lb_sclist_free(grit_lb_sclist *l);
  * as "addr (why), ..." in |buf|; NULL when there is none. */
 const char *grit_lb_sclist_skipped(const grit_lb_sclist *l, char *buf,
                                    size_t len);
+/* grit_lb_sclist_skipped computed once per LB event, not per pick (it
+ * walks the list): policies clear |valid| when a subchannel changes state
+ * or the list changes. */
+typedef struct grit_lb_skipcache {
+  bool valid;
+  const char *text;
+  char buf[256];
+} grit_lb_skipcache;
+const char *grit_lb_skipped_cached(const grit_lb_sclist *l,
+                                   grit_lb_skipcache *c);
 /* Index of |sc| in |l|, or l->n. */
 size_t grit_lb_sclist_index(const grit_lb_sclist *l, const grit_subchannel *sc);
 

@@ -13,6 +13,7 @@
 #include "lb/lb_int.h"
 
 #include <stdio.h>
+#include <string.h>
 
 typedef struct least_request {
   grit_lb_policy base;
@@ -25,7 +26,7 @@ typedef struct least_request {
   bool started;
   grit_connectivity_state state;
   char error[300];
-  char skipped[256];
+  grit_lb_skipcache skipped;
   char detail[96];
 } least_request;
 
@@ -66,6 +67,7 @@ static grit_connectivity_state lr_aggregate(const least_request *lr) {
 
 static void lr_publish(least_request *lr) {
   lr_collect_ready(lr);
+  lr->skipped.valid = false;
   grit_connectivity_state s = lr_aggregate(lr);
   if (s == GRIT_STATE_IDLE && lr->started)
     s = GRIT_STATE_CONNECTING;
@@ -144,12 +146,35 @@ static void lr_exit_idle(grit_lb_policy *p) {
   lr_publish(lr);
 }
 
+/* "least_request_experimental: N outstanding (best of C)", without
+ * snprintf: it is on every pick. */
+static void lr_detail(least_request *lr, size_t outstanding) {
+  static const char head[] = "least_request_experimental: ";
+  static const char mid[] = " outstanding (best of ";
+  char *o = lr->detail;
+  memcpy(o, head, sizeof(head) - 1);
+  o += sizeof(head) - 1;
+  char tmp[24];
+  int n = 0;
+  do {
+    tmp[n++] = (char)('0' + outstanding % 10);
+    outstanding /= 10;
+  } while (outstanding);
+  while (n)
+    *o++ = tmp[--n];
+  memcpy(o, mid, sizeof(mid) - 1);
+  o += sizeof(mid) - 1;
+  if (lr->choice_count >= 10)
+    *o++ = (char)('0' + lr->choice_count / 10);
+  *o++ = (char)('0' + lr->choice_count % 10);
+  *o++ = ')';
+  *o = '\0';
+}
+
 static grit_pick_result lr_pick(grit_lb_policy *p, const grit_pick_args *args) {
   least_request *lr = (least_request *)p;
-  (void)args;
   grit_pick_result r = {.kind = GRIT_PICK_QUEUE};
-  r.skipped =
-      grit_lb_sclist_skipped(&lr->list, lr->skipped, sizeof(lr->skipped));
+  r.skipped = grit_lb_skipped_cached(&lr->list, &lr->skipped);
   if (lr->nready) {
     grit_transport *best = NULL;
     size_t best_n = SIZE_MAX;
@@ -163,12 +188,11 @@ static grit_pick_result lr_pick(grit_lb_policy *p, const grit_pick_args *args) {
       }
     }
     if (best) {
-      snprintf(lr->detail, sizeof(lr->detail),
-               "least_request_experimental: %zu outstanding (best of %u)",
-               best_n, lr->choice_count);
+      if (args && args->want_detail)
+        lr_detail(lr, best_n);
       r.kind = GRIT_PICK_COMPLETE;
       r.transport = best;
-      r.detail = lr->detail;
+      r.detail = args && args->want_detail ? lr->detail : NULL;
       return r;
     }
   }

@@ -43,7 +43,7 @@ typedef struct ring_hash {
   size_t ring_n;
   grit_connectivity_state state;
   char error[300];
-  char skipped[256];
+  grit_lb_skipcache skipped;
   char detail[128];
   char fail[400];
 } ring_hash;
@@ -98,6 +98,7 @@ static grit_connectivity_state rh_aggregate(const ring_hash *rh, size_t *idle,
 static void rh_publish(ring_hash *rh) {
   size_t idle, connecting;
   grit_connectivity_state s = rh_aggregate(rh, &idle, &connecting);
+  rh->skipped.valid = false;
   rh->state = s;
   rh->h.update_state(rh->h.ctx, s);
   /* As grpc-core: keep trying when nothing would without picks. */
@@ -265,14 +266,43 @@ static void rh_exit_idle(grit_lb_policy *p) {
   rh_publish((ring_hash *)p);
 }
 
+/* The pick's detail, written without snprintf: it is on every pick. */
+static char *rh_put(char *o, const char *s) {
+  while (*s)
+    *o++ = *s++;
+  return o;
+}
+
+static char *rh_put_dec(char *o, size_t v) {
+  char tmp[24];
+  int n = 0;
+  do {
+    tmp[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  while (n)
+    *o++ = tmp[--n];
+  return o;
+}
+
 static grit_pick_result rh_found(ring_hash *rh, grit_pick_result r, size_t e,
-                                 size_t entry, uint64_t hash, bool random) {
+                                 size_t entry, uint64_t hash, bool random,
+                                 const grit_pick_args *args) {
+  static const char hex[] = "0123456789abcdef";
   r.kind = GRIT_PICK_COMPLETE;
   r.transport = grit_subchannel_transport(rh->list.scs[e]);
-  snprintf(rh->detail, sizeof(rh->detail),
-           "ring_hash_experimental: %s hash %016llx, ring entry %zu of %zu",
-           random ? "random" : "header", (unsigned long long)hash, entry,
-           rh->ring_n);
+  if (!args || !args->want_detail)
+    return r;
+  /* "ring_hash_experimental: header hash <16 hex>, ring entry E of N" */
+  char *o = rh_put(rh->detail, random ? "ring_hash_experimental: random hash "
+                                      : "ring_hash_experimental: header hash ");
+  for (int k = 60; k >= 0; k -= 4)
+    *o++ = hex[(hash >> k) & 15];
+  o = rh_put(o, ", ring entry ");
+  o = rh_put_dec(o, entry);
+  o = rh_put(o, " of ");
+  o = rh_put_dec(o, rh->ring_n);
+  *o = '\0';
   r.detail = rh->detail;
   return r;
 }
@@ -280,8 +310,7 @@ static grit_pick_result rh_found(ring_hash *rh, grit_pick_result r, size_t e,
 static grit_pick_result rh_pick(grit_lb_policy *p, const grit_pick_args *args) {
   ring_hash *rh = (ring_hash *)p;
   grit_pick_result r = {.kind = GRIT_PICK_QUEUE};
-  r.skipped =
-      grit_lb_sclist_skipped(&rh->list, rh->skipped, sizeof(rh->skipped));
+  r.skipped = grit_lb_skipped_cached(&rh->list, &rh->skipped);
   if (rh->ring_n == 0) {
     r.kind = GRIT_PICK_FAIL;
     r.code = GRIT_STATUS_UNAVAILABLE;
@@ -304,7 +333,7 @@ static grit_pick_result rh_pick(grit_lb_policy *p, const grit_pick_args *args) {
       switch (rh_ep_state(rh, e)) {
       case GRIT_STATE_READY:
         if (grit_subchannel_transport(rh->list.scs[e]))
-          return rh_found(rh, r, e, entry, hash, false);
+          return rh_found(rh, r, e, entry, hash, false, args);
         return r;
       case GRIT_STATE_IDLE:
         grit_subchannel_connect(rh->list.scs[e]);
@@ -324,7 +353,7 @@ static grit_pick_result rh_pick(grit_lb_policy *p, const grit_pick_args *args) {
       size_t e = rh->ring[entry].index;
       grit_connectivity_state s = rh_ep_state(rh, e);
       if (s == GRIT_STATE_READY && grit_subchannel_transport(rh->list.scs[e]))
-        return rh_found(rh, r, e, entry, hash, true);
+        return rh_found(rh, r, e, entry, hash, true, args);
       if (!counted) { /* only when the first entry is not READY */
         size_t idle, connecting;
         rh_aggregate(rh, &idle, &connecting);

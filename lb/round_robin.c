@@ -15,7 +15,7 @@ typedef struct round_robin {
   bool started;
   grit_connectivity_state state;
   char error[300];
-  char skipped[256]; /* the last pick's, issue 15 */
+  grit_lb_skipcache skipped; /* issue 15 */
 } round_robin;
 
 static grit_connectivity_state rr_aggregate(const round_robin *rr) {
@@ -44,6 +44,7 @@ static grit_connectivity_state rr_aggregate(const round_robin *rr) {
 
 static void rr_publish(round_robin *rr) {
   grit_connectivity_state s = rr_aggregate(rr);
+  rr->skipped.valid = false; /* a subchannel or the list changed */
   if (s == GRIT_STATE_IDLE && rr->started)
     s = GRIT_STATE_CONNECTING; /* idle ones are reconnecting right now */
   /* Published even when unchanged: the set of READY subchannels moved, and
@@ -116,8 +117,7 @@ static grit_pick_result rr_pick(grit_lb_policy *p, const grit_pick_args *args) {
   (void)args;
   round_robin *rr = (round_robin *)p;
   grit_pick_result r = {.kind = GRIT_PICK_QUEUE};
-  r.skipped =
-      grit_lb_sclist_skipped(&rr->list, rr->skipped, sizeof(rr->skipped));
+  r.skipped = grit_lb_skipped_cached(&rr->list, &rr->skipped);
   for (size_t k = 0; k < rr->list.n; k++) {
     size_t i = (rr->cursor + k) % rr->list.n;
     grit_transport *t = grit_subchannel_transport(rr->list.scs[i]);

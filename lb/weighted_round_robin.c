@@ -53,7 +53,7 @@ struct wrr {
   grit_connectivity_state state;
   uv_timer_t *timer; /* weightUpdatePeriod; freed in its close callback */
   char error[300];
-  char skipped[256];
+  grit_lb_skipcache skipped;
 };
 
 static const grit_lb_policy_vtable *wrr_vt(void);
@@ -140,7 +140,7 @@ static void wrr_rebuild(wrr *w) {
     wrr_ep *e = &w->eps[w->ready[k]];
     if (fresh.weights)
       snprintf(e->detail, sizeof(e->detail),
-               "weighted_round_robin: weight %.4g (%.1f%% of picks)",
+               "weighted_round_robin: weight %.4g (%.3g%% of picks)",
                (double)e->used,
                e->used > 0 ? 100.0 * e->used / total
                            : 100.0 * fresh.weights[k] / 65535.0 / (double)nr);
@@ -209,6 +209,7 @@ static grit_connectivity_state wrr_aggregate(const wrr *w) {
 
 static void wrr_publish(wrr *w) {
   grit_connectivity_state s = wrr_aggregate(w);
+  w->skipped.valid = false;
   if (s == GRIT_STATE_IDLE && w->started)
     s = GRIT_STATE_CONNECTING;
   w->state = s;
@@ -366,7 +367,7 @@ static grit_pick_result wrr_pick(grit_lb_policy *p,
   wrr *w = (wrr *)p;
   (void)args;
   grit_pick_result r = {.kind = GRIT_PICK_QUEUE};
-  r.skipped = grit_lb_sclist_skipped(&w->list, w->skipped, sizeof(w->skipped));
+  r.skipped = grit_lb_skipped_cached(&w->list, &w->skipped);
   if (w->nready) {
     size_t k = w->sched.weights ? grit_stride_sched_pick(&w->sched, &w->seq)
                                 : w->cursor++ % w->nready;

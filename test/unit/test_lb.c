@@ -561,7 +561,7 @@ static void test_ring_hash_connection_rules(void) {
     grit_metadata *m = NULL;
     ASSERT_OK(grit_metadata_create(&m));
     ASSERT_OK(grit_metadata_add(m, "x-k", key, (size_t)len));
-    grit_pick_args a = {.metadata = m};
+    grit_pick_args a = {.metadata = m, .want_detail = true};
     r = p->vt->pick(p, &a);
     ASSERT_EQ(r.kind, GRIT_PICK_COMPLETE);
     ASSERT_STR_EQ(grit_transport_peer(r.transport)->text, addrs[2].text);
