@@ -13,6 +13,8 @@ static void attempt_pick(call_attempt *a);
 
 static void attempt_free(call_attempt *a) {
   grit_call *c = a->c;
+  grit_free(a->picked);
+  a->picked = NULL;
   if (c->winner == a)
     c->winner = NULL; /* never leave the call pointing at freed memory */
   if (a == &c->attempt0)
@@ -291,7 +293,10 @@ static void attempt_pick(call_attempt *a) {
                        .want_detail = c->ch->o.observer != NULL};
   grit_pick_result r = grit_channel_pick(c->ch, &pa);
   grit_str_copy(a->skipped, sizeof(a->skipped), r.skipped ? r.skipped : "");
-  grit_str_copy(a->picked, sizeof(a->picked), r.detail ? r.detail : "");
+  if (r.detail) { /* only asked for with an observer (want_detail) */
+    grit_free(a->picked);
+    a->picked = grit_strdup(r.detail); /* NULL on out-of-memory: "" */
+  }
   if (r.kind == GRIT_PICK_COMPLETE) {
     attempt_start_stream(a, r.transport);
     return;

@@ -381,8 +381,8 @@ typedef struct call_attempt {
   uint64_t backoff_ms; /* waited before it */
   bool pushback;
   char peer[128];
-  char skipped[160];          /* issue 15: what its pick passed over, and why */
-  char picked[96];            /* LP-02..LP-04: how the policy chose */
+  char skipped[160]; /* issue 15: what its pick passed over, and why */
+  char *picked;      /* LP-02..LP-04: how the policy chose (observer only) */
   char response_encoding[32]; /* the response's grpc-encoding (CP-02) */
   /* OB-01, OB-02: message bytes each way, and this attempt's span. */
   uint64_t sent_msg_bytes;

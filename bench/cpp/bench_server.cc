@@ -7,8 +7,10 @@
 // (issue 26, gRFC A51) every EmptyCall and UnaryCall ends with an
 // endpoint-load-metrics-bin trailer: an xds.data.orca.v3.OrcaLoadReport
 // {cpu_utilization = U, rps_fractional = 1000} serialized by hand (two
-// fixed64 fields, 1 and 6), as libgrpc++ 1.51 has no public
-// CallMetricRecorder.
+// fixed64 fields, 1 and 6): libgrpc++ 1.51's
+// experimental::CallMetricRecorder records cpu, memory, utilization and
+// request costs but has no qps (rps_fractional), which
+// weighted_round_robin's weights need.
 //
 //   bench_server [--port N] [--host ADDR] [--max-recv BYTES]
 //                [--read-delay-us US] [--orca-cpu U]
