@@ -222,6 +222,7 @@ static grit_pick_result pf_pick(grit_lb_policy *p, const grit_pick_args *args) {
     r.transport = grit_subchannel_transport(pf->selected);
     if (r.transport) {
       r.kind = GRIT_PICK_COMPLETE;
+      r.detail = "pick_first"; /* LP: `grit call --attempts` */
       return r;
     }
   }

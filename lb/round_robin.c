@@ -125,6 +125,7 @@ static grit_pick_result rr_pick(grit_lb_policy *p, const grit_pick_args *args) {
       rr->cursor = i + 1;
       r.kind = GRIT_PICK_COMPLETE;
       r.transport = t;
+      r.detail = "round_robin"; /* LP: `grit call --attempts` */
       return r;
     }
   }

@@ -379,8 +379,8 @@ typedef struct grit_attempt_record {
   /** How the load balancer chose this attempt's backend, where the policy
    * says (SPEC LP-02..LP-04): "weighted_round_robin: weight 4.9 (57.1% of
    * picks)", "ring_hash_experimental: header hash 1f2e..., ring entry 17
-   * of 1024", "least_request_experimental: 0 outstanding (best of 2)";
-   * "" for pick_first and round_robin. */
+   * of 1024", "least_request_experimental: 0 outstanding (best of 2)",
+   * "round_robin", "pick_first"; "" when the attempt had no pick. */
   const char *picked_by;
 } grit_attempt_record;
 
