@@ -7,7 +7,7 @@
  * seed 0; then the entries are sorted by hash. A lookup takes the first
  * entry whose hash is >= the request's (wrapping to entry 0), with
  * ketama's binary search as grpc-core runs it. Pure. */
-#include "lb/lb.h"
+#include "lb/lb_algo.h"
 
 #include <math.h>
 #include <stdio.h>

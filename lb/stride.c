@@ -7,7 +7,7 @@
  * generations, spread by a multiply-and-modulus. Picks cost O(1) on
  * average (the caps bound the skips) and need no lock: the only state is
  * the caller's sequence counter. Pure: no clock, no loop. */
-#include "lb/lb.h"
+#include "lb/lb_algo.h"
 
 #include <math.h>
 

@@ -2,7 +2,7 @@
  * (doc/xxhash_spec.md of Cyan4973/xxHash): ring_hash hashes "addr_i" keys
  * and request header values with it, seed 0, as grpc-core does, so grit
  * and grpc place the same keys on the same backends. */
-#include "lb/lb.h"
+#include "lb/lb_algo.h"
 
 #include <string.h>
 
