@@ -299,6 +299,31 @@ static void test_wrr_oob(void) {
   peer_stop();
 }
 
+#define OD_WRR                                                                 \
+  "{\"loadBalancingConfig\":[{\"outlier_detection_experimental\":{"            \
+  "\"failurePercentageEjection\":{},\"childPolicy\":["                         \
+  "{\"weighted_round_robin\":{\"blackoutPeriod\":\"0.3s\","                    \
+  "\"weightUpdatePeriod\":\"0.1s\"}}]}}]}"
+
+/* Under outlier_detection (A50) the child weighted_round_robin gets the
+ * per-call reports and its settings too. */
+static void test_wrr_under_outlier_detection(void) {
+  ASSERT(peer_start());
+  ASSERT(set(0, "cpu=0.2"));
+  ASSERT(set(1, "cpu=0.4"));
+  ASSERT(set(2, "cpu=0.8"));
+  grit_channel *ch = channel(OD_WRR);
+  ASSERT_NOT_NULL(ch);
+  calls_for(ch, 600);
+  ASSERT(reset());
+  ASSERT_EQ(calls(ch, 3000), 3000);
+  unsigned n[3];
+  ASSERT(counts(n));
+  expect_shares(n, k421, 0.05, __LINE__);
+  grit_channel_destroy(ch);
+  peer_stop();
+}
+
 /* LP-02: without reports (no trailer, no OOB) the policy is round robin. */
 static void test_wrr_no_reports_is_round_robin(void) {
   ASSERT(peer_start());
@@ -513,6 +538,7 @@ int main(int argc, char **argv) {
       {"wrr_per_call", test_wrr_per_call},
       {"wrr_oob", test_wrr_oob},
       {"wrr_no_reports_is_round_robin", test_wrr_no_reports_is_round_robin},
+      {"wrr_under_outlier_detection", test_wrr_under_outlier_detection},
       {"ring_hash", test_ring_hash},
       {"least_request", test_least_request},
       {NULL, NULL},
