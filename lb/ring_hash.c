@@ -307,6 +307,53 @@ static grit_pick_result rh_found(ring_hash *rh, grit_pick_result r, size_t e,
   return r;
 }
 
+/* A76: the hash of the call's requestHashHeader; a header sent more than
+ * once counts as its values joined with ",", as grpc-core reads it.
+ * False when the call does not have it. */
+static bool rh_header_hash(const ring_hash *rh, const grit_pick_args *args,
+                           uint64_t *hash) {
+  size_t len = 0;
+  const uint8_t *v = grit_metadata_find(args->metadata, rh->header, &len);
+  if (!v)
+    return false;
+  size_t count = grit_metadata_count(args->metadata), total = 0, seen = 0;
+  for (size_t i = 0; i < count; i++) {
+    const char *key;
+    const uint8_t *val;
+    size_t vlen;
+    if (grit_metadata_get(args->metadata, i, &key, &val, &vlen) == GRIT_OK &&
+        strcmp(key, rh->header) == 0) {
+      total += vlen + (seen ? 1 : 0);
+      seen++;
+    }
+  }
+  if (seen < 2) {
+    *hash = grit_xxh64(v, len, 0);
+    return true;
+  }
+  uint8_t *joined = grit_malloc(total);
+  if (!joined) { /* out of memory: the first value alone */
+    *hash = grit_xxh64(v, len, 0);
+    return true;
+  }
+  size_t at = 0;
+  for (size_t i = 0; i < count; i++) {
+    const char *key;
+    const uint8_t *val;
+    size_t vlen;
+    if (grit_metadata_get(args->metadata, i, &key, &val, &vlen) == GRIT_OK &&
+        strcmp(key, rh->header) == 0) {
+      if (at)
+        joined[at++] = ',';
+      memcpy(joined + at, val, vlen);
+      at += vlen;
+    }
+  }
+  *hash = grit_xxh64(joined, at, 0);
+  grit_free(joined);
+  return true;
+}
+
 static grit_pick_result rh_pick(grit_lb_policy *p, const grit_pick_args *args) {
   ring_hash *rh = (ring_hash *)p;
   grit_pick_result r = {.kind = GRIT_PICK_QUEUE};
@@ -319,12 +366,9 @@ static grit_pick_result rh_pick(grit_lb_policy *p, const grit_pick_args *args) {
     return r;
   }
   uint64_t hash;
-  size_t len = 0;
-  const uint8_t *v = rh->header && args
-                         ? grit_metadata_find(args->metadata, rh->header, &len)
-                         : NULL;
-  bool random = v == NULL;
-  hash = random ? grit_rng_next(rh->a.rng) : grit_xxh64(v, len, 0);
+  bool random = !rh->header || !args || !rh_header_hash(rh, args, &hash);
+  if (random)
+    hash = grit_rng_next(rh->a.rng);
   size_t start = grit_ring_lookup(rh->ring, rh->ring_n, hash);
   if (!random) {
     for (size_t k = 0; k < rh->ring_n; k++) {

@@ -352,12 +352,14 @@ static void test_wrr_no_reports_is_round_robin(void) {
   "{\"loadBalancingConfig\":[{\"ring_hash_experimental\":{"                    \
   "\"requestHashHeader\":\"x-key\"}}]}"
 
-/* The backend index answering a call with x-key |key| (or none). */
-static int call_key(grit_channel *ch, const char *key) {
+/* The backend index answering a call with x-key |key| (or none), and a
+ * second x-key value |key2| if not NULL. */
+static int call_key2(grit_channel *ch, const char *key, const char *key2) {
   grit_metadata *md = NULL;
   if (grit_metadata_create(&md) != GRIT_OK)
     return -1;
-  if (key && grit_metadata_add(md, "x-key", key, strlen(key)) != GRIT_OK) {
+  if ((key && grit_metadata_add(md, "x-key", key, strlen(key)) != GRIT_OK) ||
+      (key2 && grit_metadata_add(md, "x-key", key2, strlen(key2)) != GRIT_OK)) {
     grit_metadata_destroy(md);
     return -1;
   }
@@ -371,6 +373,10 @@ static int call_key(grit_channel *ch, const char *key) {
   grit_status_free(&st);
   grit_metadata_destroy(md);
   return b;
+}
+
+static int call_key(grit_channel *ch, const char *key) {
+  return call_key2(ch, key, NULL);
 }
 
 /* grpc-core's choice for |key| among the first |n| backends, computed by
@@ -415,6 +421,19 @@ static void test_ring_hash(void) {
   if (!compared)
     fprintf(stderr, "  no libxxhash for the peer: grpc placement not "
                     "compared here (test_lbpol's ring vectors cover it)\n");
+  /* A76: a header sent twice hashes as its values joined with ",". */
+  for (int k = 0; k < 20; k++) {
+    char a[16], b[16], joined[40];
+    snprintf(a, sizeof(a), "p%d", k);
+    snprintf(b, sizeof(b), "q%d", k);
+    snprintf(joined, sizeof(joined), "%s,%s", a, b);
+    int one = call_key(ch, joined);
+    ASSERT_CMP(one, >=, 0);
+    ASSERT_EQ(call_key2(ch, a, b), one);
+    int g = grpc_owner(joined, 3);
+    if (g >= 0)
+      ASSERT_EQ(one, g);
+  }
   int per[3] = {0, 0, 0};
   for (int k = 0; k < KEYS; k++)
     per[owner[k]]++;
