@@ -5,7 +5,7 @@
  *   grit_bench --target ipv4:127.0.0.1:PORT --method /pkg.Svc/M [--req FILE]
  *       [--mode unary|stream|hold|hedge] [--calls N] [--warmup W]
  *       [--concurrency C] [--channels K] [--service-config JSON]
- *       [--scenario NAME] [--count-alloc]
+ *       [--scenario NAME] [--count-alloc] [--hash-header KEY]
  *
  * unary   grit_unary_call_async, C calls in flight spread over K channels
  *         (all on the default runtime, one I/O thread).
@@ -25,6 +25,8 @@
  * Prints one line per run:
  *   RESULT scenario=.. client=grit calls=N ok=N msgs=M qps=.. p50_us=..
  *     p99_us=.. p999_us=.. cpu_s=.. cpu_us_per_call=.. maxrss_kib=..
+ * --hash-header KEY (issue 26): unary calls carry KEY: user-<i mod 1024>,
+ * for ring_hash_experimental's requestHashHeader.
  * --count-alloc adds allocs_per_call= and alloc_bytes_per_call= (grit's own
  * allocations during the measured calls, through the counting allocator).
  */
@@ -194,6 +196,22 @@ typedef struct run {
 
 static void start_one(run *r);
 
+/* --hash-header: 1024 metadata lists "KEY: user-<k>", or none. */
+#define BENCH_KEYS 1024
+static grit_metadata *bench_md[BENCH_KEYS];
+
+static void bench_md_init(const char *key) {
+  for (int k = 0; k < BENCH_KEYS; k++) {
+    char v[32];
+    int len = snprintf(v, sizeof(v), "user-%d", k);
+    if (grit_metadata_create(&bench_md[k]) != GRIT_OK ||
+        grit_metadata_add(bench_md[k], key, v, (size_t)len) != GRIT_OK) {
+      fprintf(stderr, "grit_bench: bad --hash-header %s\n", key);
+      exit(2);
+    }
+  }
+}
+
 static void finish_one(run *r, slot *s, bool ok) {
   uint64_t t = now_us();
   if (ok)
@@ -259,8 +277,10 @@ static void start_one(run *r) {
                               r->o->channels];
   s->start_us = now_us();
   if (!r->stream) {
+    grit_call_opts co = {.version = GRIT_CALL_OPTS_VERSION,
+                         .metadata = bench_md[i % BENCH_KEYS]};
     grit_err e = grit_unary_call_async(ch, r->o->method, r->req, r->req_len,
-                                       NULL, on_unary, s);
+                                       bench_md[0] ? &co : NULL, on_unary, s);
     if (e != GRIT_OK)
       die("grit_unary_call_async", e);
     return;
@@ -654,7 +674,7 @@ static void usage(void) {
           "  [--concurrency C] [--channels K] [--service-config JSON]\n"
           "  [--scenario NAME] [--count-alloc] [--read-spin-us US]\n"
           "  [--mode upload --bytes N --size S]\n"
-          "  [--compression gzip|deflate]\n");
+          "  [--compression gzip|deflate] [--hash-header KEY]\n");
   exit(2);
 }
 
@@ -682,6 +702,7 @@ int main(int argc, char **argv) {
       {"bytes", required_argument, 0, 'B'},
       {"size", required_argument, 0, 'Z'},
       {"compression", required_argument, 0, 'G'},
+      {"hash-header", required_argument, 0, 'H'},
       {0, 0, 0, 0}};
   int ch;
   while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -727,6 +748,9 @@ int main(int argc, char **argv) {
       break;
     case 'Z':
       o.upload_size = strtoull(optarg, NULL, 10);
+      break;
+    case 'H':
+      bench_md_init(optarg);
       break;
     case 'G':
       bench_compression = optarg;

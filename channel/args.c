@@ -208,6 +208,17 @@ grit_err grit_channel_args_set_string(grit_channel_args *a, const char *key,
   return GRIT_OK;
 }
 
+/* SPEC LP-01. */
+grit_err grit_channel_args_set_load_report_cb(grit_channel_args *a,
+                                              grit_load_report_cb cb,
+                                              void *user_data) {
+  if (!a)
+    return GRIT_ERR_INVALID_ARG;
+  a->o.load_report_cb = cb;
+  a->o.load_report_data = user_data;
+  return GRIT_OK;
+}
+
 grit_err grit_channel_args_set_observer(grit_channel_args *a,
                                         grit_attempt_observer_cb cb,
                                         void *user_data) {

@@ -13,6 +13,8 @@ static void attempt_pick(call_attempt *a);
 
 static void attempt_free(call_attempt *a) {
   grit_call *c = a->c;
+  grit_free(a->picked);
+  a->picked = NULL;
   if (c->winner == a)
     c->winner = NULL; /* never leave the call pointing at freed memory */
   if (a == &c->attempt0)
@@ -185,7 +187,7 @@ static void attempt_on_done(grit_stream *s, const grit_stream_result *r,
   if (a->transport && r->wire != GRIT_WIRE_NOT_SENT &&
       r->wire != GRIT_WIRE_REFUSED)
     grit_channel_lb_on_call_result(c->ch, grit_transport_peer(a->transport),
-                                   r->code == GRIT_STATUS_OK);
+                                   r->code == GRIT_STATUS_OK, r->trailers);
   grit_str_copy(a->response_encoding, sizeof(a->response_encoding),
                 r->encoding ? r->encoding : "");
   if (c->winner == a) {
@@ -287,8 +289,14 @@ static void attempt_start_stream(call_attempt *a, grit_transport *t) {
 
 static void attempt_pick(call_attempt *a) {
   grit_call *c = a->c;
-  grit_pick_result r = grit_channel_pick(c->ch);
+  grit_pick_args pa = {.metadata = c->metadata, /* LP-03 */
+                       .want_detail = c->ch->o.observer != NULL};
+  grit_pick_result r = grit_channel_pick(c->ch, &pa);
   grit_str_copy(a->skipped, sizeof(a->skipped), r.skipped ? r.skipped : "");
+  if (r.detail) { /* only asked for with an observer (want_detail) */
+    grit_free(a->picked);
+    a->picked = grit_strdup(r.detail); /* NULL on out-of-memory: "" */
+  }
   if (r.kind == GRIT_PICK_COMPLETE) {
     attempt_start_stream(a, r.transport);
     return;

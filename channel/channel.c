@@ -315,7 +315,7 @@ static void ch_start(grit_channel *ch) {
   ch_on_resolved(ch, &r);
 }
 
-grit_pick_result grit_channel_pick(grit_channel *ch) {
+grit_pick_result grit_channel_pick(grit_channel *ch, const grit_pick_args *pa) {
   grit_pick_result r = {.kind = GRIT_PICK_QUEUE};
   ch_start(ch);
   if (ch->config_error) {
@@ -334,7 +334,7 @@ grit_pick_result grit_channel_pick(grit_channel *ch) {
   }
   if (!ch->lb)
     return r;
-  return ch->lb->p->vt->pick(ch->lb->p);
+  return ch->lb->p->vt->pick(ch->lb->p, pa);
 }
 
 grit_svccfg *grit_channel_config_ref(grit_channel *ch) {
@@ -551,6 +551,8 @@ static void ch_fill_transport_opts(grit_channel *ch) {
   };
   grit_list_init(&ch->lb_shared.scs);
   ch->lb_shared.health_disabled = ch->o.health_checks == 0;
+  ch->lb_shared.load_report_cb = ch->o.load_report_cb; /* LP-01 */
+  ch->lb_shared.load_report_data = ch->o.load_report_data;
 }
 
 static grit_err ch_init(grit_channel *ch, const char *target,

@@ -70,6 +70,8 @@ typedef struct grit_chan_opts {
   int64_t health_checks; /* HC-02 */
   grit_attempt_observer_cb observer;
   void *observer_data;
+  grit_load_report_cb load_report_cb; /* LP-01 */
+  void *load_report_data;
   char *default_compression;  /* CP-01: a codec name, validated */
   int64_t dns_txt_timeout_ms; /* DNS-07 */
   int64_t max_config_age_ms;  /* 0: off */
@@ -129,9 +131,11 @@ const grit_lb_policy_vtable *grit_channel_lb_choice(const grit_svccfg *cfg);
  * to every subchannel (the health check service, HC-01). GRIT_OK or
  * GRIT_ERR_NOMEM. */
 grit_err grit_channel_lb_configure(grit_channel *ch, grit_lb_policy *p);
-/* An attempt's stream ended with a status from |peer| (A50 counting). */
+/* An attempt's stream ended with a status from |peer| (A50 counting) and
+ * |trailers| (may be NULL), whose ORCA report (LP-01) goes to the policy
+ * and the application. */
 void grit_channel_lb_on_call_result(grit_channel *ch, const grit_addr *peer,
-                                    bool ok);
+                                    bool ok, const grit_metadata *trailers);
 
 /* ---- channel.c ---- */
 
@@ -237,7 +241,7 @@ void grit_channel_set_state(grit_channel *ch, grit_connectivity_state s);
 void grit_channel_request_reresolution(grit_channel *ch);
 /* Offer every queued call a pick again (state changed). */
 void grit_channel_retry_queued(grit_channel *ch);
-grit_pick_result grit_channel_pick(grit_channel *ch);
+grit_pick_result grit_channel_pick(grit_channel *ch, const grit_pick_args *pa);
 /* The config a new call should use: a new reference or NULL (empty). */
 grit_svccfg *grit_channel_config_ref(grit_channel *ch);
 /* The channel's throttle bucket for |g|'s parameters (TH-01). */
@@ -347,7 +351,8 @@ typedef struct call_attempt {
   uint64_t backoff_ms; /* waited before it */
   bool pushback;
   char peer[128];
-  char skipped[160];          /* issue 15: what its pick passed over, and why */
+  char skipped[160]; /* issue 15: what its pick passed over, and why */
+  char *picked;      /* LP-02..LP-04: how the policy chose (observer only) */
   char response_encoding[32]; /* the response's grpc-encoding (CP-02) */
   /* OB-01, OB-02: message bytes each way, and this attempt's span. */
   uint64_t sent_msg_bytes;

@@ -7,12 +7,33 @@
 
 const grit_lb_policy_vtable *grit_lb_find(const char *name) {
   static const grit_lb_policy_vtable *const all[] = {
-      &grit_lb_pick_first, &grit_lb_round_robin, &grit_lb_outlier_detection};
+      &grit_lb_pick_first,        &grit_lb_round_robin,
+      &grit_lb_outlier_detection, &grit_lb_weighted_round_robin,
+      &grit_lb_ring_hash,         &grit_lb_least_request};
   for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
     if (strcmp(all[i]->name, name) == 0)
       return all[i];
   }
   return NULL;
+}
+
+/* A58 and A42 defaults; least_request's choiceCount 2. */
+void grit_lb_params_default(grit_lb_params *p) {
+  *p = (grit_lb_params){
+      .wrr =
+          {
+              .enable_oob = false,
+              .oob_period_ms = 10000,
+              .blackout_ms = 10000,
+              .expiration_ms = 180000,
+              .update_ms = 1000,
+              .error_penalty = 1.0,
+          },
+      .min_ring_size = 1024,
+      .max_ring_size = 4096,
+      .request_hash_header = NULL,
+      .choice_count = 2,
+  };
 }
 
 /* SPEC CB-01: 1 s, then x1.6 up to the maximum. Jitter is applied by the
@@ -97,6 +118,15 @@ const char *grit_lb_sclist_why_unusable(const grit_lb_sclist *l, char *buf,
   return buf;
 }
 
+const char *grit_lb_skipped_cached(const grit_lb_sclist *l,
+                                   grit_lb_skipcache *c) {
+  if (!c->valid) {
+    c->text = grit_lb_sclist_skipped(l, c->buf, sizeof(c->buf));
+    c->valid = true;
+  }
+  return c->text;
+}
+
 size_t grit_lb_sclist_index(const grit_lb_sclist *l,
                             const grit_subchannel *sc) {
   for (size_t i = 0; i < l->n; i++) {
@@ -106,11 +136,13 @@ size_t grit_lb_sclist_index(const grit_lb_sclist *l,
   return l->n;
 }
 
-static grit_subchannel *take_matching(grit_lb_sclist *old, const grit_addr *a) {
+static grit_subchannel *take_matching(grit_lb_sclist *old, const grit_addr *a,
+                                      size_t *from) {
   for (size_t i = 0; old && i < old->n; i++) {
     grit_subchannel *sc = old->scs[i];
     if (sc && strcmp(grit_subchannel_addr(sc)->text, a->text) == 0) {
       old->scs[i] = NULL;
+      *from = i;
       return sc;
     }
   }
@@ -123,20 +155,36 @@ grit_err grit_lb_sclist_reconcile(grit_lb_sclist *old, const grit_addr *addrs,
                                   grit_lb_sclist *out) {
   out->n = 0;
   out->scs = grit_calloc(n ? n : 1, sizeof(*out->scs));
-  if (!out->scs)
+  size_t *from = grit_calloc(n ? n : 1, sizeof(*from));
+  if (!out->scs || !from) {
+    grit_free(out->scs);
+    grit_free(from);
+    out->scs = NULL;
     return GRIT_ERR_NOMEM;
+  }
   grit_err rv = GRIT_OK;
   for (size_t i = 0; i < n && rv == GRIT_OK; i++) {
-    grit_subchannel *sc = take_matching(old, &addrs[i]);
+    from[i] = SIZE_MAX;
+    grit_subchannel *sc = take_matching(old, &addrs[i], &from[i]);
     if (!sc)
       rv = grit_subchannel_create(a, &addrs[i], cb, ud, &sc);
     if (rv == GRIT_OK)
       out->scs[out->n++] = sc;
   }
   if (rv != GRIT_OK) {
+    /* Out of memory: |old| gets back what was taken from it, so it is
+     * unchanged; only the new subchannels go. */
+    for (size_t i = 0; i < out->n; i++) {
+      if (from[i] != SIZE_MAX) {
+        old->scs[from[i]] = out->scs[i];
+        out->scs[i] = NULL;
+      }
+    }
+    grit_free(from);
     grit_lb_sclist_free(out);
     return rv;
   }
+  grit_free(from);
   grit_lb_sclist_free(old);
   return GRIT_OK;
 }

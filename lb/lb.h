@@ -10,10 +10,69 @@
 #ifndef GRIT_LB_H
 #define GRIT_LB_H
 
+#include "lb/lb_algo.h"
 #include "lb/od_algo.h"
 #include "transport/transport.h"
 
 typedef struct grit_subchannel grit_subchannel;
+
+/* ---- ORCA load reports (SPEC LP-01; gRFC A51) — orca.c ----
+ * xds.data.orca.v3.OrcaLoadReport, decoded by hand: cpu_utilization = 1,
+ * mem_utilization = 2, rps = 3 (deprecated), request_cost = 4,
+ * utilization = 5, rps_fractional = 6, eps = 7, named_metrics = 8,
+ * application_utilization = 9. The public grit_load_report is the same
+ * thing with the peer; absent fields are 0. */
+#define GRIT_ORCA_TRAILER "endpoint-load-metrics-bin"
+typedef struct grit_orca_report {
+  double cpu_utilization;
+  double mem_utilization;
+  double application_utilization;
+  double rps_fractional;
+  double eps;
+  uint64_t rps;
+  /* The three maps, entries in wire order; names point into |names|.
+   * Only filled when decoded with |maps|; else counts are 0. */
+  grit_load_metric *metrics; /* request_cost, then utilization, then named */
+  size_t n_request_cost, n_utilization, n_named_metrics;
+  char *names;
+} grit_orca_report;
+
+/* Decode |n| bytes. With |maps| the three maps are kept (one allocation
+ * for entries and names; free with grit_orca_report_free), else skipped
+ * (no allocation). Unknown fields are skipped. Returns GRIT_OK,
+ * GRIT_ERR_PARSE (not a valid message: truncated, bad varint, a known
+ * field with the wrong wire type, a map entry that is not {string,
+ * double}), or GRIT_ERR_NOMEM. On error |out| holds nothing to free. */
+grit_err grit_orca_decode(const uint8_t *p, size_t n, bool maps,
+                          grit_orca_report *out);
+void grit_orca_report_free(grit_orca_report *r);
+/* xds.service.orca.v3.OrcaLoadReportRequest{report_interval} framed for a
+ * stream (5-byte prefix); a new slice or NULL on out-of-memory. */
+grit_slice *grit_orca_encode_request(uint64_t interval_ms);
+/* The public view of |r| from |peer| (pointers borrowed from |r|). */
+void grit_orca_to_public(const grit_orca_report *r, const char *peer, bool oob,
+                         grit_load_report *out);
+
+/* Settings of the load-report-driven policies, from loadBalancingConfig
+ * (channel/ converts the service config's). Defaults are A58's / A42's. */
+typedef struct grit_lb_wrr_params {
+  bool enable_oob;        /* enableOobLoadReport, false */
+  uint64_t oob_period_ms; /* oobReportingPeriod, 10 s */
+  uint64_t blackout_ms;   /* blackoutPeriod, 10 s */
+  uint64_t expiration_ms; /* weightExpirationPeriod, 3 min */
+  uint64_t update_ms;     /* weightUpdatePeriod, 1 s, at least 100 ms */
+  double error_penalty;   /* errorUtilizationPenalty, 1.0, >= 0 */
+} grit_lb_wrr_params;
+
+typedef struct grit_lb_params {
+  grit_lb_wrr_params wrr;
+  uint64_t min_ring_size;          /* ring_hash: 1024 */
+  uint64_t max_ring_size;          /* ring_hash: 4096 */
+  const char *request_hash_header; /* ring_hash, A76; NULL: random hash */
+  uint32_t choice_count;           /* least_request: 2, 2..10 */
+} grit_lb_params;
+/* The defaults above. */
+void grit_lb_params_default(grit_lb_params *p);
 
 /* Channel-wide state every subchannel of a channel may read (issue 15):
  * the health check settings of the config in force and counters the
@@ -28,6 +87,9 @@ typedef struct grit_lb_shared {
   uint64_t health_not_serving; /* a subchannel left READY by health */
   grit_list scs;               /* every live subchannel of the channel */
   struct grit_obs_target *obs; /* the channel's metric series, or NULL */
+  /* LP-01: the application's load report callback, or NULL. */
+  grit_load_report_cb load_report_cb;
+  void *load_report_data;
 } grit_lb_shared;
 
 /* The channel changed |sh|'s health settings: every subchannel restarts
@@ -55,6 +117,15 @@ typedef struct grit_subchannel_args {
   bool health_applies;    /* set by round_robin: honour A17 health */
 } grit_subchannel_args;
 
+/* What a pick may look at (SPEC LP-03): the call's request metadata, for
+ * ring_hash's requestHashHeader (A76). Borrowed for the pick. */
+typedef struct grit_pick_args {
+  const grit_metadata *metadata; /* may be NULL */
+  /* Someone reads grit_pick_result.detail (an attempt observer): policies
+   * whose detail costs formatting write it only then. */
+  bool want_detail;
+} grit_pick_args;
+
 /* Results of a pick (SPEC LB-03, RT-12). */
 typedef enum grit_pick_kind {
   GRIT_PICK_COMPLETE = 0, /* use |transport| */
@@ -70,6 +141,11 @@ typedef struct grit_pick_result {
   /* Backends passed over for health or ejection, with why (issue 15), or
    * NULL; borrowed until the next LB event. */
   const char *skipped;
+  /* How the policy chose (LP-02..LP-04), for `grit call --attempts`:
+   * "weighted_round_robin: weight 3.1 (40.0% of picks)" or NULL (always
+   * NULL when the pick args did not ask for it, for the policies where it
+   * costs formatting); borrowed until the next LB event. */
+  const char *detail;
 } grit_pick_result;
 
 /* The channel side of a policy: state publication and re-resolution. */
@@ -90,10 +166,18 @@ typedef struct grit_lb_policy_vtable {
   grit_err (*update_addresses)(grit_lb_policy *p, const grit_addr *addrs,
                                size_t n, bool shuffle);
   void (*exit_idle)(grit_lb_policy *p);
-  grit_pick_result (*pick)(grit_lb_policy *p);
+  grit_pick_result (*pick)(grit_lb_policy *p, const grit_pick_args *args);
   void (*destroy)(grit_lb_policy *p);
-  /* Optional (NULL: ignored): a call's final status on |peer| (A50). */
-  void (*on_call_result)(grit_lb_policy *p, const grit_addr *peer, bool ok);
+  /* Optional (NULL: ignored): a call's final status on |peer| (A50) and
+   * the backend's per-call load report (A51; NULL when none came or the
+   * policy does not want them, see |wants_load_reports|). */
+  void (*on_call_result)(grit_lb_policy *p, const grit_addr *peer, bool ok,
+                         const grit_orca_report *report);
+  /* Optional: the policy's settings from loadBalancingConfig (LP-02..LP-04).
+   * Returns GRIT_OK or GRIT_ERR_NOMEM (the old settings stay). */
+  grit_err (*configure)(grit_lb_policy *p, const grit_lb_params *params);
+  /* Optional: whether per-call load reports should be decoded for it. */
+  bool (*wants_load_reports)(const grit_lb_policy *p);
 } grit_lb_policy_vtable;
 
 /* Every policy object starts with its vtable. */
@@ -107,13 +191,26 @@ extern const grit_lb_policy_vtable grit_lb_round_robin;
  * policy; created with round_robin as the child and no ejection rule until
  * grit_lb_od_configure. */
 extern const grit_lb_policy_vtable grit_lb_outlier_detection;
+/* weighted_round_robin (LP-02; gRFC A58), ring_hash_experimental (LP-03;
+ * A42, A76), least_request_experimental (LP-04). */
+extern const grit_lb_policy_vtable grit_lb_weighted_round_robin;
+extern const grit_lb_policy_vtable grit_lb_ring_hash;
+extern const grit_lb_policy_vtable grit_lb_least_request;
 /* Set |p|'s (an outlier_detection policy) child policy and parameters.
  * A different child replaces the current one (its connections drain).
  * Returns GRIT_OK or GRIT_ERR_NOMEM (the old settings stay). */
 grit_err grit_lb_od_configure(grit_lb_policy *p,
                               const grit_lb_policy_vtable *child,
                               const grit_od_params *params);
-/* The vtable for |name| ("pick_first", "round_robin"), or NULL. */
+/* The same, also passing |child_params| to the child (NULL: defaults). */
+grit_err grit_lb_od_configure_child(grit_lb_policy *p,
+                                    const grit_lb_policy_vtable *child,
+                                    const grit_od_params *params,
+                                    const grit_lb_params *child_params);
+/* The vtable for |name| ("pick_first", "round_robin",
+ * "weighted_round_robin", "ring_hash_experimental",
+ * "least_request_experimental", "outlier_detection_experimental"), or
+ * NULL. */
 const grit_lb_policy_vtable *grit_lb_find(const char *name);
 
 /* Subchannels, used by the policies. on_state runs on every change. */

@@ -28,6 +28,16 @@ const char *grit_lb_sclist_skipped(const grit_lb_sclist *l, char *buf,
  * error>", "connecting" or "idle", in |buf| (truncated with "..."). */
 const char *grit_lb_sclist_why_unusable(const grit_lb_sclist *l, char *buf,
                                         size_t len);
+/* grit_lb_sclist_skipped computed once per LB event, not per pick (it
+ * walks the list): policies clear |valid| when a subchannel changes state
+ * or the list changes. */
+typedef struct grit_lb_skipcache {
+  bool valid;
+  const char *text;
+  char buf[256];
+} grit_lb_skipcache;
+const char *grit_lb_skipped_cached(const grit_lb_sclist *l,
+                                   grit_lb_skipcache *c);
 /* Index of |sc| in |l|, or l->n. */
 size_t grit_lb_sclist_index(const grit_lb_sclist *l, const grit_subchannel *sc);
 
@@ -55,5 +65,19 @@ grit_err grit_health_watch_start(const grit_subchannel_args *a,
 /* No callback after this; the memory goes once the stream and the timer
  * are closed. NULL is a no-op. */
 void grit_health_watch_stop(grit_health_watch *w);
+
+/* orca.c: one xds.service.orca.v3.OpenRcaService/StreamCoreMetrics
+ * stream on a READY transport (SPEC LP-01; gRFC A51). Each report goes to
+ * |cb| (and to the application's callback in a->shared). A stream that
+ * ends is restarted (at once after a report, else with backoff);
+ * UNIMPLEMENTED stops it for the connection. */
+typedef struct grit_orca_watch grit_orca_watch;
+typedef void (*grit_orca_cb)(const grit_orca_report *r, void *user_data);
+grit_err grit_orca_watch_start(const grit_subchannel_args *a, grit_transport *t,
+                               uint64_t interval_ms, const char *addr_text,
+                               grit_orca_cb cb, void *user_data,
+                               grit_orca_watch **out);
+/* No callback after this. NULL is a no-op. */
+void grit_orca_watch_stop(grit_orca_watch *w);
 
 #endif

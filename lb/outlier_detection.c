@@ -137,13 +137,32 @@ static grit_err od_create(const grit_subchannel_args *a,
 grit_err grit_lb_od_configure(grit_lb_policy *p,
                               const grit_lb_policy_vtable *child,
                               const grit_od_params *params) {
+  return grit_lb_od_configure_child(p, child, params, NULL);
+}
+
+grit_err grit_lb_od_configure_child(grit_lb_policy *p,
+                                    const grit_lb_policy_vtable *child,
+                                    const grit_od_params *params,
+                                    const grit_lb_params *child_params) {
   od_policy *od = (od_policy *)p;
+  grit_lb_params defaults;
+  if (!child_params) {
+    grit_lb_params_default(&defaults);
+    child_params = &defaults;
+  }
+  if (child == od->child_vt && child->configure) {
+    grit_err rv = child->configure(od->child, child_params);
+    if (rv != GRIT_OK)
+      return rv;
+  }
   if (child != od->child_vt) {
     grit_lb_policy *fresh;
     grit_err rv = child->create(&od->a, &od->h, &fresh);
     if (rv != GRIT_OK)
       return rv;
-    if (od->n)
+    if (child->configure)
+      rv = child->configure(fresh, child_params);
+    if (rv == GRIT_OK && od->n)
       rv = fresh->vt->update_addresses(fresh, od->addrs, od->n, od->shuffle);
     if (rv != GRIT_OK) {
       fresh->vt->destroy(fresh);
@@ -205,19 +224,29 @@ static void od_exit_idle(grit_lb_policy *p) {
   od->child->vt->exit_idle(od->child);
 }
 
-static grit_pick_result od_pick(grit_lb_policy *p) {
+static grit_pick_result od_pick(grit_lb_policy *p, const grit_pick_args *args) {
   od_policy *od = (od_policy *)p;
-  return od->child->vt->pick(od->child);
+  return od->child->vt->pick(od->child, args);
 }
 
-static void od_on_call_result(grit_lb_policy *p, const grit_addr *peer,
-                              bool ok) {
+/* Counted here (A50), then handed to the child: weighted_round_robin
+ * and least_request under outlier detection see every call too. */
+static void od_on_call_result(grit_lb_policy *p, const grit_addr *peer, bool ok,
+                              const grit_orca_report *report) {
   od_policy *od = (od_policy *)p;
+  if (od->child->vt->on_call_result)
+    od->child->vt->on_call_result(od->child, peer, ok, report);
   if (!od_enabled(od))
     return;
   size_t i = od_find(od, peer->text);
   if (i < od->n)
     grit_od_record(&od->st[i], ok);
+}
+
+static bool od_wants_load_reports(const grit_lb_policy *p) {
+  const od_policy *od = (const od_policy *)p;
+  return od->child->vt->wants_load_reports &&
+         od->child->vt->wants_load_reports(od->child);
 }
 
 static void od_timer_closed(uv_handle_t *h) {
@@ -244,4 +273,5 @@ const grit_lb_policy_vtable grit_lb_outlier_detection = {
     .pick = od_pick,
     .destroy = od_destroy,
     .on_call_result = od_on_call_result,
+    .wants_load_reports = od_wants_load_reports,
 };

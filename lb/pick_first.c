@@ -20,8 +20,8 @@ typedef struct pick_first {
   bool connecting; /* a pass over the list is under way */
   uv_timer_t *he_timer;
   char error[300];
-  char skipped[256]; /* the last pick's, issue 15 */
-  char why[1024];    /* a failed pick's message, issue 28 */
+  grit_lb_skipcache skipped; /* issue 15 */
+  char why[1024];            /* a failed pick's message, issue 28 */
 } pick_first;
 
 static void pf_set_state(pick_first *pf, grit_connectivity_state s) {
@@ -98,6 +98,7 @@ static void pf_cancel_others(pick_first *pf) {
 static void pf_on_sc_state(grit_subchannel *sc, grit_connectivity_state s,
                            void *ud) {
   pick_first *pf = ud;
+  pf->skipped.valid = false;
   if (pf->selected) {
     if (sc == pf->selected && s != GRIT_STATE_READY) {
       /* The chosen connection was lost (closed or GOAWAY): IDLE until the
@@ -186,6 +187,7 @@ static grit_err pf_update(grit_lb_policy *p, const grit_addr *addrs, size_t n,
   if (rv != GRIT_OK)
     return rv;
   pf->list = fresh;
+  pf->skipped.valid = false;
   if (pf->selected &&
       grit_lb_sclist_index(&pf->list, pf->selected) == pf->list.n)
     pf->selected = NULL; /* its address went away; it was destroyed */
@@ -212,15 +214,16 @@ static void pf_exit_idle(grit_lb_policy *p) {
     pf_start_pass(pf);
 }
 
-static grit_pick_result pf_pick(grit_lb_policy *p) {
+static grit_pick_result pf_pick(grit_lb_policy *p, const grit_pick_args *args) {
+  (void)args;
   pick_first *pf = (pick_first *)p;
   grit_pick_result r = {.kind = GRIT_PICK_QUEUE};
-  r.skipped =
-      grit_lb_sclist_skipped(&pf->list, pf->skipped, sizeof(pf->skipped));
+  r.skipped = grit_lb_skipped_cached(&pf->list, &pf->skipped);
   if (pf->selected) {
     r.transport = grit_subchannel_transport(pf->selected);
     if (r.transport) {
       r.kind = GRIT_PICK_COMPLETE;
+      r.detail = "pick_first"; /* LP: `grit call --attempts` */
       return r;
     }
   }

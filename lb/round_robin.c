@@ -15,8 +15,8 @@ typedef struct round_robin {
   bool started;
   grit_connectivity_state state;
   char error[300];
-  char skipped[256]; /* the last pick's, issue 15 */
-  char why[1024];    /* a failed pick's message, issue 28 */
+  grit_lb_skipcache skipped; /* issue 15 */
+  char why[1024];            /* a failed pick's message, issue 28 */
 } round_robin;
 
 static grit_connectivity_state rr_aggregate(const round_robin *rr) {
@@ -45,6 +45,7 @@ static grit_connectivity_state rr_aggregate(const round_robin *rr) {
 
 static void rr_publish(round_robin *rr) {
   grit_connectivity_state s = rr_aggregate(rr);
+  rr->skipped.valid = false; /* a subchannel or the list changed */
   if (s == GRIT_STATE_IDLE && rr->started)
     s = GRIT_STATE_CONNECTING; /* idle ones are reconnecting right now */
   /* Published even when unchanged: the set of READY subchannels moved, and
@@ -113,11 +114,11 @@ static void rr_exit_idle(grit_lb_policy *p) {
   rr_publish(rr);
 }
 
-static grit_pick_result rr_pick(grit_lb_policy *p) {
+static grit_pick_result rr_pick(grit_lb_policy *p, const grit_pick_args *args) {
+  (void)args;
   round_robin *rr = (round_robin *)p;
   grit_pick_result r = {.kind = GRIT_PICK_QUEUE};
-  r.skipped =
-      grit_lb_sclist_skipped(&rr->list, rr->skipped, sizeof(rr->skipped));
+  r.skipped = grit_lb_skipped_cached(&rr->list, &rr->skipped);
   for (size_t k = 0; k < rr->list.n; k++) {
     size_t i = (rr->cursor + k) % rr->list.n;
     grit_transport *t = grit_subchannel_transport(rr->list.scs[i]);
@@ -125,6 +126,7 @@ static grit_pick_result rr_pick(grit_lb_policy *p) {
       rr->cursor = i + 1;
       r.kind = GRIT_PICK_COMPLETE;
       r.transport = t;
+      r.detail = "round_robin"; /* LP: `grit call --attempts` */
       return r;
     }
   }

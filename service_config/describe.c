@@ -189,6 +189,96 @@ static grit_err describe_od(grit_buf *b, const grit_svccfg *cfg,
   return GRIT_OK;
 }
 
+static const char *describe_lb_name(grit_svccfg_lb lb) {
+  switch (lb) {
+  case GRIT_LB_PICK_FIRST:
+    return "pick_first";
+  case GRIT_LB_ROUND_ROBIN:
+    return "round_robin";
+  case GRIT_LB_WEIGHTED_ROUND_ROBIN:
+    return "weighted_round_robin";
+  case GRIT_LB_RING_HASH:
+    return "ring_hash_experimental";
+  case GRIT_LB_LEAST_REQUEST:
+    return "least_request_experimental";
+  }
+  return "?";
+}
+
+static double describe_s(int64_t ns) {
+  return (double)ns / 1e9;
+}
+
+/* SPEC LP-02..LP-04 in words. */
+static grit_err describe_lb_settings(grit_buf *b, const grit_svccfg_global *g,
+                                     const char *in) {
+  switch (g->lb) {
+  case GRIT_LB_PICK_FIRST:
+  case GRIT_LB_ROUND_ROBIN:
+    return GRIT_OK;
+  case GRIT_LB_WEIGHTED_ROUND_ROBIN: {
+    const grit_svccfg_wrr *w = &g->wrr;
+    if (w->enable_oob_load_report)
+      TRY(grit_buf_appendf(b,
+                           "%s  load reports: out of band, each READY "
+                           "backend streams ORCA reports every %gs "
+                           "(per-call trailers are not used)\n",
+                           in, describe_s(w->oob_reporting_period_ns)));
+    else
+      TRY(grit_buf_appendf(b,
+                           "%s  load reports: per call, from each "
+                           "response's endpoint-load-metrics-bin trailer\n",
+                           in));
+    TRY(grit_buf_appendf(
+        b,
+        "%s  weight = qps / (utilization + eps/qps x %g), utilization "
+        "being application_utilization, else cpu_utilization; a weight "
+        "counts after %gs of reports (blackout) and is dropped after %gs "
+        "without one; weights go to the scheduler every %gs; round robin "
+        "while fewer than two backends have a weight\n",
+        in, w->error_utilization_penalty, describe_s(w->blackout_period_ns),
+        describe_s(w->weight_expiration_ns),
+        describe_s(w->weight_update_period_ns)));
+    return GRIT_OK;
+  }
+  case GRIT_LB_RING_HASH: {
+    const grit_svccfg_ring_hash *r = &g->ring_hash;
+    uint64_t lo = r->min_ring_size < 4096 ? r->min_ring_size : 4096;
+    uint64_t hi = r->max_ring_size < 4096 ? r->max_ring_size : 4096;
+    TRY(grit_buf_appendf(
+        b,
+        "%s  ring of %llu..%llu entries (minRingSize %llu, maxRingSize "
+        "%llu%s), XXH64 of \"<address>_<n>\" as grpc builds it; backends "
+        "connect when a call lands on them\n",
+        in, (unsigned long long)lo, (unsigned long long)hi,
+        (unsigned long long)r->min_ring_size,
+        (unsigned long long)r->max_ring_size,
+        r->min_ring_size > 4096 || r->max_ring_size > 4096
+            ? ", capped at 4096 as grpc caps them"
+            : ""));
+    if (r->request_hash_header)
+      TRY(grit_buf_appendf(b,
+                           "%s  a call's hash: XXH64 of its \"%s\" header; "
+                           "a call without it goes to a random backend\n",
+                           in, r->request_hash_header));
+    else
+      TRY(grit_buf_appendf(b,
+                           "%s  no requestHashHeader: every call gets a "
+                           "random hash (no affinity)\n",
+                           in));
+    return GRIT_OK;
+  }
+  case GRIT_LB_LEAST_REQUEST:
+    TRY(grit_buf_appendf(b,
+                         "%s  each pick draws %u READY backends at random "
+                         "and takes the one with the fewest calls in "
+                         "flight\n",
+                         in, (unsigned)g->choice_count));
+    return GRIT_OK;
+  }
+  return GRIT_OK;
+}
+
 grit_err grit_sc_describe_into(grit_buf *b, const grit_svccfg *cfg,
                                const char *in) {
   const grit_svccfg_global *g = &cfg->global;
@@ -212,12 +302,12 @@ grit_err grit_sc_describe_into(grit_buf *b, const grit_svccfg *cfg,
     TRY(grit_buf_appendf(b, "%sretry throttling: off\n", in));
   }
   TRY(grit_buf_appendf(
-      b, "%sload balancing: %s%s%s\n", in,
-      g->lb == GRIT_LB_ROUND_ROBIN ? "round_robin" : "pick_first",
+      b, "%sload balancing: %s%s%s\n", in, describe_lb_name(g->lb),
       g->lb == GRIT_LB_PICK_FIRST && g->shuffle_address_list
           ? ", addresses shuffled on every update"
           : "",
       cfg->lb_from_config ? " (from loadBalancingConfig)" : ""));
+  TRY(describe_lb_settings(b, g, in));
   if (g->has_outlier_detection)
     TRY(describe_od(b, cfg, in));
   if (g->health_check_service)

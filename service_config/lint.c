@@ -177,6 +177,45 @@ static void method_config(lint *l, const json_t *mc, const char *path) {
   }
 }
 
+/* The fields each policy grit knows takes (SC-08, OD-01, LP-02..LP-04),
+ * or NULL for a policy grit does not know. */
+static const char *const *lb_policy_keys(const char *name) {
+  static const char *const k_pf[] = {"shuffleAddressList", NULL};
+  static const char *const k_none[] = {NULL};
+  static const char *const k_wrr[] = {"enableOobLoadReport",
+                                      "oobReportingPeriod",
+                                      "blackoutPeriod",
+                                      "weightExpirationPeriod",
+                                      "weightUpdatePeriod",
+                                      "errorUtilizationPenalty",
+                                      NULL};
+  static const char *const k_rh[] = {"minRingSize", "maxRingSize",
+                                     "requestHashHeader", NULL};
+  static const char *const k_lr[] = {"choiceCount", NULL};
+  static const char *const k_od[] = {"interval",
+                                     "baseEjectionTime",
+                                     "maxEjectionTime",
+                                     "maxEjectionPercent",
+                                     "successRateEjection",
+                                     "failurePercentageEjection",
+                                     "childPolicy",
+                                     NULL};
+  static const struct {
+    const char *name;
+    const char *const *keys;
+  } all[] = {{"pick_first", k_pf},
+             {"round_robin", k_none},
+             {"weighted_round_robin", k_wrr},
+             {"ring_hash_experimental", k_rh},
+             {"least_request_experimental", k_lr},
+             {"outlier_detection_experimental", k_od}};
+  for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+    if (strcmp(all[i].name, name) == 0)
+      return all[i].keys;
+  }
+  return NULL;
+}
+
 static void lb_config(lint *l, const json_t *arr, const char *path,
                       bool child) {
   size_t i;
@@ -194,8 +233,19 @@ static void lb_config(lint *l, const json_t *arr, const char *path,
     if (chosen)
       warn(l, p, "\"%.64s\" not used: an earlier policy was chosen", name);
     else if (!known)
-      warn(l, p, "\"%.64s\" skipped: grit does not know this policy%s", name,
-           child ? " as a child policy" : "");
+      warn(l, p,
+           "\"%.64s\" skipped: grit does not know this policy%s (it knows "
+           "pick_first, round_robin, weighted_round_robin, "
+           "ring_hash_experimental, least_request_experimental%s)",
+           name, child ? " as a child policy" : "",
+           child ? "" : " and outlier_detection_experimental");
+    const char *const *keys = lb_policy_keys(name);
+    if (known && !chosen && keys) { /* LP-02..LP-04: misspelt fields */
+      char kp[400];
+      snprintf(kp, sizeof(kp), "%s.%.64s", p, name);
+      unknown_keys(l, json_object_iter_value(json_object_iter((json_t *)e)), kp,
+                   keys);
+    }
     if (known && !chosen && !child &&
         strcmp(name, "outlier_detection_experimental") == 0) {
       json_t *conf = json_object_iter_value(json_object_iter((json_t *)e));

@@ -465,6 +465,18 @@ static bool lb_known(const char *name, grit_svccfg_lb *out) {
     *out = GRIT_LB_ROUND_ROBIN;
     return true;
   }
+  if (strcmp(name, "weighted_round_robin") == 0) {
+    *out = GRIT_LB_WEIGHTED_ROUND_ROBIN;
+    return true;
+  }
+  if (strcmp(name, "ring_hash_experimental") == 0) {
+    *out = GRIT_LB_RING_HASH;
+    return true;
+  }
+  if (strcmp(name, "least_request_experimental") == 0) {
+    *out = GRIT_LB_LEAST_REQUEST;
+    return true;
+  }
   return false;
 }
 
@@ -472,6 +484,127 @@ bool grit_sc_lb_name_known(const char *name, bool child) {
   grit_svccfg_lb lb;
   return lb_known(name, &lb) ||
          (!child && strcmp(name, "outlier_detection_experimental") == 0);
+}
+
+/* ---- weighted_round_robin (SPEC LP-02; gRFC A58) ---- */
+
+static void wrr_duration(sc_ctx *c, const json_t *o, const char *key,
+                         int64_t *out_ns) {
+  size_t m;
+  json_t *v = field(c, o, key, &m);
+  sc_dur exact;
+  if (v)
+    get_duration(c, v, false, out_ns, &exact);
+  grit_sc_pop(c, m);
+}
+
+static void parse_wrr(sc_ctx *c, grit_svccfg *cfg, const json_t *o) {
+  grit_svccfg_wrr *w = &cfg->global.wrr;
+  size_t m;
+  json_t *v = field(c, o, "enableOobLoadReport", &m);
+  if (v && !json_is_boolean(v))
+    grit_sc_problem(c, "must be true or false");
+  else if (v)
+    w->enable_oob_load_report = json_is_true(v);
+  grit_sc_pop(c, m);
+  wrr_duration(c, o, "oobReportingPeriod", &w->oob_reporting_period_ns);
+  wrr_duration(c, o, "blackoutPeriod", &w->blackout_period_ns);
+  wrr_duration(c, o, "weightExpirationPeriod", &w->weight_expiration_ns);
+  wrr_duration(c, o, "weightUpdatePeriod", &w->weight_update_period_ns);
+  /* A58: a weightUpdatePeriod below 100 ms is raised to 100 ms. */
+  if (w->weight_update_period_ns < 100000000)
+    w->weight_update_period_ns = 100000000;
+  if ((v = field(c, o, "errorUtilizationPenalty", &m))) {
+    if (!json_is_number(v) || json_number_value(v) < 0 ||
+        !isfinite(json_number_value(v)))
+      grit_sc_problem(c, "must be a number >= 0");
+    else
+      w->error_utilization_penalty = json_number_value(v);
+  }
+  grit_sc_pop(c, m);
+}
+
+/* ---- ring_hash_experimental (LP-03; gRFC A42, A76) ---- */
+
+static bool rh_size(sc_ctx *c, const json_t *o, const char *key,
+                    uint64_t *out) {
+  size_t m;
+  json_t *v = field(c, o, key, &m);
+  int64_t n;
+  bool ok = true;
+  if (v && get_int(c, v, &n, "must be an integer 1..8388608")) {
+    if (n < 1 || n > 8388608) {
+      grit_sc_problem(c, "must be an integer 1..8388608");
+      ok = false;
+    } else {
+      *out = (uint64_t)n;
+    }
+  } else if (v) {
+    ok = false;
+  }
+  grit_sc_pop(c, m);
+  return ok;
+}
+
+static void parse_ring_hash(sc_ctx *c, grit_svccfg *cfg, const json_t *o) {
+  grit_svccfg_ring_hash *r = &cfg->global.ring_hash;
+  bool ok = rh_size(c, o, "minRingSize", &r->min_ring_size);
+  ok = rh_size(c, o, "maxRingSize", &r->max_ring_size) && ok;
+  if (ok && r->min_ring_size > r->max_ring_size)
+    grit_sc_problem(c,
+                    "maxRingSize (%llu) cannot be smaller than "
+                    "minRingSize (%llu)",
+                    (unsigned long long)r->max_ring_size,
+                    (unsigned long long)r->min_ring_size);
+  size_t m;
+  json_t *v = field(c, o, "requestHashHeader", &m);
+  if (v) {
+    const char *h = json_is_string(v) ? json_string_value(v) : NULL;
+    size_t len = h ? json_string_length(v) : 0;
+    /* A76: a valid header name; binary headers and pseudo-headers are
+     * refused (grit hashes text values only). */
+    if (!h || len == 0 || strlen(h) != len ||
+        !grit_metadata_key_ok(h, len, true) || h[0] == ':') {
+      grit_sc_problem(c, "must be a lower-case header name [0-9a-z_.-]");
+    } else if (len > 4 && strcmp(h + len - 4, "-bin") == 0) {
+      grit_sc_problem(c, "must not be a binary (-bin) header");
+    } else if (!c->invalid) {
+      grit_free(cfg->hash_header);
+      cfg->hash_header = grit_strdup(h);
+      if (!cfg->hash_header)
+        grit_sc_nomem(c);
+      r->request_hash_header = cfg->hash_header;
+    }
+  }
+  grit_sc_pop(c, m);
+}
+
+/* ---- least_request_experimental (LP-04) ---- */
+
+static void parse_least_request(sc_ctx *c, grit_svccfg *cfg, const json_t *o) {
+  size_t m;
+  json_t *v = field(c, o, "choiceCount", &m);
+  int64_t n;
+  if (v && get_int(c, v, &n, "must be an integer >= 2")) {
+    if (n < 2)
+      grit_sc_problem(c, "must be an integer >= 2");
+    else /* as grpc-java: above 10 is lowered to 10 */
+      cfg->global.choice_count = n > 10 ? 10 : (uint32_t)n;
+  }
+  grit_sc_pop(c, m);
+}
+
+static void lb_set_defaults(grit_svccfg_global *g) {
+  g->wrr = (grit_svccfg_wrr){
+      .oob_reporting_period_ns = 10000000000,
+      .blackout_period_ns = 10000000000,
+      .weight_expiration_ns = 180000000000,
+      .weight_update_period_ns = 1000000000,
+      .error_utilization_penalty = 1.0,
+  };
+  g->ring_hash =
+      (grit_svccfg_ring_hash){.min_ring_size = 1024, .max_ring_size = 4096};
+  g->choice_count = 2;
 }
 
 static void parse_pick_first(sc_ctx *c, grit_svccfg *cfg, const json_t *o) {
@@ -624,7 +757,7 @@ static void parse_lb_list(sc_ctx *c, grit_svccfg *cfg, const json_t *arr,
     }
     const char *name = json_object_iter_key(json_object_iter((json_t *)e));
     json_t *conf = json_object_iter_value(json_object_iter((json_t *)e));
-    grit_svccfg_lb lb;
+    grit_svccfg_lb lb = GRIT_LB_PICK_FIRST;
     bool known = lb_known(name, &lb);
     bool od = !child && strcmp(name, "outlier_detection_experimental") == 0;
     if (known || od)
@@ -636,8 +769,22 @@ static void parse_lb_list(sc_ctx *c, grit_svccfg *cfg, const json_t *arr,
     } else if (known) {
       cfg->global.lb = lb;
       cfg->lb_from_config = true;
-      if (lb == GRIT_LB_PICK_FIRST)
+      switch (lb) {
+      case GRIT_LB_PICK_FIRST:
         parse_pick_first(c, cfg, conf);
+        break;
+      case GRIT_LB_ROUND_ROBIN:
+        break;
+      case GRIT_LB_WEIGHTED_ROUND_ROBIN:
+        parse_wrr(c, cfg, conf);
+        break;
+      case GRIT_LB_RING_HASH:
+        parse_ring_hash(c, cfg, conf);
+        break;
+      case GRIT_LB_LEAST_REQUEST:
+        parse_least_request(c, cfg, conf);
+        break;
+      }
     }
     grit_sc_pop(c, m);
     if (known || od)
@@ -645,11 +792,14 @@ static void parse_lb_list(sc_ctx *c, grit_svccfg *cfg, const json_t *arr,
   }
   if (child)
     grit_sc_problem(c, "no known child policy in the list (grit takes "
-                       "pick_first or round_robin here)");
+                       "pick_first, round_robin, weighted_round_robin, "
+                       "ring_hash_experimental or "
+                       "least_request_experimental here)");
   else
     grit_sc_problem(c, "no known LB policy in the list (grit knows "
-                       "pick_first, round_robin and "
-                       "outlier_detection_experimental)");
+                       "pick_first, round_robin, weighted_round_robin, "
+                       "ring_hash_experimental, least_request_experimental "
+                       "and outlier_detection_experimental)");
 }
 
 static void parse_lb_config(sc_ctx *c, grit_svccfg *cfg, const json_t *arr) {
@@ -691,6 +841,7 @@ static void svccfg_free(grit_svccfg *cfg) {
   grit_free(cfg->sorted);
   grit_free(cfg->entries);
   grit_free(cfg->health_name);
+  grit_free(cfg->hash_header);
   grit_free(cfg);
 }
 
@@ -706,6 +857,7 @@ grit_svccfg *grit_sc_parse_value(sc_ctx *c, const json_t *root,
     return NULL;
   }
   cfg->refs = 1;
+  lb_set_defaults(&cfg->global);
   cfg->max_attempts_cap = o && o->max_attempts_cap
                               ? o->max_attempts_cap
                               : SC_DEFAULT_MAX_ATTEMPTS_CAP;

@@ -68,7 +68,27 @@ typedef struct grit_method_cfg {
 typedef enum grit_svccfg_lb {
   GRIT_LB_PICK_FIRST = 0,
   GRIT_LB_ROUND_ROBIN = 1,
+  GRIT_LB_WEIGHTED_ROUND_ROBIN = 2, /* LP-02 */
+  GRIT_LB_RING_HASH = 3,            /* LP-03 */
+  GRIT_LB_LEAST_REQUEST = 4,        /* LP-04 */
 } grit_svccfg_lb;
+
+/* weighted_round_robin (SPEC LP-02; gRFC A58); defaults A58's. */
+typedef struct grit_svccfg_wrr {
+  bool enable_oob_load_report;      /* false */
+  int64_t oob_reporting_period_ns;  /* 10 s */
+  int64_t blackout_period_ns;       /* 10 s */
+  int64_t weight_expiration_ns;     /* 3 min */
+  int64_t weight_update_period_ns;  /* 1 s; raised to 100 ms if below */
+  double error_utilization_penalty; /* 1.0; >= 0 */
+} grit_svccfg_wrr;
+
+/* ring_hash_experimental (LP-03; A42, A76) and least_request (LP-04). */
+typedef struct grit_svccfg_ring_hash {
+  uint64_t min_ring_size;          /* 1024; 1..8388608 */
+  uint64_t max_ring_size;          /* 4096; 1..8388608, >= min */
+  const char *request_hash_header; /* NULL: none (random hash per call) */
+} grit_svccfg_ring_hash;
 
 /* outlier_detection_experimental (SPEC OD-01; gRFC A50). Percentages are
  * 0..100; the defaults are A50's. */
@@ -103,6 +123,10 @@ typedef struct grit_svccfg_global {
    * holds its settings and |lb| (above) its child policy. */
   bool has_outlier_detection;
   grit_svccfg_od od;
+  /* The settings of |lb| when it is one of the load-aware policies. */
+  grit_svccfg_wrr wrr;
+  grit_svccfg_ring_hash ring_hash;
+  uint32_t choice_count; /* least_request: 2, clamped to 2..10 */
 } grit_svccfg_global;
 
 /* Parse options; NULL means all defaults. */

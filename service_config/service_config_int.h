@@ -41,6 +41,7 @@ struct grit_svccfg {
   bool lb_from_config; /* chosen by loadBalancingConfig, not the policy */
   char *health_name;   /* healthCheckConfig.serviceName (HC-01), or NULL */
   sc_dur od_interval, od_base_ejection, od_max_ejection; /* as written */
+  char *hash_header; /* ring_hash requestHashHeader (LP-03), or NULL */
   uint32_t max_attempts_cap;
   size_t n_entries, n_names;
   sc_entry *entries;

@@ -71,6 +71,7 @@ typedef struct att_rec {
   bool pushback;
   grit_attempt_reason reason;
   char skipped[160];              /* backends the pick passed over, and why */
+  char picked_by[96];             /* how the LB policy chose (LP-02..04) */
   char req_enc[16], resp_enc[32]; /* encodings sent and received */
   char trace_id[33], span_id[17]; /* OB-02; "" when off */
   uint32_t previous_rpc_attempts;

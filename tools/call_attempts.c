@@ -43,6 +43,8 @@ void att_observe(const grit_attempt_record *rec, void *ud) {
   snprintf(a->message, sizeof(a->message), "%s", rec->message);
   snprintf(a->skipped, sizeof(a->skipped), "%s",
            rec->skipped ? rec->skipped : "");
+  snprintf(a->picked_by, sizeof(a->picked_by), "%s",
+           rec->picked_by ? rec->picked_by : "");
   snprintf(a->req_enc, sizeof(a->req_enc), "%s", rec->request_encoding);
   snprintf(a->resp_enc, sizeof(a->resp_enc), "%s", rec->response_encoding);
   snprintf(a->trace_id, sizeof(a->trace_id), "%s", rec->trace_id);

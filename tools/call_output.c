@@ -263,6 +263,8 @@ static void print_json_timeline(FILE *f, const att_rec *a, size_t n) {
             grit_attempt_reason_name(a[i].reason));
     fprintf(f, ",\"skipped\":");
     print_json_cstr(f, a[i].skipped);
+    fprintf(f, ",\"picked_by\":");
+    print_json_cstr(f, a[i].picked_by);
     fprintf(f, ",\"request_encoding\":");
     print_json_cstr(f, a[i].req_enc);
     fprintf(f, ",\"response_encoding\":");
@@ -311,6 +313,8 @@ static void print_plain_timeline(FILE *f, const call_result *r) {
     if (a[i].span_id[0])
       fprintf(f, "  span %s", a[i].span_id);
     fprintf(f, "\n");
+    if (a[i].picked_by[0])
+      fprintf(f, "      picked by %s\n", a[i].picked_by);
     if (a[i].skipped[0])
       fprintf(f, "      skipped: %s\n", a[i].skipped);
   }

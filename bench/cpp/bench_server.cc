@@ -3,10 +3,18 @@
 // UnaryCall returns a payload of response_size bytes, StreamingOutputCall
 // writes one message per response_parameters entry, StreamingInputCall
 // reads every message (sleeping --read-delay-us after each: a server that
-// reads slowly) and answers with their payload total.
+// reads slowly) and answers with their payload total. With --orca-cpu U
+// (issue 26, gRFC A51) every EmptyCall and UnaryCall ends with an
+// endpoint-load-metrics-bin trailer: an xds.data.orca.v3.OrcaLoadReport
+// {cpu_utilization = U, rps_fractional = 1000} serialized by hand (two
+// fixed64 fields, 1 and 6): libgrpc++ 1.51's
+// experimental::CallMetricRecorder records cpu, memory, utilization and
+// request costs but has no qps (rps_fractional), which
+// weighted_round_robin's weights need.
 //
 //   bench_server [--port N] [--host ADDR] [--max-recv BYTES]
-//                [--read-delay-us US]     prints "PORT n", then serves
+//                [--read-delay-us US] [--orca-cpu U]
+//                                         prints "PORT n", then serves
 #include <grpcpp/grpcpp.h>
 
 #include <csignal>
@@ -31,11 +39,33 @@ namespace gt = grpc::testing;
 namespace {
 
 int g_read_delay_us = 0;
+std::string g_orca;  // the serialized report, or empty
+
+// OrcaLoadReport{cpu_utilization = 1: cpu, rps_fractional = 6: 1000}.
+std::string orca_report(double cpu) {
+  std::string out;
+  auto put = [&out](uint8_t tag, double v) {
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof(bits));
+    out.push_back(static_cast<char>(tag));
+    for (int i = 0; i < 8; i++)
+      out.push_back(static_cast<char>((bits >> (8 * i)) & 0xff));
+  };
+  put(0x09, cpu);     // field 1, fixed64
+  put(0x31, 1000.0);  // field 6, fixed64
+  return out;
+}
+
+void add_orca(CallbackServerContext *ctx) {
+  if (!g_orca.empty())
+    ctx->AddTrailingMetadata("endpoint-load-metrics-bin", g_orca);
+}
 
 class Service final : public gt::TestService::CallbackService {
   ServerUnaryReactor *EmptyCall(CallbackServerContext *ctx, const gt::Empty *,
                                 gt::Empty *) override {
     auto *r = ctx->DefaultReactor();
+    add_orca(ctx);
     r->Finish(Status::OK);
     return r;
   }
@@ -44,6 +74,7 @@ class Service final : public gt::TestService::CallbackService {
                                 const gt::SimpleRequest *req,
                                 gt::SimpleResponse *resp) override {
     auto *r = ctx->DefaultReactor();
+    add_orca(ctx);
     if (req->response_compressed().value())
       ctx->set_compression_algorithm(GRPC_COMPRESS_GZIP);
     if (req->response_size() > 0)
@@ -148,9 +179,12 @@ int main(int argc, char **argv) {
       max_recv = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--read-delay-us") && i + 1 < argc)
       g_read_delay_us = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--orca-cpu") && i + 1 < argc)
+      g_orca = orca_report(atof(argv[++i]));
     else {
       fprintf(stderr, "usage: bench_server [--port N] [--host ADDR] "
-                      "[--max-recv BYTES] [--read-delay-us US]\n");
+                      "[--max-recv BYTES] [--read-delay-us US] "
+                      "[--orca-cpu U]\n");
       return 2;
     }
   }

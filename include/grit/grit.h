@@ -435,6 +435,12 @@ typedef struct grit_attempt_record {
    * |peer| above. */
   uint32_t previous_rpc_attempts;
   bool transparent_retry;
+  /** How the load balancer chose this attempt's backend, where the policy
+   * says (SPEC LP-02..LP-04): "weighted_round_robin: weight 4.9 (57.1% of
+   * picks)", "ring_hash_experimental: header hash 1f2e..., ring entry 17
+   * of 1024", "least_request_experimental: 0 outstanding (best of 2)",
+   * "round_robin", "pick_first"; "" when the attempt had no pick. */
+  const char *picked_by;
 } grit_attempt_record;
 
 /** Observer callback: runs on the I/O thread for every attempt of every
@@ -715,6 +721,55 @@ GRIT_EXTERN grit_err grit_channel_args_set_string(grit_channel_args *a,
 GRIT_EXTERN grit_err grit_channel_args_set_observer(grit_channel_args *a,
                                                     grit_attempt_observer_cb cb,
                                                     void *user_data);
+
+/* ------------------------------------------------------------------------
+ * Backend load reports (SPEC LP-01; gRFC A51, ORCA): what backends say
+ * about their load, per call in the endpoint-load-metrics-bin trailer and,
+ * with weighted_round_robin's enableOobLoadReport, on the out-of-band
+ * xds.service.orca.v3.OpenRcaService/StreamCoreMetrics stream.
+ */
+
+/** One entry of a report's request_cost, utilization or named_metrics
+ * map. */
+typedef struct grit_load_metric {
+  const char *name;
+  double value;
+} grit_load_metric;
+
+/** One xds.data.orca.v3.OrcaLoadReport from a backend. Absent fields are
+ * 0. Every pointer is borrowed for the callback. */
+typedef struct grit_load_report {
+  const char *peer; /* the backend's address, "127.0.0.1:50051" */
+  bool out_of_band; /* from the OOB stream (else a call's trailer) */
+  double cpu_utilization;
+  double mem_utilization;
+  double application_utilization;
+  double rps_fractional;
+  double eps;
+  uint64_t rps; /* deprecated field 3 */
+  const grit_load_metric *request_cost;
+  size_t n_request_cost;
+  const grit_load_metric *utilization;
+  size_t n_utilization;
+  const grit_load_metric *named_metrics;
+  size_t n_named_metrics;
+} grit_load_report;
+
+/** Load report callback: runs on the I/O thread for every report a
+ * channel receives (a trailer that does not decode is skipped). It must
+ * not block. */
+typedef void (*grit_load_report_cb)(const grit_load_report *report,
+                                    void *user_data);
+
+/** Install |cb| as the load report callback of channels made with |a|
+ * (NULL removes it). With a callback, every call's trailer report is
+ * decoded, whatever the LB policy.
+ *
+ * Ownership: |user_data| is never dereferenced by grit and must stay
+ * valid while such a channel lives. Thread: any, one at a time per set.
+ * Returns GRIT_OK or GRIT_ERR_INVALID_ARG (|a| NULL). */
+GRIT_EXTERN grit_err grit_channel_args_set_load_report_cb(
+    grit_channel_args *a, grit_load_report_cb cb, void *user_data);
 
 typedef struct grit_channel grit_channel; /* the channel, below */
 

@@ -421,6 +421,38 @@ def call_round_robin_peers():
         check(all(int(v) >= 5 for v in counts.values()), "spread", r)
 
 
+def call_attempts_picked_by():
+    # Issue 26: --attempts says which policy picked, and how where it
+    # helps.
+    with H2Server("path=/pkg.Svc/Echo repeat=*") as a, \
+            H2Server("path=/pkg.Svc/Echo repeat=*") as b:
+        target = "ipv4:127.0.0.1:%d,127.0.0.1:%d" % (a.port, b.port)
+        r = grit("call", "--attempts", "--metadata", "x-user:alice",
+                 "--service-config",
+                 '{"loadBalancingConfig":[{"ring_hash_experimental":'
+                 '{"requestHashHeader":"x-user"}}]}', target, "/pkg.Svc/Echo")
+        check_rc(r, 0)
+        check_in("      picked by ring_hash_experimental: header hash ",
+                 err(r), "ring_hash", r)
+        check_in(", ring entry ", err(r), "ring entry", r)
+        r = grit("call", "--attempts", "--service-config",
+                 '{"loadBalancingConfig":[{"least_request_experimental":{}}]}',
+                 target, "/pkg.Svc/Echo")
+        check_rc(r, 0)
+        check_in("      picked by least_request_experimental: 0 outstanding "
+                 "(best of 2)\n", err(r), "least_request", r)
+        r = grit("call", "--json", "--attempts", "--service-config",
+                 '{"loadBalancingConfig":[{"weighted_round_robin":{}}]}',
+                 target, "/pkg.Svc/Echo")
+        check_rc(r, 0)
+        o = end_line(r)
+        check_in("weighted_round_robin: round robin",
+                 o["timeline"][0]["picked_by"], "wrr json", r)
+        r = grit("call", "--attempts", target, "/pkg.Svc/Echo")
+        check_rc(r, 0)
+        check_in("      picked by pick_first\n", err(r), "pick_first", r)
+
+
 def call_attempts_timeline():
     with H2Server(FLAKY) as s:
         r = grit("call", "--attempts", "--service-config",
@@ -1042,6 +1074,60 @@ def config_durations():
              "315576000000", err(r), "problem", r)
 
 
+def config_lb_policies():
+    # Issue 26 (SPEC LP-02..LP-04): the load-aware policies are validated
+    # with JSON paths and explained.
+    r = grit("config", "check",
+             '{"loadBalancingConfig":[{"weighted_round_robin":{'
+             '"enableOobLoadReport":true,"oobReportingPeriod":"0.5s",'
+             '"blackoutPeriod":"2s","errorUtilizationPenalty":0.5}}]}')
+    check_rc(r, 0)
+    for want in [
+            "load balancing: weighted_round_robin (from loadBalancingConfig)\n",
+            "  load reports: out of band, each READY backend streams ORCA "
+            "reports every 0.5s (per-call trailers are not used)\n",
+            "weight = qps / (utilization + eps/qps x 0.5)",
+            "a weight counts after 2s of reports (blackout) and is dropped "
+            "after 180s without one; weights go to the scheduler every 1s",
+    ]:
+        check_in(want, out(r), "wrr report", r)
+    check_eq(err(r), "", "stderr", r)
+    r = grit("config", "check",
+             '{"loadBalancingConfig":[{"ring_hash_experimental":{'
+             '"requestHashHeader":"x-user","maxRingSize":10000}}]}')
+    check_rc(r, 0)
+    check_in("  ring of 1024..4096 entries (minRingSize 1024, maxRingSize "
+             "10000, capped at 4096 as grpc caps them)", out(r), "ring", r)
+    check_in("XXH64 of its \"x-user\" header; a call without it goes to a "
+             "random backend", out(r), "ring header", r)
+    r = grit("config", "check",
+             '{"loadBalancingConfig":[{"least_request_experimental":{'
+             '"choiceCount":3}}]}')
+    check_rc(r, 0)
+    check_in("  each pick draws 3 READY backends at random and takes the one "
+             "with the fewest calls in flight\n", out(r), "lr", r)
+    # A misspelt field is accepted with a warning naming the right one.
+    r = grit("config", "check",
+             '{"loadBalancingConfig":[{"least_request_experimental":{'
+             '"choiseCount":3}}]}')
+    check_rc(r, 0)
+    check_in('$.loadBalancingConfig[0].least_request_experimental: unknown '
+             'field "choiseCount" ignored (did you mean "choiceCount"?)',
+             out(r) + err(r), "lint", r)
+    r = grit("config", "check",
+             '{"loadBalancingConfig":[{"ring_hash_experimental":{'
+             '"minRingSize":0,"requestHashHeader":"X"}},'
+             '{"weighted_round_robin":{"blackoutPeriod":1}}]}')
+    check_rc(r, 1)
+    check_eq(err(r).splitlines()[:3], [
+        "invalid service config (2 problems):",
+        "  $.loadBalancingConfig[0].ring_hash_experimental.minRingSize: "
+        "must be an integer 1..8388608",
+        "  $.loadBalancingConfig[0].ring_hash_experimental."
+        "requestHashHeader: must be a lower-case header name [0-9a-z_.-]",
+    ], "problems", r)
+
+
 def config_bad_usage():
     missing = os.path.join(ARGS.tmp, "missing.json")
     r = grit("config", "check", missing)
@@ -1512,14 +1598,14 @@ GROUPS = {
              call_bin_trailers_base64, call_metadata,
              call_service_config_forms, call_count_summary,
              call_round_robin_peers, call_attempts_timeline,
-             call_method_forms, call_metadata_values, call_server_stream,
+             call_attempts_picked_by, call_method_forms, call_metadata_values, call_server_stream,
              call_several_messages, call_stdin_live, call_show_headers],
     "json": [json_single_call, json_non_ok_status, json_bin_metadata_base64,
              json_count_summary, json_deadline_and_timeline],
     "grpcio": [grpcio_calls, grpcio_streams, grpcio_compress,
                grpcio_metrics_trace],
     "config": [config_valid, config_per_method, config_invalid,
-               config_durations, config_bad_usage],
+               config_durations, config_lb_policies, config_bad_usage],
     "usage": [usage_commands, usage_call, usage_help_everywhere,
               usage_exit_codes, usage_issue29_flags],
     "demo": [demo_runs],

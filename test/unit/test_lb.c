@@ -156,6 +156,17 @@ static void raw_start(raw_server *srv, uv_loop_t *loop, bool goaway) {
   srv->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
 }
 
+/* Serve on an already bound socket |fd| (a "dead" port made live). */
+static void raw_start_fd(raw_server *srv, uv_loop_t *loop, int fd,
+                         uint16_t port) {
+  memset(srv, 0, sizeof(*srv));
+  uv_tcp_init(loop, &srv->listener);
+  srv->listener.data = srv;
+  uv_tcp_open(&srv->listener, fd);
+  uv_listen((uv_stream_t *)&srv->listener, 16, raw_on_conn);
+  srv->port = port;
+}
+
 /* Close what is left: server connections (their data is themselves)
  * free their memory, listeners and timers need nothing. */
 static void walk_close(uv_handle_t *h, void *arg) {
@@ -286,7 +297,7 @@ typedef struct pick_wait {
 static bool picks_distinct(void *ud) {
   pick_wait *w = ud;
   for (int k = 0; k < 4 && w->nseen < w->want_distinct; k++) {
-    grit_pick_result r = w->p->vt->pick(w->p);
+    grit_pick_result r = w->p->vt->pick(w->p, NULL);
     if (r.kind != GRIT_PICK_COMPLETE)
       return false;
     bool known = false;
@@ -385,14 +396,14 @@ static void test_pf_failover_and_tf(void) {
   ASSERT_OK(p->vt->update_addresses(p, addrs, 2, false));
   p->vt->exit_idle(p);
   ASSERT(fx_run(&f, state_is_ready, &f));
-  grit_pick_result r = p->vt->pick(p);
+  grit_pick_result r = p->vt->pick(p, NULL);
   ASSERT_EQ(r.kind, GRIT_PICK_COMPLETE);
   ASSERT_STR_EQ(grit_transport_peer(r.transport)->text, addrs[1].text);
   ASSERT_EQ(f.policy_states[GRIT_STATE_TRANSIENT_FAILURE], 0);
   /* Only the dead address: sticky TRANSIENT_FAILURE, picks fail. */
   ASSERT_OK(p->vt->update_addresses(p, addrs, 1, false));
   ASSERT(fx_run(&f, state_is_tf, &f));
-  r = p->vt->pick(p);
+  r = p->vt->pick(p, NULL);
   ASSERT_EQ(r.kind, GRIT_PICK_FAIL);
   ASSERT_EQ(r.code, GRIT_STATUS_UNAVAILABLE);
   ASSERT_NOT_NULL(strstr(r.message, addrs[0].text));
@@ -433,11 +444,135 @@ static void test_pf_pass_ends_in_tf(void) {
   p->vt->exit_idle(p);
   ASSERT_EQ(f.policy_state, GRIT_STATE_CONNECTING);
   ASSERT(fx_run(&f, state_is_tf, &f));
-  grit_pick_result r = p->vt->pick(p);
+  grit_pick_result r = p->vt->pick(p, NULL);
   ASSERT_EQ(r.kind, GRIT_PICK_FAIL);
   p->vt->destroy(p);
   fx_finish(&f);
   close(dead_fd);
+}
+
+/* SPEC LP-05 (gRFC A62): in sticky TRANSIENT_FAILURE pick_first keeps
+ * reconnecting on its own, without picks, and goes straight to READY when
+ * an address comes up, never showing CONNECTING in between. */
+static void test_pf_sticky_tf_recovers(void) {
+  fixture f;
+  fx_init(&f);
+  int fd[2] = {-1, -1};
+  grit_addr addrs[2];
+  for (int i = 0; i < 2; i++) {
+    uint16_t port = dead_port_hold(&fd[i]);
+    ASSERT_NE(port, 0);
+    ASSERT_OK(grit_addr_from_ip(&addrs[i], "127.0.0.1", port));
+  }
+  grit_lb_helper h = {pol_state, pol_reresolve, &f};
+  grit_lb_policy *p = NULL;
+  ASSERT_OK(grit_lb_pick_first.create(&f.a, &h, &p));
+  ASSERT_OK(p->vt->update_addresses(p, addrs, 2, false));
+  p->vt->exit_idle(p);
+  ASSERT(fx_run(&f, state_is_tf, &f));
+  int connecting = f.policy_states[GRIT_STATE_CONNECTING];
+  /* A few backoff rounds (20 ms, x1.6, at most 100 ms) pass. */
+  uv_timer_start(&f.guard, fx_guard, 300, 0);
+  f.timed_out = false;
+  while (!f.timed_out)
+    uv_run(&f.loop, UV_RUN_ONCE);
+  ASSERT_EQ(f.policy_state, GRIT_STATE_TRANSIENT_FAILURE);
+  /* The second address comes up: READY with no pick and no exit_idle. */
+  raw_server live;
+  raw_start_fd(&live, &f.loop, fd[1],
+               ntohs(((struct sockaddr_in *)&addrs[1].u.ss)->sin_port));
+  fd[1] = -1;
+  ASSERT(fx_run(&f, state_is_ready, &f));
+  ASSERT_EQ(f.policy_states[GRIT_STATE_CONNECTING], connecting);
+  grit_pick_result r = p->vt->pick(p, NULL);
+  ASSERT_EQ(r.kind, GRIT_PICK_COMPLETE);
+  ASSERT_STR_EQ(grit_transport_peer(r.transport)->text, addrs[1].text);
+  p->vt->destroy(p);
+  fx_finish(&f);
+  close(fd[0]);
+}
+
+typedef struct rh_pick_wait {
+  grit_lb_policy *p;
+  const grit_pick_args *pa;
+} rh_pick_wait;
+
+static bool rh_pick_fails(void *ud) {
+  rh_pick_wait *w = ud;
+  return w->p->vt->pick(w->p, w->pa).kind == GRIT_PICK_FAIL;
+}
+
+/* SPEC LP-03 (gRFC A42): ring_hash connects on demand and follows A42's
+ * TRANSIENT_FAILURE rules: nothing connects before a pick; one failing
+ * endpoint among three is CONNECTING, two are TRANSIENT_FAILURE (with
+ * one IDLE endpoint started by the policy itself); an endpoint stays
+ * failed until READY; a header pick walks past failed endpoints. */
+static void test_ring_hash_connection_rules(void) {
+  fixture f;
+  fx_init(&f);
+  int fd[3];
+  grit_addr addrs[3];
+  for (int i = 0; i < 3; i++) {
+    uint16_t port = dead_port_hold(&fd[i]);
+    ASSERT_NE(port, 0);
+    ASSERT_OK(grit_addr_from_ip(&addrs[i], "127.0.0.1", port));
+  }
+  grit_lb_helper h = {pol_state, pol_reresolve, &f};
+  grit_lb_policy *p = NULL;
+  ASSERT_OK(grit_lb_ring_hash.create(&f.a, &h, &p));
+  grit_lb_params params;
+  grit_lb_params_default(&params);
+  params.request_hash_header = "x-k";
+  ASSERT_OK(p->vt->configure(p, &params));
+  ASSERT_OK(p->vt->update_addresses(p, addrs, 3, false));
+  p->vt->exit_idle(p);
+  for (int i = 0; i < 20; i++)
+    uv_run(&f.loop, UV_RUN_NOWAIT);
+  ASSERT_EQ(f.policy_state, GRIT_STATE_IDLE);
+  ASSERT_EQ(f.policy_states[GRIT_STATE_CONNECTING], 0);
+  /* A pick starts its endpoint; refused connects fail them one by one,
+   * the policy starting the rest, until all three failed. */
+  grit_metadata *md = NULL;
+  ASSERT_OK(grit_metadata_create(&md));
+  ASSERT_OK(grit_metadata_add(md, "x-k", "key-1", 5));
+  grit_pick_args pa = {.metadata = md};
+  grit_pick_result r = p->vt->pick(p, &pa);
+  ASSERT_EQ(r.kind, GRIT_PICK_QUEUE);
+  ASSERT(fx_run(&f, state_is_tf, &f));
+  ASSERT_CMP(f.policy_states[GRIT_STATE_CONNECTING], >, 0);
+  /* The third may still be connecting (started by the policy): the pick
+   * waits on it; once it failed too, picks fail. */
+  rh_pick_wait w = {p, &pa};
+  ASSERT(fx_run(&f, rh_pick_fails, &w));
+  r = p->vt->pick(p, &pa);
+  ASSERT_EQ(r.kind, GRIT_PICK_FAIL);
+  ASSERT_EQ(r.code, GRIT_STATUS_UNAVAILABLE);
+  ASSERT_NOT_NULL(strstr(r.message, "ring hash cannot find"));
+  /* One comes up: its sticky failure ends with READY, by itself. */
+  raw_server live;
+  raw_start_fd(&live, &f.loop, fd[2],
+               ntohs(((struct sockaddr_in *)&addrs[2].u.ss)->sin_port));
+  fd[2] = -1;
+  ASSERT(fx_run(&f, state_is_ready, &f));
+  /* Every key now reaches the live one, walking past failed ones. */
+  for (int k = 0; k < 20; k++) {
+    char key[16];
+    int len = snprintf(key, sizeof(key), "key-%d", k);
+    grit_metadata *m = NULL;
+    ASSERT_OK(grit_metadata_create(&m));
+    ASSERT_OK(grit_metadata_add(m, "x-k", key, (size_t)len));
+    grit_pick_args a = {.metadata = m, .want_detail = true};
+    r = p->vt->pick(p, &a);
+    ASSERT_EQ(r.kind, GRIT_PICK_COMPLETE);
+    ASSERT_STR_EQ(grit_transport_peer(r.transport)->text, addrs[2].text);
+    ASSERT_NOT_NULL(strstr(r.detail, "ring entry"));
+    grit_metadata_destroy(m);
+  }
+  grit_metadata_destroy(md);
+  p->vt->destroy(p);
+  fx_finish(&f);
+  close(fd[0]);
+  close(fd[1]);
 }
 
 /* Happy Eyeballs: the first address hangs, so 250 ms in the second is
@@ -462,7 +597,7 @@ static void test_pf_happy_eyeballs(void) {
   uv_update_time(&f.loop);
   ASSERT_CMP(uv_now(&f.loop) - t0, >=, 240);
   ASSERT_CMP(uv_now(&f.loop) - t0, <, 2000); /* well before 2 s timeout */
-  grit_pick_result r = p->vt->pick(p);
+  grit_pick_result r = p->vt->pick(p, NULL);
   ASSERT_EQ(r.kind, GRIT_PICK_COMPLETE);
   ASSERT_STR_EQ(grit_transport_peer(r.transport)->text, addrs[1].text);
   ASSERT_EQ(live.accepted, 1);
@@ -481,6 +616,8 @@ int main(int argc, char **argv) {
       {"pf_failover_and_tf", test_pf_failover_and_tf},
       {"pf_pass_ends_in_tf", test_pf_pass_ends_in_tf},
       {"pf_happy_eyeballs", test_pf_happy_eyeballs},
+      {"pf_sticky_tf_recovers", test_pf_sticky_tf_recovers},
+      {"ring_hash_connection_rules", test_ring_hash_connection_rules},
       {NULL, NULL},
   };
   return test_main(tests, argc, argv);
