@@ -5,6 +5,8 @@
  * (the finishing attempt's object gives the call its peer). */
 #include "callsm/callsm.h"
 
+#include <string.h>
+
 static grit_callsm_action *emit(grit_callsm_actions *out,
                                 grit_callsm_action_kind kind, uint8_t slot) {
   GRIT_ASSERT(out->n < GRIT_CALLSM_MAX_ACTIONS);
@@ -233,7 +235,7 @@ static void retry_failed(grit_callsm *m, grit_callsm_actions *out,
     p.retryable_codes |= GRIT_CODE_BIT(GRIT_STATUS_CANCELLED);
   grit_retry_decision d =
       grit_retry_decide(&p, &m->rs, ev->code, &ev->pushback, ev->throttle,
-                        ev->now_ms, m->cfg.deadline_at_ms, m->cfg.rng);
+                        ev->now_ms, m->cfg.deadline_at_ms, ev->rng);
   if (!d.retry && d.reason == GRIT_REASON_DEADLINE) {
     /* RT-09: no time for another attempt. As in grpc-core, the call
      * waits for its deadline (DEADLINE) and ends DEADLINE_EXCEEDED. */
@@ -420,7 +422,8 @@ static void stream_started(grit_callsm *m, grit_callsm_actions *out,
 }
 
 void grit_callsm_init(grit_callsm *m) {
-  *m = (grit_callsm){.winner = GRIT_CALLSM_NO_SLOT};
+  memset(m, 0, sizeof(*m));
+  m->winner = GRIT_CALLSM_NO_SLOT;
 }
 
 static bool slot_live(const grit_callsm *m, uint8_t s) {

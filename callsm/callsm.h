@@ -58,9 +58,7 @@ typedef struct grit_callsm_config {
   const grit_hedging_policy *hedge; /* NULL: no hedging policy */
   bool policy_disabled;    /* a policy is configured but retries are off */
   bool transparent;        /* transparent retries allowed (RT-01) */
-  bool throttled;          /* a throttle bucket applies (TH-01) */
   uint64_t deadline_at_ms; /* 0: none (RT-09) */
-  grit_rng *rng;           /* the channel's PRNG, for backoff (RT-03) */
 } grit_callsm_config;
 
 typedef enum grit_callsm_event_kind {
@@ -98,6 +96,7 @@ typedef struct grit_callsm_event {
   bool headers_received;            /* STREAM_END: not Trailers-Only */
   grit_pushback pushback;           /* STREAM_END: parsed trailers (RT-04) */
   grit_throttle *throttle;          /* the call's bucket, locked; or NULL */
+  grit_rng *rng; /* the channel's PRNG, for backoff (RT-03); loop-owned */
 } grit_callsm_event;
 
 typedef enum grit_callsm_action_kind {

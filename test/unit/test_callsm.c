@@ -25,7 +25,6 @@ static void setup(void) {
   memset(&t, 0, sizeof(t));
   grit_callsm_init(&t.m);
   grit_rng_seed(&t.rng, 42);
-  t.cfg.rng = &t.rng;
   t.cfg.transparent = true;
   t.now = 1000;
   t.rp = (grit_retry_policy){
@@ -44,6 +43,7 @@ static void setup(void) {
 
 static void feed(grit_callsm_event ev) {
   ev.now_ms = t.now;
+  ev.rng = &t.rng;
   if (t.use_thr)
     ev.throttle = &t.thr;
   grit_callsm_feed(&t.m, &ev, &t.out);
