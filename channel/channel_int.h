@@ -317,13 +317,10 @@ grit_throttle_handle *grit_throttle_table_get(const char *name,
                                               uint32_t max_milli,
                                               uint32_t ratio_milli);
 void grit_throttle_table_put(grit_throttle_handle *h);
-/* Lock the table and return the bucket, for grit_retry_decide. */
+/* Lock the table and return the bucket, for the call machine to read and
+ * update during one event (TH-02, TH-03; call_exec.c). */
 grit_throttle *grit_throttle_table_lock(grit_throttle_handle *h);
 void grit_throttle_table_unlock(grit_throttle_handle *h);
-void grit_throttle_table_success(grit_throttle_handle *h);
-/* Record a failure; whether further attempts are still allowed. */
-bool grit_throttle_table_failure_allows(grit_throttle_handle *h);
-bool grit_throttle_table_allows(grit_throttle_handle *h);
 
 /* ---- call.c, attempt.c, call_retry.c: calls and their attempts ---- */
 
