@@ -322,7 +322,7 @@ void grit_throttle_table_put(grit_throttle_handle *h);
 grit_throttle *grit_throttle_table_lock(grit_throttle_handle *h);
 void grit_throttle_table_unlock(grit_throttle_handle *h);
 
-/* ---- call.c, attempt.c, call_retry.c: calls and their attempts ---- */
+/* ---- call.c, call_exec.c, attempt.c: calls, the machine, attempts ---- */
 
 typedef enum call_op_kind {
   CALL_OP_START,
