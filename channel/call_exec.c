@@ -95,9 +95,15 @@ static void call_record(grit_call *c, const grit_callsm_action *act) {
   }
   if (act->reason == GRIT_REASON_HEDGE_LOST) {
     const call_attempt *w = grit_call_winner(c);
-    GRIT_TRACE(GRIT_TRACE_HEDGING, GRIT_LEVEL_INFO,
-               "call %llu: attempt %u cancelled (attempt %u won)",
-               (unsigned long long)c->id, a->number, w ? w->number : 0);
+    if (w)
+      GRIT_TRACE(GRIT_TRACE_HEDGING, GRIT_LEVEL_INFO,
+                 "call %llu: attempt %u cancelled (attempt %u won)",
+                 (unsigned long long)c->id, a->number, w->number);
+    else /* a Trailers-Only OK or a fatal status ended the call */
+      GRIT_TRACE(GRIT_TRACE_HEDGING, GRIT_LEVEL_INFO,
+                 "call %llu: attempt %u cancelled (another attempt ended "
+                 "the call)",
+                 (unsigned long long)c->id, a->number);
   } else
     GRIT_TRACE(c->sm.cfg.hedge ? GRIT_TRACE_HEDGING : GRIT_TRACE_RETRY,
                GRIT_LEVEL_INFO, "call %llu attempt %u: %s, %s",
