@@ -622,6 +622,25 @@ static void test_hg07_overflow_furthest(void) {
   ASSERT_EQ(count(GRIT_CALLSM_DROP_ATTEMPT), 2);
 }
 
+/* HG-07, RT-07: an overflow while no hedge is live (the next one waits
+ * for a pushback): the next hedge is the committed attempt. */
+static void test_hg07_overflow_between_hedges(void) {
+  setup();
+  config(NULL, &t.hp);
+  ev_end(0, UNAV, GRIT_CALLSM_WIRE_SENT,
+         (grit_pushback){.kind = GRIT_PUSHBACK_DELAY, .ms = 40});
+  ASSERT_EQ(timer_ms(GRIT_CALLSM_TIMER_RETRY), 40);
+  feed((grit_callsm_event){.kind = GRIT_CALLSM_EV_SEND, .fits = false});
+  ASSERT_EQ(act(GRIT_CALLSM_COMMIT, 0)->slot, GRIT_CALLSM_NO_SLOT);
+  t.now += 40;
+  timer(GRIT_CALLSM_TIMER_RETRY);
+  ASSERT_EQ(act(GRIT_CALLSM_START_ATTEMPT, 0)->number, 2);
+  ASSERT_EQ(act(GRIT_CALLSM_COMMIT, 0)->slot, 0);
+  ASSERT_EQ(count(GRIT_CALLSM_START_TIMER), 0); /* no further hedges */
+  fail_sent(0, UNAV);
+  ASSERT_EQ(act(GRIT_CALLSM_FINISH, 0)->reason, GRIT_REASON_COMMITTED);
+}
+
 /* HG-08: each hedge is its own START_ATTEMPT, so its own pick. HG-09:
  * a cancel and the deadline cover every hedge. */
 static void test_hg09_cancel_all(void) {
@@ -846,6 +865,7 @@ static const test_case cases[] = {
     {"hg05_pushback", test_hg05_pushback},
     {"hg06_throttle", test_hg06_throttle},
     {"hg07_overflow_furthest", test_hg07_overflow_furthest},
+    {"hg07_overflow_between_hedges", test_hg07_overflow_between_hedges},
     {"hg09_cancel_all", test_hg09_cancel_all},
     {"hg_slots_full", test_hg_slots_full},
     {"tr01_not_sent", test_tr01_not_sent},
