@@ -215,6 +215,13 @@ GRIT_EXTERN grit_err grit_metadata_get(const grit_metadata *md, size_t i,
 GRIT_EXTERN const uint8_t *grit_metadata_find(const grit_metadata *md,
                                               const char *key, size_t *len);
 
+/** Remove every pair whose key is |key| (an interceptor replacing a value
+ * removes it, then adds the new one). Pointers from grit_metadata_get and
+ * grit_metadata_find into |md| are invalid afterwards.
+ * Thread: any, one thread at a time per list.
+ * Returns the number of pairs removed (0 for NULL arguments). */
+GRIT_EXTERN size_t grit_metadata_remove(grit_metadata *md, const char *key);
+
 /* ------------------------------------------------------------------------
  * Status: the outcome of a call.
  *
@@ -937,6 +944,93 @@ typedef enum grit_compression {
  * GRIT_COMPRESSION_DEFAULT); NULL for other values.
  * Ownership: static. Thread: any. */
 GRIT_EXTERN const char *grit_compression_name(grit_compression c);
+
+/* ------------------------------------------------------------------------
+ * Client interceptors (SPEC IC-01): code that sees every call of a channel
+ * (logging, metrics, header injection, a policy check) and may change its
+ * request metadata or fail it before anything is sent.
+ *
+ * Order: a channel's interceptors in the order added, then the call's
+ * (grit_call_opts.interceptors). Outbound events (start, each message
+ * sent) go first to last; inbound events (response headers, each message
+ * received, the final status) last to first, so the first interceptor is
+ * the outermost, as grpc-go chains them.
+ *
+ * Threads: on_start runs on the thread that starts the call
+ * (grit_call_start, grit_unary_call, grit_unary_call_async) and on_send on
+ * the thread that sends; on_headers, on_message and on_done run on the I/O
+ * thread, like the call's own callbacks, and must not block it. Each call
+ * gets one |call_data| slot per interceptor, NULL until on_start sets it;
+ * on_done runs exactly once for every interceptor whose on_start ran (and
+ * returned OK or failed the call) and is the place to free it.
+ *
+ * Ending a call: on_start returns a non-OK code (and a message) to fail the
+ * call with that status before anything is sent; the interceptors after it
+ * are not asked, those before it see on_done with that status. Messages
+ * are seen, not changed. An interceptor may call grit functions of other
+ * calls, but must not block, and must not destroy the call it is shown.
+ */
+typedef struct grit_interceptor grit_interceptor;
+
+/** What on_start is told about the call. Borrowed, valid during on_start. */
+typedef struct grit_interceptor_call_info {
+  const char *method;    /* "/pkg.Service/Method" */
+  const char *authority; /* the call's override; NULL: the channel's */
+  grit_method_kind kind; /* as given in grit_call_opts (UNARY for unary) */
+  uint64_t timeout_ms;   /* the call's own timeout; 0: none */
+} grit_interceptor_call_info;
+
+#define GRIT_INTERCEPTOR_OPS_VERSION 1
+
+/** An interceptor's hooks; any but version may be NULL. */
+typedef struct grit_interceptor_ops {
+  unsigned version; /* GRIT_INTERCEPTOR_OPS_VERSION */
+  /** The call starts. |md| is the call's request metadata, which the
+   * interceptor may change (grit_metadata_add, grit_metadata_remove).
+   * Return GRIT_STATUS_OK to go on, or another code and set |*message|
+   * (static or alive until the call's on_done; may stay NULL) to fail the
+   * call. */
+  grit_status_code (*on_start)(void *user_data,
+                               const grit_interceptor_call_info *info,
+                               grit_metadata *md, void **call_data,
+                               const char **message);
+  /** One request message, as given to grit (before compression). */
+  void (*on_send)(void *user_data, void *call_data, const uint8_t *data,
+                  size_t len);
+  /** Response headers (not for a Trailers-Only response). */
+  void (*on_headers)(void *user_data, void *call_data,
+                     const grit_metadata *headers);
+  /** One response message, decompressed. */
+  void (*on_message)(void *user_data, void *call_data, const uint8_t *data,
+                     size_t len);
+  /** The call's final status; exactly once, last. */
+  void (*on_done)(void *user_data, void *call_data, const grit_status *st);
+  /** The last reference to the interceptor went (any thread). */
+  void (*destroy)(void *user_data);
+} grit_interceptor_ops;
+
+/** An interceptor from |ops| (copied) and |user_data| (never dereferenced
+ * by grit).
+ * Ownership: |*out| new; grit_interceptor_unref. Thread: any.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (NULL |ops| or |out|, unknown
+ * version); GRIT_ERR_NOMEM (destroy is not called). */
+GRIT_EXTERN grit_err grit_interceptor_create(const grit_interceptor_ops *ops,
+                                             void *user_data,
+                                             grit_interceptor **out);
+
+/** Take a reference (NULL is a no-op). Thread: any. */
+GRIT_EXTERN void grit_interceptor_ref(grit_interceptor *ic);
+
+/** Drop a reference; the last runs ops->destroy. NULL is a no-op.
+ * Thread: any. */
+GRIT_EXTERN void grit_interceptor_unref(grit_interceptor *ic);
+
+/** Append |ic| to the interceptors of channels made with |a| (the args take
+ * a reference; each channel takes its own).
+ * Thread: any, one at a time per set.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (a NULL argument); GRIT_ERR_NOMEM. */
+GRIT_EXTERN grit_err grit_channel_args_add_interceptor(grit_channel_args *a,
+                                                       grit_interceptor *ic);
 
 /** Per-call options. Zero-initialise, then set version; zero is the
  * default for every other field. */
