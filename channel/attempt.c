@@ -11,6 +11,7 @@ static void attempt_pick(call_attempt *a);
 
 static void attempt_free(call_attempt *a) {
   grit_call *c = a->c;
+  grit_attempt_creds_release(a); /* CR-01: a fetch still running lets go */
   grit_free(a->pick_msg);
   grit_free(a->skipped);
   if (a == &c->attempt0)
@@ -173,11 +174,12 @@ static void attempt_start_stream(call_attempt *a, grit_transport *t) {
       .path = c->method,
       .authority = c->authority ? c->authority : c->ch->target.authority,
       .timeout_ns = attempt_timeout_ns(c),
-      .metadata = c->metadata,
-      .previous_attempts = a->number - 1, /* RT-08, HG-01 */
+      .metadata = a->creds_md ? a->creds_md : c->metadata, /* CR-01 */
+      .previous_attempts = a->number - 1,                  /* RT-08, HG-01 */
       .max_recv_message_bytes = c->max_recv,
       /* Only blocking calls and on_headers callbacks read them. */
-      .discard_headers = c->unary_cb || (!c->blocking && !c->cbs.on_headers),
+      .discard_headers = !(c->auth && c->auth->ic) &&
+                         (c->unary_cb || (!c->blocking && !c->cbs.on_headers)),
       .encoding = c->codec != GRIT_CODEC_IDENTITY ? grit_codec_name(c->codec)
                                                   : NULL, /* CP-01 */
       .traceparent = c->tr ? a->traceparent : NULL,       /* OB-02 */
@@ -223,6 +225,10 @@ static void attempt_pick(call_attempt *a) {
   attempt_queue(a);
 }
 
+void grit_attempt_pick_now(call_attempt *a) {
+  attempt_pick(a);
+}
+
 void grit_attempt_on_pick_ready(call_attempt *a) {
   a->queued = false;
   attempt_pick(a);
@@ -254,7 +260,7 @@ void grit_attempt_start(grit_call *c, const grit_callsm_action *act) {
   c->info.attempts = c->sm.counts.attempts;
   c->info.hedges = c->sm.counts.hedges;
   grit_obs_attempt_start(a);
-  attempt_pick(a);
+  grit_attempt_begin(a); /* CR-01: credentials first, then the pick */
 }
 
 /* TR-01..TR-03: the same attempt, replayed from the first send. */
@@ -276,7 +282,7 @@ void grit_attempt_repick(call_attempt *a) {
   a->start_us = grit_clock_now_us();
   a->transparent_retry = true;
   grit_obs_attempt_start(a); /* OB-01, OB-02: its own count and span */
-  attempt_pick(a);
+  grit_attempt_begin(a);     /* CR-01: a transparent retry asks again */
 }
 
 void grit_attempt_drop(call_attempt *a) {

@@ -32,6 +32,7 @@ static void call_free(grit_call *c) {
   }
   grit_status_free(&c->status);
   grit_free(c->tr);
+  grit_call_auth_free(c);
   grit_free(c->deadline_timer); /* closed before the last hold went */
   if (c->method != c->method_inline)
     grit_free(c->method);
@@ -62,6 +63,7 @@ static void call_timer_closed(uv_handle_t *h) {
 /* ---- delivery to the application ---- */
 
 void grit_call_deliver_headers(grit_call *c, const grit_metadata *md) {
+  grit_call_auth_headers(c, md); /* IC-01 */
   if (!c->blocking) {
     if (c->cbs.on_headers)
       c->cbs.on_headers(c, md, c->user_data);
@@ -112,6 +114,7 @@ void grit_call_deliver_message(grit_call *c, grit_slice *msg) {
     grit_slice_unref(msg);
     return;
   }
+  grit_call_auth_message(c, msg->data, msg->len); /* IC-01 */
   if (c->unary_cb) {
     if (!c->unary_resp)
       c->unary_resp = msg;
@@ -245,6 +248,7 @@ void grit_call_end(grit_call *c, grit_status_code code, const char *msg,
              c->method, grit_status_code_name(code), msg ? msg : "",
              grit_attempt_reason_name(reason), c->tr ? " trace=" : "",
              c->tr ? c->tr->trace_id : "");
+  grit_call_auth_done(c, code, msg, trailers); /* IC-01: before the app */
   call_deliver_done(c, code, msg, trailers, peer);
   if (c->timers & CALL_TIMER_DEADLINE)
     uv_close((uv_handle_t *)c->deadline_timer, call_timer_closed);
@@ -445,7 +449,9 @@ static void call_start_on_loop(grit_call *c) {
   grit_list_insert_tail(&ch->live_calls, &c->live_link);
   grit_channel_idle_on_call_start(ch);
   __atomic_add_fetch(&ch->stats.calls_started, 1, __ATOMIC_RELAXED);
-  grit_obs_call_start(c); /* OB-01, OB-02 */
+  grit_obs_call_start(c);               /* OB-01, OB-02 */
+  if (!grit_call_auth_check_on_loop(c)) /* IC-01, AP-05: nothing sent */
+    return;
   grit_replay_init(&c->sends, (size_t)ch->o.per_call_retry_buffer,
                    &ch->replay_bytes, (size_t)ch->o.per_channel_retry_buffer);
   c->start_ms = uv_now(&ch->rt->loop);
@@ -629,9 +635,13 @@ static grit_err call_check_args(grit_channel *ch, const char *method,
     *why = "the method is NULL";
   else if (method[0] != '/')
     *why = "the method must be \"/package.Service/Method\"";
-  else if (opts && opts->version != GRIT_CALL_OPTS_VERSION)
+  else if (opts && opts->version != GRIT_CALL_OPTS_VERSION &&
+           opts->version != 2)
     *why = "unknown grit_call_opts version (expected "
-           "GRIT_CALL_OPTS_VERSION, 2)";
+           "GRIT_CALL_OPTS_VERSION, 3, or 2)";
+  else if (opts && opts->version >= 3 && opts->interceptor_count &&
+           !opts->interceptors)
+    *why = "interceptor_count without interceptors";
   else if (opts && (unsigned)opts->wait_for_ready > GRIT_WFR_ON)
     *why = "wait_for_ready is not a grit_wait_for_ready value";
   else if (opts && !grit_method_kind_name(opts->kind))
@@ -686,6 +696,8 @@ grit_err grit_call_create_internal(grit_channel *ch, const char *method,
   rv = c->method ? GRIT_OK : GRIT_ERR_NOMEM;
   if (opts && rv == GRIT_OK)
     rv = call_copy_opts(c, opts);
+  if (rv == GRIT_OK) /* CR-01, IC-01 */
+    rv = grit_call_auth_setup(c, opts);
   if (rv == GRIT_OK) /* OB-02 */
     rv = grit_call_trace_setup(c, opts ? opts->traceparent : NULL, why);
   if (rv != GRIT_OK) {

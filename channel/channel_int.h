@@ -7,7 +7,9 @@
 #include "channel/channel.h"
 #include "callsm/callsm.h"
 #include "compress/compress.h"
+#include "credentials/credentials.h"
 #include "hedging/hedging.h"
+#include "intercept/intercept.h"
 #include "lb/lb.h"
 #include "observe/observe.h"
 #include "retry/retry.h"
@@ -95,6 +97,10 @@ typedef struct grit_chan_opts {
   grit_config_change_cb config_cb;
   void *config_cb_data;
   int64_t trace_context; /* GRIT_ARG_TRACE_CONTEXT (OB-02) */
+  /* CR-01, IC-01: a reference, and references to each interceptor. */
+  grit_call_credentials *call_creds;
+  grit_ic_list interceptors;
+  int64_t allow_insecure_call_creds; /* AP-05 */
 } grit_chan_opts;
 
 struct grit_channel_args {
@@ -385,6 +391,10 @@ typedef struct call_attempt {
   bool transparent_retry; /* A72: this stream replays one never sent */
   char span_id[17];       /* "" with trace context off */
   char traceparent[GRIT_TRACEPARENT_LEN + 1];
+  /* CR-01: the fetch of this attempt's credentials while it runs, then
+   * the request metadata with their pairs (NULL: the call's as it is). */
+  struct attempt_creds *creds_wait;
+  grit_metadata *creds_md;
 } call_attempt;
 
 /* What only a call with a retry or hedging policy needs (allocated with
@@ -396,6 +406,15 @@ typedef struct call_policy_part {
   char *last_message;
   grit_metadata *last_trailers;
 } call_policy_part;
+
+/* A call's credentials and interceptors (CR-01, IC-01; call_auth.c),
+ * allocated only for calls that have either. */
+typedef struct call_auth_part {
+  grit_call_credentials *creds; /* the channel's then the call's; or NULL */
+  grit_ic_call *ic;             /* NULL: no interceptors */
+  grit_status_code fail_code;   /* an interceptor failed the call: != OK */
+  char *fail_msg;
+} call_auth_part;
 
 /* A call's trace context (OB-02), allocated when tracing is on. */
 typedef struct call_trace_part {
@@ -499,7 +518,8 @@ struct grit_call {
   /* observe/ (OB-01, OB-02). */
   grit_obs_method *obs; /* the method's series; NULL: not recorded */
   uint64_t start_us;
-  call_trace_part *tr; /* NULL: trace context off for this call */
+  call_trace_part *tr;  /* NULL: trace context off for this call */
+  call_auth_part *auth; /* NULL: no call credentials, no interceptors */
 };
 
 /* User-thread halves (call.c): create, then launch to the loop; queue
@@ -508,6 +528,26 @@ struct grit_call {
 grit_err grit_call_create_internal(grit_channel *ch, const char *method,
                                    const grit_call_opts *opts, grit_call **out,
                                    const char **why);
+/* call_auth.c (CR-01, CR-02, IC-01, AP-05): the call's credentials and
+ * interceptors. setup at creation (caller's thread), start runs the
+ * interceptors' on_start (caller's thread), check_on_loop refuses a call
+ * an interceptor failed or whose credentials would go out in cleartext
+ * (false: the call is failed). The rest report the call's events. */
+grit_err grit_call_auth_setup(grit_call *c, const grit_call_opts *opts);
+grit_err grit_call_auth_start(grit_call *c);
+bool grit_call_auth_check_on_loop(grit_call *c);
+void grit_call_auth_send(grit_call *c, const void *data, size_t len);
+void grit_call_auth_headers(grit_call *c, const grit_metadata *md);
+void grit_call_auth_message(grit_call *c, const uint8_t *data, size_t len);
+void grit_call_auth_done(grit_call *c, grit_status_code code, const char *msg,
+                         const grit_metadata *trailers);
+void grit_call_auth_free(grit_call *c);
+/* An attempt asks its credentials, then picks (grit_attempt_pick_now);
+ * creds_release lets a running fetch go (attempt freed). */
+void grit_attempt_begin(call_attempt *a);
+void grit_attempt_pick_now(call_attempt *a);
+void grit_attempt_creds_release(call_attempt *a);
+
 grit_err grit_call_launch(grit_call *c);
 /* |raw_len|: the message's uncompressed length, for the send limit. */
 grit_err grit_call_queue_send(grit_call *c, grit_slice *framed, size_t raw_len);

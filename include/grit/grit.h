@@ -886,7 +886,7 @@ typedef struct grit_call grit_call;
 /** Layout version of grit_call_opts. Version 1 (wait_for_ready as an int
  * and a flag) is gone: grit rejects any other version with
  * GRIT_ERR_INVALID_ARG. */
-#define GRIT_CALL_OPTS_VERSION 2
+#define GRIT_CALL_OPTS_VERSION 3
 
 /** Wait-for-ready (the service config's "waitForReady", SPEC SC-07):
  * whether a call whose pick fails waits for a ready connection (until its
@@ -1053,6 +1053,14 @@ typedef struct grit_call_opts {
    * GRIT_ARG_TRACE_CONTEXT is not (SPEC OB-02). A malformed value makes
    * call creation fail with GRIT_ERR_INVALID_ARG. */
   const char *traceparent;
+  /* ---- version 3 ---- */
+  /** Call credentials for this call only (SPEC CR-01), applied after the
+   * channel's (borrowed: the call takes its own reference). */
+  grit_call_credentials *call_credentials;
+  /** Interceptors for this call only (SPEC IC-01), after the channel's:
+   * an array of |interceptor_count| (borrowed: the call references each). */
+  grit_interceptor *const *interceptors;
+  size_t interceptor_count;
 } grit_call_opts;
 
 /** Callbacks of an asynchronous call. Any member may be NULL. Each runs on
