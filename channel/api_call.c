@@ -62,7 +62,9 @@ grit_err grit_call_start(grit_channel *ch, const char *method,
   if (cbs)
     c->cbs = *cbs;
   c->user_data = user_data;
-  rv = grit_call_launch(c);
+  rv = grit_call_auth_start(c); /* IC-01: on the caller's thread */
+  if (rv == GRIT_OK)
+    rv = grit_call_launch(c);
   if (rv != GRIT_OK) {
     grit_call_unref(c);
     return rv;
@@ -108,6 +110,7 @@ static grit_err call_send(grit_call *call, const void *data, size_t len,
     grit_slice_unref(s);
     return rv;
   }
+  grit_call_auth_send(call, data, len); /* IC-01 */
   return grit_call_queue_send(call, s, len);
 }
 
@@ -296,7 +299,13 @@ static grit_err unary_start(grit_channel *ch, const char *method,
     return rv;
   c->unary_cb = cb;
   c->user_data = user_data;
-  c->kind = GRIT_METHOD_UNARY; /* exactly one response */
+  c->kind = GRIT_METHOD_UNARY;              /* exactly one response */
+  if (grit_call_auth_start(c) != GRIT_OK) { /* IC-01 */
+    grit_call_unref(c);
+    *why = "out of memory starting the call's interceptors";
+    return GRIT_ERR_NOMEM;
+  }
+  grit_call_auth_send(c, req, req_len);
   grit_slice *s;
   if (grit_call_frame(c, req, req_len, 0, &s) != GRIT_OK) {
     grit_call_unref(c);

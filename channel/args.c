@@ -70,6 +70,8 @@ static const arg_spec specs[] = {
     INT_ARG(GRIT_ARG_DNS_USE_TTL, dns_use_ttl, 0, 1),
     INT_ARG(GRIT_ARG_TRACE_CONTEXT, trace_context, 0, 1),
     STR_ARG(GRIT_ARG_OTLP_ENDPOINT, otlp_endpoint), /* OP-02 */
+    INT_ARG(GRIT_ARG_ALLOW_INSECURE_CALL_CREDENTIALS, allow_insecure_call_creds,
+            0, 1), /* AP-05 */
 };
 
 #define NSPECS (sizeof(specs) / sizeof(specs[0]))
@@ -130,6 +132,14 @@ grit_err grit_chan_opts_copy(const grit_chan_opts *src, grit_chan_opts *dst) {
       *f = rv == GRIT_OK ? *f : NULL;
     }
   }
+  /* CR-01, IC-01: each holder takes its own references. */
+  dst->interceptors = (grit_ic_list){0};
+  if (rv == GRIT_OK)
+    rv = grit_ic_list_copy(&src->interceptors, &dst->interceptors);
+  if (rv == GRIT_OK)
+    grit_call_credentials_ref(dst->call_creds);
+  else
+    dst->call_creds = NULL;
   if (rv != GRIT_OK)
     grit_chan_opts_free(dst);
   return rv;
@@ -143,6 +153,9 @@ void grit_chan_opts_free(grit_chan_opts *o) {
       *f = NULL;
     }
   }
+  grit_call_credentials_unref(o->call_creds);
+  o->call_creds = NULL;
+  grit_ic_list_free(&o->interceptors);
 }
 
 /* SPEC AP-05: nothing configured as secure goes out in cleartext. The
@@ -246,4 +259,21 @@ grit_err grit_channel_args_set_config_watcher(grit_channel_args *a,
   a->o.config_cb = cb;
   a->o.config_cb_data = user_data;
   return GRIT_OK;
+}
+
+grit_err grit_channel_args_set_call_credentials(grit_channel_args *a,
+                                                grit_call_credentials *creds) {
+  if (!a)
+    return GRIT_ERR_INVALID_ARG;
+  grit_call_credentials_ref(creds);
+  grit_call_credentials_unref(a->o.call_creds);
+  a->o.call_creds = creds;
+  return GRIT_OK;
+}
+
+grit_err grit_channel_args_add_interceptor(grit_channel_args *a,
+                                           grit_interceptor *ic) {
+  if (!a || !ic)
+    return GRIT_ERR_INVALID_ARG;
+  return grit_ic_list_add(&a->o.interceptors, ic);
 }

@@ -1,7 +1,8 @@
 /* A call's lifecycle on the loop: ops from user threads, config lookup
  * (SC-07), the deadline (RT-09), sends into the replay buffer (RT-07),
- * the final status and its delivery. Attempts live in attempt.c, the
- * decision after a failed attempt in call_retry.c. */
+ * the final status and its delivery. What happens to attempts is the
+ * call machine's (callsm/), run by call_exec.c; attempts live in
+ * attempt.c. */
 #include "channel/channel_int.h"
 
 #include <stdio.h>
@@ -24,9 +25,15 @@ static void call_free(grit_call *c) {
   grit_slice_unref(c->unary_resp);
   grit_metadata_destroy(c->headers);
   grit_metadata_destroy(c->metadata);
-  grit_metadata_destroy(c->last_trailers);
+  if (c->pol) {
+    grit_metadata_destroy(c->pol->last_trailers);
+    grit_free(c->pol->last_message);
+    grit_free(c->pol); /* its timers were closed before the last hold */
+  }
   grit_status_free(&c->status);
-  grit_free(c->last_message);
+  grit_free(c->tr);
+  grit_call_auth_free(c);
+  grit_free(c->deadline_timer); /* closed before the last hold went */
   if (c->method != c->method_inline)
     grit_free(c->method);
   grit_free(c->authority);
@@ -56,6 +63,7 @@ static void call_timer_closed(uv_handle_t *h) {
 /* ---- delivery to the application ---- */
 
 void grit_call_deliver_headers(grit_call *c, const grit_metadata *md) {
+  grit_call_auth_headers(c, md); /* IC-01 */
   if (!c->blocking) {
     if (c->cbs.on_headers)
       c->cbs.on_headers(c, md, c->user_data);
@@ -77,8 +85,9 @@ static void call_apply_recv_pause(grit_call *c) {
   bool paused = c->recv_paused;
   c->recv_state_dirty = false;
   pthread_mutex_unlock(&c->mu);
-  if (c->state != CALL_DONE && c->winner && c->winner->stream)
-    grit_stream_set_read_paused(c->winner->stream, paused);
+  call_attempt *w = grit_call_winner(c);
+  if (c->state != CALL_DONE && w && w->stream)
+    grit_stream_set_read_paused(w->stream, paused);
 }
 
 static bool call_one_response(const grit_call *c) {
@@ -96,7 +105,7 @@ static bool call_extra_response(grit_call *c) {
            "cardinality violation: %s method sent more than one response "
            "message",
            grit_method_kind_name(c->kind));
-  grit_call_end(c, GRIT_STATUS_INTERNAL, msg, NULL, GRIT_REASON_COMMITTED);
+  grit_call_fail_on_loop(c, GRIT_STATUS_INTERNAL, msg);
   return true;
 }
 
@@ -105,6 +114,7 @@ void grit_call_deliver_message(grit_call *c, grit_slice *msg) {
     grit_slice_unref(msg);
     return;
   }
+  grit_call_auth_message(c, msg->data, msg->len); /* IC-01 */
   if (c->unary_cb) {
     if (!c->unary_resp)
       c->unary_resp = msg;
@@ -121,9 +131,8 @@ void grit_call_deliver_message(grit_call *c, grit_slice *msg) {
   recv_msg *m = grit_malloc(sizeof(*m));
   if (!m) {
     grit_slice_unref(msg);
-    grit_call_end(c, GRIT_STATUS_RESOURCE_EXHAUSTED,
-                  "out of memory queueing a response message", NULL,
-                  GRIT_REASON_COMMITTED);
+    grit_call_fail_on_loop(c, GRIT_STATUS_RESOURCE_EXHAUSTED,
+                           "out of memory queueing a response message");
     return;
   }
   m->slice = msg;
@@ -147,7 +156,8 @@ void grit_call_deliver_message(grit_call *c, grit_slice *msg) {
 /* Blocking mode keeps a copy of the status for grit_call_finish; the
  * callbacks of an async call borrow it (grit.h), so nothing is copied. */
 static void call_deliver_done(grit_call *c, grit_status_code code,
-                              const char *msg, const grit_metadata *trailers) {
+                              const char *msg, const grit_metadata *trailers,
+                              const call_attempt *peer) {
   static const char empty[] = "";
   grit_status st = {
       .code = code,
@@ -159,11 +169,14 @@ static void call_deliver_done(grit_call *c, grit_status_code code,
       grit_status_set(&c->status, code, msg, trailers) != GRIT_OK)
     c->status.code = GRIT_STATUS_RESOURCE_EXHAUSTED; /* not all of it */
   c->info.call_id = c->id;
-  c->info.backoff_ms = c->backoff_total_ms;
-  if (c->winner) {
-    grit_str_copy(c->info.peer, sizeof(c->info.peer), c->winner->peer);
+  c->info.backoff_ms = c->sm.counts.backoff_ms; /* MX-02 */
+  c->info.attempts = c->sm.counts.attempts;
+  c->info.hedges = c->sm.counts.hedges;
+  c->info.transparent_retries = c->sm.counts.transparent;
+  if (peer) {
+    grit_str_copy(c->info.peer, sizeof(c->info.peer), peer->peer);
     grit_str_copy(c->info.response_encoding, sizeof(c->info.response_encoding),
-                  c->winner->response_encoding);
+                  peer->response_encoding);
   }
   c->done = true;
   pthread_cond_broadcast(&c->cv);
@@ -185,11 +198,7 @@ static void call_count(grit_call *c, grit_status_code code) {
   __atomic_add_fetch(code == GRIT_STATUS_OK ? &s->calls_succeeded
                                             : &s->calls_failed,
                      1, __ATOMIC_RELAXED);
-  /* Attempts after the first are retries, or hedges (not counted here);
-   * a transparent retry keeps its attempt's number. */
-  uint32_t hedges = c->info.hedges;
-  uint32_t retries =
-      c->next_number > 1 + hedges ? c->next_number - 1 - hedges : 0;
+  uint32_t retries = c->sm.counts.retries; /* hedges are not counted */
   static const uint32_t bounds[GRIT_RETRY_BUCKETS] = {1, 2,  3,   4,
                                                       5, 10, 100, 1000};
   for (int i = 0; retries && i < GRIT_RETRY_BUCKETS; i++) {
@@ -200,14 +209,16 @@ static void call_count(grit_call *c, grit_status_code code) {
   }
 }
 
+/* The machine's FINISH (call_exec.c): the machine has recorded and
+ * dropped (or will drop, right after) every attempt. */
 void grit_call_end(grit_call *c, grit_status_code code, const char *msg,
-                   const grit_metadata *trailers, grit_attempt_reason reason) {
+                   const grit_metadata *trailers, grit_attempt_reason reason,
+                   const call_attempt *peer) {
   if (c->state == CALL_DONE)
     return;
   /* Issue 19: OK without the one response is INTERNAL. Decided here, after
    * any retry or hedging decision (which saw the server's OK), so it is
-   * final; the throttle still counts the server's success (TH-02). */
-  grit_status_code server_code = code;
+   * final; the throttle still counted the server's success (TH-02). */
   char nomsg[128];
   if (code == GRIT_STATUS_OK && call_one_response(c) && c->responses == 0) {
     snprintf(nomsg, sizeof(nomsg),
@@ -224,26 +235,10 @@ void grit_call_end(grit_call *c, grit_status_code code, const char *msg,
     grit_list_remove(&c->live_link);
     grit_channel_idle_arm(c->ch); /* the last call ended: idle timer */
   }
-  grit_list *e;
-  while ((e = grit_list_pop_head(&c->attempts)) != NULL) {
-    call_attempt *a = GRIT_CONTAINER_OF(e, call_attempt, link);
-    /* MX-03: every attempt gets its record; the ones still in flight end
-     * with the call (deadline, cancel) or lose to the hedge that ended
-     * it (a Trailers-Only OK or a fatal status, HG-02, HG-03). */
-    bool lost = reason == GRIT_REASON_OK || reason == GRIT_REASON_FATAL;
-    grit_attempt_observe(a, lost ? GRIT_STATUS_CANCELLED : code,
-                         lost ? "another attempt won" : msg,
-                         lost ? GRIT_REASON_HEDGE_LOST : reason);
-    grit_attempt_cancel(a, code, msg); /* frees or detaches it */
-  }
   grit_replay_free(&c->sends);
-  if (server_code == GRIT_STATUS_OK)
-    grit_throttle_table_success(c->throttle); /* TH-02 */
   grit_svccfg_unref(c->config);
   c->config = NULL;
   c->mcfg = NULL;
-  c->retry = NULL;
-  c->hedge = NULL;
   if (was_started) {
     call_count(c, code);
     grit_obs_call_end(c, code, msg);
@@ -251,27 +246,26 @@ void grit_call_end(grit_call *c, grit_status_code code, const char *msg,
   GRIT_TRACE(GRIT_TRACE_CHANNEL, GRIT_LEVEL_DEBUG,
              "call %llu %s: %s %s (%s)%s%s", (unsigned long long)c->id,
              c->method, grit_status_code_name(code), msg ? msg : "",
-             grit_attempt_reason_name(reason), c->trace ? " trace=" : "",
-             c->trace_id);
-  call_deliver_done(c, code, msg, trailers);
-  c->winner = NULL;
-  if (!was_started) {
-    grit_call_loop_release(c);
-    return;
-  }
+             grit_attempt_reason_name(reason), c->tr ? " trace=" : "",
+             c->tr ? c->tr->trace_id : "");
+  grit_call_auth_done(c, code, msg, trailers); /* IC-01: before the app */
+  call_deliver_done(c, code, msg, trailers, peer);
   if (c->timers & CALL_TIMER_DEADLINE)
-    uv_close((uv_handle_t *)&c->deadline_timer, call_timer_closed);
+    uv_close((uv_handle_t *)c->deadline_timer, call_timer_closed);
   if (c->timers & CALL_TIMER_RETRY)
-    uv_close((uv_handle_t *)&c->retry_timer, call_timer_closed);
+    uv_close((uv_handle_t *)&c->pol->retry_timer, call_timer_closed);
   if (c->timers & CALL_TIMER_RECV)
-    uv_close((uv_handle_t *)&c->recv_timer, call_timer_closed);
+    uv_close((uv_handle_t *)&c->pol->recv_timer, call_timer_closed);
+  /* The hold the call was created with. The machine's feed holds the call
+   * too, so nothing is freed before the current list has run. */
+  grit_call_loop_release(c);
 }
 
 void grit_call_fail_on_loop(grit_call *c, grit_status_code code,
                             const char *msg) {
-  grit_call_end(c, code, msg, NULL,
-                code == GRIT_STATUS_CANCELLED ? GRIT_REASON_CANCELLED
-                                              : GRIT_REASON_COMMITTED);
+  grit_callsm_event ev = {
+      .kind = GRIT_CALLSM_EV_FAIL, .code = code, .message = msg};
+  grit_call_sm_feed(c, &ev); /* CANCELLED: reason CANCELLED */
 }
 
 /* ---- start ---- */
@@ -284,8 +278,8 @@ static void call_timer_init(grit_call *c, uv_timer_t *t) {
 }
 
 static void call_deadline(uv_timer_t *t) {
-  grit_call_end(t->data, GRIT_STATUS_DEADLINE_EXCEEDED, "Deadline Exceeded",
-                NULL, GRIT_REASON_DEADLINE); /* RT-09: final */
+  grit_callsm_event ev = {.kind = GRIT_CALLSM_EV_DEADLINE};
+  grit_call_sm_feed(t->data, &ev); /* RT-09, HG-09: final */
 }
 
 static uint64_t min_nonzero(uint64_t a, uint64_t b) {
@@ -324,8 +318,51 @@ static const grit_method_cfg *call_find_method(grit_call *c) {
   return m;
 }
 
+static grit_err call_add_idempotency_key(grit_call *c) {
+  char key[33];
+  if (!c->idempotency_key) {
+    /* ID-01: one random 128-bit value per logical call. */
+    uint64_t hi = grit_rng_next(&c->ch->rng), lo = grit_rng_next(&c->ch->rng);
+    snprintf(key, sizeof(key), "%016llx%016llx", (unsigned long long)hi,
+             (unsigned long long)lo);
+  }
+  const char *k = c->idempotency_key ? c->idempotency_key : key;
+  if (!c->metadata && grit_metadata_create(&c->metadata) != GRIT_OK)
+    return GRIT_ERR_NOMEM;
+  return grit_metadata_add_unchecked(c->metadata, "idempotency-key", 15, k,
+                                     strlen(k));
+}
+
+/* What the machine is told of the config: the policy (RT-01: none when
+ * retries are off, which also stops transparent retries), the throttle
+ * bucket for the server name (TH-01), the deadline. */
+static void call_policy_setup(grit_call *c, grit_callsm_config *k) {
+  const grit_method_cfg *m = c->mcfg;
+  const grit_svccfg_global *g =
+      c->config ? grit_svccfg_get_global(c->config) : NULL;
+  bool enabled = c->ch->o.enable_retries != 0;
+  if (g && g->has_throttling)
+    c->throttle = grit_channel_throttle(c->ch, g);
+  *k = (grit_callsm_config){
+      .policy_disabled = !enabled && m && m->policy != GRIT_POLICY_NONE,
+      .transparent = enabled,
+      .deadline_at_ms = c->deadline_at_ms,
+  };
+  if (m && enabled && m->policy == GRIT_POLICY_RETRY)
+    k->retry = &m->retry;
+  else if (m && enabled && m->policy == GRIT_POLICY_HEDGING)
+    k->hedge = &m->hedging;
+  if ((k->retry || k->hedge) &&
+      (c->ch->o.idempotency_keys || c->idempotency_key) &&
+      call_add_idempotency_key(c) != GRIT_OK)
+    c->setup_failed = true;
+  if (grit_call_sm_policy_init(c, k) != GRIT_OK)
+    c->setup_failed = true;
+}
+
 /* SPEC SC-07: timeout, waitForReady and message limits from the config. */
-static void call_apply_config(grit_call *c, uint64_t start_ms) {
+static void call_apply_config(grit_call *c, uint64_t start_ms,
+                              grit_callsm_config *k) {
   c->config = grit_channel_config_ref(c->ch);
   c->mcfg = call_find_method(c);
   const grit_method_cfg *m = c->mcfg;
@@ -345,26 +382,24 @@ static void call_apply_config(grit_call *c, uint64_t start_ms) {
   c->max_recv =
       limit_min(c->ch->o.max_recv_message, m && m->has_max_response_bytes,
                 m ? m->max_response_bytes : 0);
-  grit_call_retry_setup(c);
-  /* Only calls with a policy use the retry timer, and only a retry policy
-   * with perAttemptRecvTimeout the recv timer (RT-10). */
-  if ((c->retry || c->hedge) && c->state != CALL_DONE) {
-    call_timer_init(c, &c->retry_timer);
-    c->timers |= CALL_TIMER_RETRY;
-  }
-  if (c->retry && c->retry->has_per_attempt_recv_timeout &&
-      c->state != CALL_DONE) {
-    call_timer_init(c, &c->recv_timer);
-    c->timers |= CALL_TIMER_RECV;
-  }
+  call_policy_setup(c, k);
 }
 
-static void call_arm_deadline(grit_call *c) {
+/* A call without a deadline has no timer (issue 24: a small call). */
+static bool call_arm_deadline(grit_call *c) {
   if (!c->deadline_at_ms)
-    return;
+    return true;
+  if (!c->deadline_timer) {
+    c->deadline_timer = grit_malloc(sizeof(*c->deadline_timer));
+    if (!c->deadline_timer)
+      return false;
+    call_timer_init(c, c->deadline_timer);
+    c->timers |= CALL_TIMER_DEADLINE;
+  }
   uint64_t now = uv_now(&c->ch->rt->loop);
-  uv_timer_start(&c->deadline_timer, call_deadline,
+  uv_timer_start(c->deadline_timer, call_deadline,
                  c->deadline_at_ms > now ? c->deadline_at_ms - now : 0, 0);
+  return true;
 }
 
 /* SC-07: a message is over the send limit. */
@@ -372,49 +407,51 @@ static void call_fail_oversize(grit_call *c, size_t len) {
   char msg[128];
   snprintf(msg, sizeof(msg), "sent message larger than max (%zu vs. %lld)", len,
            (long long)c->max_send);
-  grit_call_end(c, GRIT_STATUS_RESOURCE_EXHAUSTED, msg, NULL,
-                GRIT_REASON_COMMITTED);
+  grit_call_fail_on_loop(c, GRIT_STATUS_RESOURCE_EXHAUSTED, msg);
 }
 
 /* The config is known: fix the deadline and send the first attempt(s). */
 void grit_call_config_ready(grit_call *c) {
   if (c->state == CALL_DONE)
     return;
-  call_apply_config(c, c->start_ms);
-  if (c->state == CALL_DONE)
-    return; /* out of memory in the retry set-up */
-  call_arm_deadline(c);
+  grit_callsm_config k;
+  call_apply_config(c, c->start_ms, &k);
+  if (c->setup_failed) {
+    grit_call_fail_on_loop(c, GRIT_STATUS_RESOURCE_EXHAUSTED,
+                           "out of memory setting up the retry policy");
+    return;
+  }
+  if (!call_arm_deadline(c)) {
+    grit_call_fail_on_loop(c, GRIT_STATUS_RESOURCE_EXHAUSTED,
+                           "out of memory arming the deadline");
+    return;
+  }
   /* Sent while waiting; CP-03: the limit is on the uncompressed size. */
   if (c->max_send >= 0 && c->sends_max_raw > (uint64_t)c->max_send) {
     call_fail_oversize(c, c->sends_max_raw);
     return;
   }
   c->state = CALL_ACTIVE;
-  if (c->hedge)
-    grit_call_hedge_start(c);
-  else
-    grit_attempt_start(c, GRIT_ATTEMPT_FIRST, 0, false);
-  if (c->close_sent || c->sends.count)
-    grit_attempt_flush_all(c);
+  grit_callsm_event ev = {.kind = GRIT_CALLSM_EV_CONFIG, .config = &k};
+  /* The first attempt(s): RT-*, HG-01. Each stream, once open, sends
+   * what was buffered; the call may be gone after this (FINISH). */
+  grit_call_sm_feed(c, &ev);
 }
 
 static void call_start_on_loop(grit_call *c) {
   grit_channel *ch = c->ch;
   if (ch->shutting_down) {
-    grit_call_end(c, GRIT_STATUS_UNAVAILABLE, "channel is shutting down", NULL,
-                  GRIT_REASON_COMMITTED);
+    grit_call_fail_on_loop(c, GRIT_STATUS_UNAVAILABLE,
+                           "channel is shutting down");
     return;
   }
   c->started_on_loop = true;
   grit_list_insert_tail(&ch->live_calls, &c->live_link);
   grit_channel_idle_on_call_start(ch);
   __atomic_add_fetch(&ch->stats.calls_started, 1, __ATOMIC_RELAXED);
-  grit_obs_call_start(c); /* OB-01, OB-02 */
-  /* The deadline timer takes over the hold the call was created with; its
-   * close at the end defers the release past the current callbacks. */
-  c->loop_holds = 0;
-  call_timer_init(c, &c->deadline_timer);
-  c->timers = CALL_TIMER_DEADLINE;
+  grit_obs_call_start(c);               /* OB-01, OB-02 */
+  if (!grit_call_auth_check_on_loop(c)) /* IC-01, AP-05: nothing sent */
+    return;
   grit_replay_init(&c->sends, (size_t)ch->o.per_call_retry_buffer,
                    &ch->replay_bytes, (size_t)ch->o.per_channel_retry_buffer);
   c->start_ms = uv_now(&ch->rt->loop);
@@ -425,7 +462,11 @@ static void call_start_on_loop(grit_call *c) {
      * then only the call's own deadline runs. */
     if (c->timeout_ms) {
       c->deadline_at_ms = grit_add_sat_u64(c->start_ms, c->timeout_ms);
-      call_arm_deadline(c);
+      if (!call_arm_deadline(c)) {
+        grit_call_fail_on_loop(c, GRIT_STATUS_RESOURCE_EXHAUSTED,
+                               "out of memory arming the deadline");
+        return;
+      }
     }
     grit_list_insert_tail(&ch->config_waiters, &c->link);
     return;
@@ -434,19 +475,6 @@ static void call_start_on_loop(grit_call *c) {
 }
 
 /* ---- sends ---- */
-
-/* The attempt that has sent the most (HG-07), for a buffer-overflow
- * commit. */
-static call_attempt *call_furthest(grit_call *c) {
-  call_attempt *best = NULL;
-  grit_list *e;
-  GRIT_LIST_FOREACH(e, &c->attempts) {
-    call_attempt *a = GRIT_CONTAINER_OF(e, call_attempt, link);
-    if (!best || a->sent > best->sent || (a->stream && !best->stream))
-      best = a;
-  }
-  return best;
-}
 
 static void call_send_on_loop(grit_call *c, grit_slice *s, size_t raw_len) {
   if (c->state == CALL_DONE) {
@@ -461,23 +489,20 @@ static void call_send_on_loop(grit_call *c, grit_slice *s, size_t raw_len) {
   }
   if (c->state != CALL_ACTIVE && raw_len > c->sends_max_raw)
     c->sends_max_raw = raw_len; /* checked again once the config is known */
-  /* RT-07: a send over a limit commits the call; it is still sent. */
-  if (!c->committed && !grit_replay_fits(&c->sends, s->len)) {
-    call_attempt *a = call_furthest(c);
+  /* RT-07, HG-07: a send over a limit commits the call (the machine
+   * says to which attempt); it is still sent. */
+  if (!grit_callsm_committed(&c->sm) && !grit_replay_fits(&c->sends, s->len)) {
     GRIT_TRACE(GRIT_TRACE_RETRY, GRIT_LEVEL_INFO,
                "call %llu: replay buffer full, committing",
                (unsigned long long)c->id);
-    if (a)
-      grit_call_commit(c, a);
-    else
-      c->committed = c->rs.committed = true; /* before the first attempt */
+    grit_callsm_event ev = {.kind = GRIT_CALLSM_EV_SEND, .fits = false};
+    grit_call_sm_feed(c, &ev);
   }
   grit_err rv = grit_replay_add(&c->sends, s);
   grit_slice_unref(s);
   if (rv != GRIT_OK) {
-    grit_call_end(c, GRIT_STATUS_RESOURCE_EXHAUSTED,
-                  "out of memory buffering a message", NULL,
-                  GRIT_REASON_COMMITTED);
+    grit_call_fail_on_loop(c, GRIT_STATUS_RESOURCE_EXHAUSTED,
+                           "out of memory buffering a message");
     return;
   }
   if (c->state == CALL_ACTIVE)
@@ -502,6 +527,12 @@ static void call_unary_on_loop(grit_call *c) {
   call_close_on_loop(c);
 }
 
+static void call_cancel_on_loop(grit_call *c) {
+  grit_callsm_event ev = {.kind = GRIT_CALLSM_EV_CANCEL,
+                          .message = "Cancelled"};
+  grit_call_sm_feed(c, &ev);
+}
+
 static void call_run_op(grit_call *c, call_op *op) {
   call_op_kind kind = op->kind;
   grit_slice *s = op->slice;
@@ -518,8 +549,7 @@ static void call_run_op(grit_call *c, call_op *op) {
     call_close_on_loop(c);
     return;
   case CALL_OP_CANCEL:
-    grit_call_end(c, GRIT_STATUS_CANCELLED, "Cancelled", NULL,
-                  GRIT_REASON_CANCELLED); /* RT-11 */
+    call_cancel_on_loop(c); /* RT-11 */
     return;
   }
 }
@@ -545,9 +575,8 @@ static void call_task(grit_task *t) {
   if (recv_state)
     call_apply_recv_pause(c);
   if (cancel)
-    grit_call_end(c, GRIT_STATUS_CANCELLED, "Cancelled", NULL,
-                  GRIT_REASON_CANCELLED); /* RT-11 */
-  grit_call_unref(c); /* the ref taken when the task was posted */
+    call_cancel_on_loop(c); /* RT-11 */
+  grit_call_unref(c);       /* the ref taken when the task was posted */
 }
 
 /* Queue an op and wake the loop. Returns GRIT_ERR_NOMEM on failure. */
@@ -606,9 +635,13 @@ static grit_err call_check_args(grit_channel *ch, const char *method,
     *why = "the method is NULL";
   else if (method[0] != '/')
     *why = "the method must be \"/package.Service/Method\"";
-  else if (opts && opts->version != GRIT_CALL_OPTS_VERSION)
+  else if (opts && opts->version != GRIT_CALL_OPTS_VERSION &&
+           opts->version != 2)
     *why = "unknown grit_call_opts version (expected "
-           "GRIT_CALL_OPTS_VERSION, 2)";
+           "GRIT_CALL_OPTS_VERSION, 3, or 2)";
+  else if (opts && opts->version >= 3 && opts->interceptor_count &&
+           !opts->interceptors)
+    *why = "interceptor_count without interceptors";
   else if (opts && (unsigned)opts->wait_for_ready > GRIT_WFR_ON)
     *why = "wait_for_ready is not a grit_wait_for_ready value";
   else if (opts && !grit_method_kind_name(opts->kind))
@@ -637,7 +670,7 @@ grit_err grit_call_create_internal(grit_channel *ch, const char *method,
   c->ch = ch;
   grit_channel_ref(ch);
   c->refs = 1;
-  c->loop_holds = 1; /* until the call starts on the loop */
+  c->loop_holds = 1; /* until the call ends (grit_call_end) */
   c->id = __atomic_add_fetch(&next_call_id, 1, __ATOMIC_RELAXED);
   c->info.size = sizeof(c->info); /* handed to grit_unary_cb (abi.md) */
   c->info.call_id = c->id;        /* grit_call_get_info reads it at once */
@@ -645,7 +678,7 @@ grit_err grit_call_create_internal(grit_channel *ch, const char *method,
   pthread_cond_init(&c->cv, NULL);
   grit_list_init(&c->ops);
   grit_list_init(&c->recvq);
-  grit_list_init(&c->attempts);
+  grit_callsm_init(&c->sm);
   grit_list_init(&c->link);
   grit_list_init(&c->live_link);
   grit_replay_init(&c->sends, 0, NULL, 0);
@@ -664,6 +697,8 @@ grit_err grit_call_create_internal(grit_channel *ch, const char *method,
   rv = c->method ? GRIT_OK : GRIT_ERR_NOMEM;
   if (opts && rv == GRIT_OK)
     rv = call_copy_opts(c, opts);
+  if (rv == GRIT_OK) /* CR-01, IC-01 */
+    rv = grit_call_auth_setup(c, opts);
   if (rv == GRIT_OK) /* OB-02 */
     rv = grit_call_trace_setup(c, opts ? opts->traceparent : NULL, why);
   if (rv != GRIT_OK) {

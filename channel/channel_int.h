@@ -5,8 +5,11 @@
 #include <pthread.h>
 
 #include "channel/channel.h"
+#include "callsm/callsm.h"
 #include "compress/compress.h"
+#include "credentials/credentials.h"
 #include "hedging/hedging.h"
+#include "intercept/intercept.h"
 #include "lb/lb.h"
 #include "observe/observe.h"
 #include "retry/retry.h"
@@ -86,6 +89,10 @@ typedef struct grit_chan_opts {
   char *otlp_endpoint;  /* GRIT_ARG_OTLP_ENDPOINT (OP-02) */
   grit_span_cb span_cb; /* OP-02 */
   void *span_cb_data;
+  /* CR-01, IC-01: a reference, and references to each interceptor. */
+  grit_call_credentials *call_creds;
+  grit_ic_list interceptors;
+  int64_t allow_insecure_call_creds; /* AP-05 */
 } grit_chan_opts;
 
 struct grit_channel_args {
@@ -287,18 +294,15 @@ grit_throttle_handle *grit_throttle_table_get(const char *name,
                                               uint32_t max_milli,
                                               uint32_t ratio_milli);
 void grit_throttle_table_put(grit_throttle_handle *h);
-/* Lock the table and return the bucket, for grit_retry_decide. */
+/* Lock the table and return the bucket, for the call machine to read and
+ * update during one event (TH-02, TH-03; call_exec.c). */
 grit_throttle *grit_throttle_table_lock(grit_throttle_handle *h);
 void grit_throttle_table_unlock(grit_throttle_handle *h);
-void grit_throttle_table_success(grit_throttle_handle *h);
-/* Record a failure; whether further attempts are still allowed. */
-bool grit_throttle_table_failure_allows(grit_throttle_handle *h);
-bool grit_throttle_table_allows(grit_throttle_handle *h);
 /* fork() (AP-06): hold the table's lock across it; released in both. */
 void grit_throttle_table_fork_lock(void);
 void grit_throttle_table_fork_unlock(void);
 
-/* ---- call.c, attempt.c, call_retry.c: calls and their attempts ---- */
+/* ---- call.c, call_exec.c, attempt.c: calls, the machine, attempts ---- */
 
 typedef enum call_op_kind {
   CALL_OP_START,
@@ -331,19 +335,21 @@ typedef enum call_state {
 } call_state;
 
 /* One attempt: a pick and at most one stream at a time (a transparent
- * retry reuses the attempt). */
+ * retry reuses the attempt). The machine knows it by its slot. */
 typedef struct call_attempt {
-  grit_list link;  /* in c->attempts */
   grit_list qlink; /* in ch->queued_attempts while waiting for a pick */
   struct grit_call *c;
   grit_stream *stream;
   grit_transport *transport;
   uint32_t number; /* 1-based; what grpc-previous-rpc-attempts counts */
+  uint8_t slot;    /* in c->sm and c->att */
   grit_attempt_kind kind;
   bool queued;
-  bool ended;
-  bool headers;
-  bool recv_timed_out;
+  bool ended;       /* dropped while its stream runs: on_done frees it */
+  bool pick_failed; /* an event waits in pick_code, pick_msg (SM-01) */
+  bool started;     /* a STREAM_STARTED waits */
+  grit_status_code pick_code;
+  char *pick_msg;        /* NULL: "pick failed" */
   size_t sent;           /* replay items handed to the stream */
   uint64_t handed_bytes; /* their bytes */
   bool close_sent;
@@ -351,8 +357,8 @@ typedef struct call_attempt {
   uint64_t backoff_ms; /* waited before it */
   bool pushback;
   char peer[128];
-  char skipped[160]; /* issue 15: what its pick passed over, and why */
-  char *picked;      /* LP-02..LP-04: how the policy chose (observer only) */
+  char *skipped; /* issue 15: what its pick passed over, and why; NULL: "" */
+  char *picked;  /* LP-02..LP-04: how the policy chose (observer only) */
   char response_encoding[32]; /* the response's grpc-encoding (CP-02) */
   /* OB-01, OB-02: message bytes each way, and this attempt's span. */
   uint64_t sent_msg_bytes;
@@ -360,10 +366,43 @@ typedef struct call_attempt {
   bool transparent_retry; /* A72: this stream replays one never sent */
   char span_id[17];       /* "" with trace context off */
   char traceparent[GRIT_TRACEPARENT_LEN + 1];
+  /* CR-01: the fetch of this attempt's credentials while it runs, then
+   * the request metadata with their pairs (NULL: the call's as it is). */
+  struct attempt_creds *creds_wait;
+  grit_metadata *creds_md;
 } call_attempt;
 
+/* What only a call with a retry or hedging policy needs (allocated with
+ * its config, so that a plain call stays small: issue 24). */
+typedef struct call_policy_part {
+  uv_timer_t retry_timer;     /* backoff before a retry, or the next hedge */
+  uv_timer_t recv_timer;      /* perAttemptRecvTimeout (RT-10) */
+  grit_status_code last_code; /* SAVE_STATUS (HG-04) */
+  char *last_message;
+  grit_metadata *last_trailers;
+} call_policy_part;
+
+/* A call's credentials and interceptors (CR-01, IC-01; call_auth.c),
+ * allocated only for calls that have either. */
+typedef struct call_auth_part {
+  grit_call_credentials *creds; /* the channel's then the call's; or NULL */
+  grit_ic_call *ic;             /* NULL: no interceptors */
+  grit_status_code fail_code;   /* an interceptor failed the call: != OK */
+  char *fail_msg;
+} call_auth_part;
+
+/* A call's trace context (OB-02), allocated when tracing is on. */
+typedef struct call_trace_part {
+  bool has_parent;     /* the caller gave a traceparent */
+  grit_traceparent tp; /* trace id, caller's span id and flags */
+  char trace_id[33];   /* hex */
+  char parent_span_id[17];
+  bool span;          /* OP-02: this call's spans are produced */
+  uint8_t span_id[8]; /* ... and its own span's id (the call span) */
+} call_trace_part;
+
 /* Method paths up to this long live in the call itself (no allocation). */
-#define CALL_METHOD_INLINE 64
+#define CALL_METHOD_INLINE 48
 
 /* Which of the call's timers are initialized (and closed at its end). */
 #define CALL_TIMER_DEADLINE (1u << 0)
@@ -424,52 +463,40 @@ struct grit_call {
   grit_list live_link; /* in ch->live_calls */
   grit_svccfg *config;
   const grit_method_cfg *mcfg;
-  const grit_retry_policy *retry;   /* NULL: no retry policy */
-  const grit_hedging_policy *hedge; /* NULL: no hedging policy */
-  grit_throttle_handle *throttle;   /* NULL: no throttling */
+  grit_throttle_handle *throttle; /* NULL: no throttling */
   bool wait_for_ready;
+  bool setup_failed; /* out of memory adding the idempotency key */
   int64_t max_send;
   int64_t max_recv;
-  uint64_t deadline_at_ms; /* loop time; 0 = none */
-  uv_timer_t deadline_timer;
-  uv_timer_t retry_timer; /* backoff before a retry, or the next hedge */
-  uv_timer_t recv_timer;  /* perAttemptRecvTimeout */
-  unsigned timers;        /* CALL_TIMER_* initialized */
-  unsigned loop_holds;    /* open timers and streams */
-  call_attempt attempt0;  /* the first attempt's storage, reused when free */
+  uint64_t deadline_at_ms;    /* loop time; 0 = none */
+  uv_timer_t *deadline_timer; /* NULL until a deadline is armed */
+  call_policy_part *pol;      /* NULL: no retry or hedging policy */
+  unsigned timers;            /* CALL_TIMER_* initialized */
+  unsigned loop_holds;        /* the call until it ends, open timers, streams */
+  call_attempt attempt0; /* the first attempt's storage, reused when free */
   bool attempt0_used;
 
   grit_replay_buf sends; /* framed sends not yet dropped (RT-07) */
   size_t sends_dropped;  /* items freed from the front after commit */
   bool close_sent;       /* the application half-closed */
-  bool committed;
-  call_attempt *winner; /* the committed attempt */
-  grit_list attempts;   /* live attempts */
-  uint32_t responses;   /* messages delivered, for the one-response check */
-  uint32_t next_number;
-  grit_retry_state rs;
-  uint32_t transparent;
-  bool refused_retry_used;    /* TR-02: the one retry after a refusal */
-  grit_hedge_sched hs;        /* the hedging schedule (HG-*) */
-  grit_status_code last_code; /* of the last failed attempt (HG-04) */
-  char *last_message;
-  grit_metadata *last_trailers;
-  uint64_t backoff_total_ms;
-  uint64_t pending_backoff_ms; /* for the retry the timer will start */
-  bool pending_pushback;
+  uint32_t responses;    /* messages delivered, for the one-response check */
+  /* The call machine (callsm/, SPEC SM-01): every retry, hedging and
+   * commit decision; call_exec.c feeds it and runs its actions. */
+  grit_callsm sm;
+  call_attempt *att[GRIT_CALLSM_SLOTS]; /* the attempt in each live slot */
+  bool sm_busy;       /* running an action list: events wait */
+  uint8_t sm_waiting; /* slots whose attempt holds an event (bits) */
+  bool fail_waiting;  /* a FAIL arose while a list ran */
+  grit_status_code fail_code;
+  const char *fail_msg; /* static */
   uint64_t start_ms;
   size_t sends_max_raw; /* largest uncompressed send before the config */
 
   /* observe/ (OB-01, OB-02). */
   grit_obs_method *obs; /* the method's series; NULL: not recorded */
   uint64_t start_us;
-  bool trace;            /* trace context on for this call */
-  bool trace_has_parent; /* the caller gave a traceparent */
-  grit_traceparent tp;   /* trace id, caller's span id and flags */
-  char trace_id[33];     /* hex, "" when off */
-  char parent_span_id[17];
-  bool span;          /* OP-02: this call's spans are produced */
-  uint8_t span_id[8]; /* ... and its own span's id (the call span) */
+  call_trace_part *tr;  /* NULL: trace context off for this call */
+  call_auth_part *auth; /* NULL: no call credentials, no interceptors */
 };
 
 /* User-thread halves (call.c): create, then launch to the loop; queue
@@ -478,6 +505,26 @@ struct grit_call {
 grit_err grit_call_create_internal(grit_channel *ch, const char *method,
                                    const grit_call_opts *opts, grit_call **out,
                                    const char **why);
+/* call_auth.c (CR-01, CR-02, IC-01, AP-05): the call's credentials and
+ * interceptors. setup at creation (caller's thread), start runs the
+ * interceptors' on_start (caller's thread), check_on_loop refuses a call
+ * an interceptor failed or whose credentials would go out in cleartext
+ * (false: the call is failed). The rest report the call's events. */
+grit_err grit_call_auth_setup(grit_call *c, const grit_call_opts *opts);
+grit_err grit_call_auth_start(grit_call *c);
+bool grit_call_auth_check_on_loop(grit_call *c);
+void grit_call_auth_send(grit_call *c, const void *data, size_t len);
+void grit_call_auth_headers(grit_call *c, const grit_metadata *md);
+void grit_call_auth_message(grit_call *c, const uint8_t *data, size_t len);
+void grit_call_auth_done(grit_call *c, grit_status_code code, const char *msg,
+                         const grit_metadata *trailers);
+void grit_call_auth_free(grit_call *c);
+/* An attempt asks its credentials, then picks (grit_attempt_pick_now);
+ * creds_release lets a running fetch go (attempt freed). */
+void grit_attempt_begin(call_attempt *a);
+void grit_attempt_pick_now(call_attempt *a);
+void grit_attempt_creds_release(call_attempt *a);
+
 grit_err grit_call_launch(grit_call *c);
 /* |raw_len|: the message's uncompressed length, for the send limit. */
 grit_err grit_call_queue_send(grit_call *c, grit_slice *framed, size_t raw_len);
@@ -498,25 +545,42 @@ bool grit_call_send_room_locked(const grit_call *c, size_t framed_len);
 void grit_call_unref(grit_call *c);
 
 /* Loop halves. call.c: */
+/* A local error ends the call (SPEC SM-01: fed to the machine as FAIL). */
 void grit_call_fail_on_loop(grit_call *c, grit_status_code code,
                             const char *msg);
+/* The machine's FINISH: the status goes to the application. */
 void grit_call_end(grit_call *c, grit_status_code code, const char *msg,
-                   const grit_metadata *trailers, grit_attempt_reason reason);
+                   const grit_metadata *trailers, grit_attempt_reason reason,
+                   const call_attempt *peer);
 void grit_call_deliver_headers(grit_call *c, const grit_metadata *md);
 void grit_call_deliver_message(grit_call *c, grit_slice *msg);
 void grit_call_loop_release(grit_call *c);
-
 void grit_call_config_ready(grit_call *c);
+/* The committed attempt, or NULL. */
+call_attempt *grit_call_winner(const grit_call *c);
 
-/* attempt.c: */
-void grit_attempt_start(grit_call *c, grit_attempt_kind kind,
-                        uint64_t backoff_ms, bool pushback);
+/* call_exec.c: feeds the machine and runs its actions, never re-entering
+ * it while a list runs (SPEC SM-01). */
+void grit_call_sm_feed(grit_call *c, grit_callsm_event *ev);
+/* An attempt's pick or stream start produced |kind| (PICK_FAILED with
+ * |code|, |msg|, or STREAM_STARTED): fed now, or after the list that is
+ * running. */
+void grit_call_sm_attempt_event(call_attempt *a, grit_callsm_event_kind kind,
+                                grit_status_code code, const char *msg);
+/* The policy part (timers) of a call whose config |k| has a policy:
+ * GRIT_OK or GRIT_ERR_NOMEM. */
+grit_err grit_call_sm_policy_init(grit_call *c, const grit_callsm_config *k);
+
+/* attempt.c: what call_exec.c runs for the machine's attempt actions. */
+void grit_attempt_start(grit_call *c, const grit_callsm_action *act);
+void grit_attempt_repick(call_attempt *a);
 void grit_attempt_on_pick_ready(call_attempt *a);
-void grit_attempt_cancel(call_attempt *a, grit_status_code code,
-                         const char *msg);
+/* Let go of |a| (the machine's DROP): cancel its stream (its on_done
+ * frees it later) or its queued pick, or free it. */
+void grit_attempt_drop(call_attempt *a);
 /* Hand new replay items (and the half-close) to every live stream. */
 void grit_attempt_flush_all(grit_call *c);
-void grit_call_commit(grit_call *c, call_attempt *a);
+void grit_attempt_flush(call_attempt *a);
 
 /* observe.c: the one place calls and attempts are reported (MX-03, OB-01,
  * OB-02). trace_setup runs at creation on the user thread: the caller's
@@ -545,16 +609,6 @@ void grit_obs_fork_unlock(void);
  * destroyed by its user (|*out| new, release both with _release). */
 grit_err grit_obs_channels_hold(grit_channel ***out, size_t *n);
 void grit_obs_channels_release(grit_channel **v, size_t n);
-
-/* call_retry.c: what follows an uncommitted attempt's failure. */
-void grit_call_on_attempt_failed(grit_call *c, call_attempt *a,
-                                 grit_status_code code, const char *msg,
-                                 const grit_metadata *trailers,
-                                 bool recv_timeout);
-void grit_call_retry_setup(grit_call *c);
-void grit_call_hedge_start(grit_call *c);
-void grit_call_retry_stop_timers(grit_call *c);
-void grit_call_recv_timeout(uv_timer_t *t);
 
 /* compression.c: request compression (SPEC CP-01..CP-04). Whether
  * |v| names a codec (GRIT_ARG_DEFAULT_COMPRESSION); the codec a call with

@@ -43,16 +43,18 @@ grit_err grit_call_trace_setup(grit_call *c, const char *opt_tp,
   }
   if (!tp && !ch->o.trace_context)
     return GRIT_OK; /* off: metadata passes through unchanged */
-  c->trace = true;
+  call_trace_part *tr = c->tr = grit_calloc(1, sizeof(*c->tr));
+  if (!tr)
+    return GRIT_ERR_NOMEM;
   if (tp) {
-    if (grit_traceparent_parse(tp, tp_len, &c->tp) != GRIT_OK) {
+    if (grit_traceparent_parse(tp, tp_len, &tr->tp) != GRIT_OK) {
       *why = "traceparent is not a W3C traceparent "
              "(00-<32 hex>-<16 hex>-<2 hex>)";
       return GRIT_ERR_INVALID_ARG;
     }
-    c->trace_has_parent = true;
-    grit_obs_hex(c->tp.trace_id, 16, c->trace_id);
-    grit_obs_hex(c->tp.span_id, 8, c->parent_span_id);
+    tr->has_parent = true;
+    grit_obs_hex(tr->tp.trace_id, 16, tr->trace_id);
+    grit_obs_hex(tr->tp.span_id, 8, tr->parent_span_id);
   }
   if (at < n) { /* rebuild the list without the caller's traceparent */
     grit_metadata *md;
@@ -119,20 +121,23 @@ void grit_obs_call_start(grit_call *c) {
   c->start_us = grit_clock_now_us();
   __atomic_store_n(&c->ch->cz_last_call_us, c->start_us, __ATOMIC_RELAXED);
   c->obs = call_series(c);
-  if (c->trace && !c->trace_has_parent) {
+  call_trace_part *tr = c->tr;
+  if (tr && !tr->has_parent) {
     /* A fresh trace for this call; sampled, as nobody said otherwise. */
     do
-      random_bytes(&c->ch->rng, c->tp.trace_id, 16);
-    while (c->tp.trace_id[0] == 0 && c->tp.trace_id[15] == 0);
-    c->tp.flags = 1;
-    grit_obs_hex(c->tp.trace_id, 16, c->trace_id);
+      random_bytes(&c->ch->rng, tr->tp.trace_id, 16);
+    while (tr->tp.trace_id[0] == 0 && tr->tp.trace_id[15] == 0);
+    tr->tp.flags = 1;
+    grit_obs_hex(tr->tp.trace_id, 16, tr->trace_id);
   }
   /* OP-02: a sampled call has a span of its own, the attempts' parent. */
-  c->span = c->trace && c->ch->spans && (c->tp.flags & 1);
-  if (c->span) {
-    do
-      random_bytes(&c->ch->rng, c->span_id, 8);
-    while (c->span_id[0] == 0 && c->span_id[7] == 0);
+  if (tr) {
+    tr->span = c->ch->spans && (tr->tp.flags & 1);
+    if (tr->span) {
+      do
+        random_bytes(&c->ch->rng, tr->span_id, 8);
+      while (tr->span_id[0] == 0 && tr->span_id[7] == 0);
+    }
   }
 }
 
@@ -210,11 +215,11 @@ void grit_obs_attempt_start(call_attempt *a) {
   grit_obs_add(c->obs, GRIT_OBS_ATTEMPT_STARTED, 1);
   a->sent_msg_bytes = 0;
   a->rcvd_msg_bytes = 0;
-  if (!c->trace) {
+  if (!c->tr) {
     a->span_id[0] = '\0';
     return;
   }
-  grit_traceparent tp = c->tp;
+  grit_traceparent tp = c->tr->tp;
   do /* a new span per attempt, transparent ones included (A72) */
     random_bytes(&c->ch->rng, tp.span_id, 8);
   while (tp.span_id[0] == 0 && tp.span_id[7] == 0);
@@ -222,7 +227,7 @@ void grit_obs_attempt_start(call_attempt *a) {
   grit_traceparent_format(&tp, a->traceparent);
   GRIT_TRACE(GRIT_TRACE_CHANNEL, GRIT_LEVEL_INFO,
              "call %llu attempt %u: trace=%s span=%s%s",
-             (unsigned long long)c->id, a->number, c->trace_id, a->span_id,
+             (unsigned long long)c->id, a->number, c->tr->trace_id, a->span_id,
              a->transparent_retry ? " (transparent retry)" : "");
 }
 
@@ -231,14 +236,14 @@ void grit_attempt_observe(call_attempt *a, grit_status_code code,
   grit_call *c = a->c;
   grit_channel *ch = c->ch;
   uint64_t end_us = grit_clock_now_us();
-  if (c->span && a->span_id[0]) {
+  if (c->tr && c->tr->span && a->span_id[0]) {
     char name[160];
     span_name(c, "Attempt.", name, sizeof(name));
     uint64_t real = span_real_now_ns();
     grit_span sp = {
         .name = name,
         .attempt = true,
-        .flags = c->tp.flags,
+        .flags = c->tr->tp.flags,
         .start_unix_ns = span_unix_ns(a->start_us, end_us, real),
         .end_unix_ns = real,
         .code = code,
@@ -248,9 +253,9 @@ void grit_attempt_observe(call_attempt *a, grit_status_code code,
         .transparent_retry = a->transparent_retry,
         .peer = a->peer,
     };
-    memcpy(sp.trace_id, c->tp.trace_id, 16);
+    memcpy(sp.trace_id, c->tr->tp.trace_id, 16);
     span_unhex8(a->span_id, sp.span_id);
-    memcpy(sp.parent_span_id, c->span_id, 8);
+    memcpy(sp.parent_span_id, c->tr->span_id, 8);
     span_emit(ch, &sp);
   }
   /* OB-01 (A66): per attempt, labelled by the status it ended with. */
@@ -274,13 +279,13 @@ void grit_attempt_observe(call_attempt *a, grit_status_code code,
       .backoff_ms = a->backoff_ms,
       .pushback = a->pushback,
       .reason = reason,
-      .skipped = a->skipped,
+      .skipped = a->skipped ? a->skipped : "",
       .picked_by = a->picked ? a->picked : "",
       .request_encoding = grit_codec_name(c->codec),
       .response_encoding = a->response_encoding,
-      .trace_id = c->trace_id,
+      .trace_id = c->tr ? c->tr->trace_id : "",
       .span_id = a->span_id,
-      .parent_span_id = c->parent_span_id,
+      .parent_span_id = c->tr ? c->tr->parent_span_id : "",
       .previous_rpc_attempts = a->number - 1,
       .transparent_retry = a->transparent_retry,
   };
@@ -290,13 +295,13 @@ void grit_attempt_observe(call_attempt *a, grit_status_code code,
 void grit_obs_call_end(grit_call *c, grit_status_code code, const char *msg) {
   uint64_t now = grit_clock_now_us();
   grit_obs_method *m = c->obs;
-  if (c->span) {
+  if (c->tr && c->tr->span) {
     char name[160];
     span_name(c, "Sent.", name, sizeof(name));
     uint64_t real = span_real_now_ns();
     grit_span sp = {
         .name = name,
-        .flags = c->tp.flags,
+        .flags = c->tr->tp.flags,
         .start_unix_ns = span_unix_ns(c->start_us, now, real),
         .end_unix_ns = real,
         .code = code,
@@ -305,10 +310,10 @@ void grit_obs_call_end(grit_call *c, grit_status_code code, const char *msg) {
         .peer = "",
         .attempts = c->info.attempts,
     };
-    memcpy(sp.trace_id, c->tp.trace_id, 16);
-    memcpy(sp.span_id, c->span_id, 8);
-    if (c->trace_has_parent)
-      memcpy(sp.parent_span_id, c->tp.span_id, 8);
+    memcpy(sp.trace_id, c->tr->tp.trace_id, 16);
+    memcpy(sp.span_id, c->tr->span_id, 8);
+    if (c->tr->has_parent)
+      memcpy(sp.parent_span_id, c->tr->tp.span_id, 8);
     span_emit(c->ch, &sp);
   }
   grit_obs_record(m, GRIT_OBS_CALL_DURATION, (int)code,
@@ -316,19 +321,15 @@ void grit_obs_call_end(grit_call *c, grit_status_code code, const char *msg) {
   /* A96: attempts after the first are retries or hedges; a transparent
    * retry keeps its attempt's number. Each is recorded only when there
    * were some; the delay for calls that retried or hedged. */
-  uint32_t hedges = c->info.hedges;
-  uint32_t retries =
-      c->next_number > 1 + hedges ? c->next_number - 1 - hedges : 0;
-  if (retries)
-    grit_obs_record(m, GRIT_OBS_CALL_RETRIES, -1, retries);
-  if (c->info.transparent_retries)
-    grit_obs_record(m, GRIT_OBS_CALL_TRANSPARENT_RETRIES, -1,
-                    c->info.transparent_retries);
-  if (hedges)
-    grit_obs_record(m, GRIT_OBS_CALL_HEDGES, -1, hedges);
-  if (retries || hedges)
-    grit_obs_record(m, GRIT_OBS_CALL_RETRY_DELAY, -1,
-                    c->backoff_total_ms * 1000);
+  const grit_callsm_counts *n = &c->sm.counts;
+  if (n->retries)
+    grit_obs_record(m, GRIT_OBS_CALL_RETRIES, -1, n->retries);
+  if (n->transparent)
+    grit_obs_record(m, GRIT_OBS_CALL_TRANSPARENT_RETRIES, -1, n->transparent);
+  if (n->hedges)
+    grit_obs_record(m, GRIT_OBS_CALL_HEDGES, -1, n->hedges);
+  if (n->retries || n->hedges)
+    grit_obs_record(m, GRIT_OBS_CALL_RETRY_DELAY, -1, n->backoff_ms * 1000);
 }
 
 /* ---- buffer bytes per target, read at scrape time ---- */

@@ -103,33 +103,6 @@ void grit_throttle_table_unlock(grit_throttle_handle *h) {
   pthread_mutex_unlock(&table_mu);
 }
 
-void grit_throttle_table_success(grit_throttle_handle *h) {
-  if (!h)
-    return;
-  grit_throttle *t = grit_throttle_table_lock(h);
-  grit_throttle_on_success(t); /* TH-02 */
-  grit_throttle_table_unlock(h);
-}
-
-bool grit_throttle_table_failure_allows(grit_throttle_handle *h) {
-  if (!h)
-    return true;
-  grit_throttle *t = grit_throttle_table_lock(h);
-  grit_throttle_on_failure(t);
-  bool ok = grit_throttle_allows(t);
-  grit_throttle_table_unlock(h);
-  return ok;
-}
-
-bool grit_throttle_table_allows(grit_throttle_handle *h) {
-  if (!h)
-    return true;
-  grit_throttle *t = grit_throttle_table_lock(h);
-  bool ok = grit_throttle_allows(t);
-  grit_throttle_table_unlock(h);
-  return ok;
-}
-
 void grit_throttle_table_fork_lock(void) {
   pthread_mutex_lock(&table_mu);
 }

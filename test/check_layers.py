@@ -31,7 +31,7 @@ FLOORS = {
     "include": -1,  # the public API: anyone may include it
     "util": 0,
     "transport": 1, "service_config": 1, "throttle": 1, "compress": 1,
-    "observe": 1, "dedup": 1,
+    "observe": 1, "dedup": 1, "credentials": 1, "intercept": 1,
     "lb": 2, "retry": 2, "hedging": 2, "callsm": 2,
     "runtime": 3, "resolver": 3,
     "channel": 4,

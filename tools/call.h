@@ -79,6 +79,8 @@ typedef struct att_rec {
 } att_rec;
 
 #define MAX_CALL_ATTEMPTS 64 /* records kept per call for its timeline */
+/* Records held at once (of calls still running); later ones are dropped. */
+#define ATT_STORE_MAX 65536
 
 /* Records of calls still running: the observer adds (I/O thread), the
  * call's completion takes its own out. */

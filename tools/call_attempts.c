@@ -16,9 +16,20 @@ void att_store_free(att_store *s) {
   pthread_mutex_destroy(&s->mu);
 }
 
+/* A bounded copy without snprintf's format parsing (one per field). */
+static void copy_str(char *dst, size_t size, const char *src) {
+  size_t n = src ? strnlen(src, size - 1) : 0;
+  memcpy(dst, src ? src : "", n);
+  dst[n] = '\0';
+}
+
 void att_observe(const grit_attempt_record *rec, void *ud) {
   att_store *s = ud;
   pthread_mutex_lock(&s->mu);
+  if (s->n >= ATT_STORE_MAX) { /* bounded: the oldest calls' stay */
+    pthread_mutex_unlock(&s->mu);
+    return;
+  }
   if (s->n == s->cap) {
     size_t cap = s->cap ? s->cap * 2 : 64;
     att_rec *v = realloc(s->v, cap * sizeof(*v));
@@ -39,16 +50,14 @@ void att_observe(const grit_attempt_record *rec, void *ud) {
                  .backoff_ms = rec->backoff_ms,
                  .pushback = rec->pushback,
                  .reason = rec->reason};
-  snprintf(a->peer, sizeof(a->peer), "%s", rec->peer);
-  snprintf(a->message, sizeof(a->message), "%s", rec->message);
-  snprintf(a->skipped, sizeof(a->skipped), "%s",
-           rec->skipped ? rec->skipped : "");
-  snprintf(a->picked_by, sizeof(a->picked_by), "%s",
-           rec->picked_by ? rec->picked_by : "");
-  snprintf(a->req_enc, sizeof(a->req_enc), "%s", rec->request_encoding);
-  snprintf(a->resp_enc, sizeof(a->resp_enc), "%s", rec->response_encoding);
-  snprintf(a->trace_id, sizeof(a->trace_id), "%s", rec->trace_id);
-  snprintf(a->span_id, sizeof(a->span_id), "%s", rec->span_id);
+  copy_str(a->peer, sizeof(a->peer), rec->peer);
+  copy_str(a->message, sizeof(a->message), rec->message);
+  copy_str(a->skipped, sizeof(a->skipped), rec->skipped);
+  copy_str(a->picked_by, sizeof(a->picked_by), rec->picked_by);
+  copy_str(a->req_enc, sizeof(a->req_enc), rec->request_encoding);
+  copy_str(a->resp_enc, sizeof(a->resp_enc), rec->response_encoding);
+  copy_str(a->trace_id, sizeof(a->trace_id), rec->trace_id);
+  copy_str(a->span_id, sizeof(a->span_id), rec->span_id);
   a->previous_rpc_attempts = rec->previous_rpc_attempts;
   a->transparent_retry = rec->transparent_retry;
   pthread_mutex_unlock(&s->mu);

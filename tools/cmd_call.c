@@ -515,8 +515,11 @@ static grit_err make_args(const call_flags *fl, const char *sc,
     return rv;
   if (sc)
     rv = grit_channel_args_set_string(a, GRIT_ARG_SERVICE_CONFIG, sc);
-  /* Always: the records give the peer of a call that never committed. */
-  if (rv == GRIT_OK)
+  /* The records give a timeline (--attempts), the JSON "reason" and the
+   * peer of a call that never committed. A --count run without
+   * --attempts or --json needs none of them: no observer, so it costs no
+   * more per call than the library (issue 24). */
+  if (rv == GRIT_OK && (fl->count <= 1 || fl->attempts || fl->json))
     rv = grit_channel_args_set_observer(a, att_observe, store);
   if (rv == GRIT_OK)
     rv = tool_conn_args(&fl->conn, a);

@@ -162,3 +162,21 @@ size_t grit_metadata_wire_size(const grit_metadata *md) {
     n += strlen(md->entries[i].key) + md->entries[i].len + 32;
   return n;
 }
+
+size_t grit_metadata_remove(grit_metadata *md, const char *key) {
+  if (!md || !key || md == grit_metadata_empty())
+    return 0;
+  size_t kept = 0, removed = 0;
+  for (size_t i = 0; i < md->count; i++) {
+    md_entry e = md->entries[i];
+    if (strcmp(e.key, key) == 0) {
+      grit_free(e.key);
+      grit_free(e.value);
+      removed++;
+      continue;
+    }
+    md->entries[kept++] = e; /* order of the rest unchanged */
+  }
+  md->count = kept;
+  return removed;
+}

@@ -266,6 +266,13 @@ GRIT_EXTERN grit_err grit_metadata_get(const grit_metadata *md, size_t i,
 GRIT_EXTERN const uint8_t *grit_metadata_find(const grit_metadata *md,
                                               const char *key, size_t *len);
 
+/** Remove every pair whose key is |key| (an interceptor replacing a value
+ * removes it, then adds the new one). Pointers from grit_metadata_get and
+ * grit_metadata_find into |md| are invalid afterwards.
+ * Thread: any, one thread at a time per list.
+ * Returns the number of pairs removed (0 for NULL arguments). */
+GRIT_EXTERN size_t grit_metadata_remove(grit_metadata *md, const char *key);
+
 /* ------------------------------------------------------------------------
  * Status: the outcome of a call.
  *
@@ -1119,14 +1126,159 @@ GRIT_EXTERN uint16_t grit_admin_port(const grit_admin *a);
 GRIT_EXTERN void grit_admin_stop(grit_admin *a);
 
 /* ------------------------------------------------------------------------
+ * Call credentials (SPEC CR-01, CR-02, AP-05): metadata such as an
+ * "authorization" token that grit asks for before every attempt (first,
+ * retry, hedge, transparent retry), so a rotating token reaches every
+ * attempt. grpc C++'s CallCredentials and MetadataCredentialsPlugin, in C.
+ *
+ * - Attach them to a channel (grit_channel_args_set_call_credentials) and
+ *   to a call (grit_call_opts.call_credentials); both apply, the channel's
+ *   first. grit_call_credentials_create_composite joins several.
+ * - An attempt starts only once every credential has answered; the wait
+ *   counts against the call's deadline and never blocks the I/O thread.
+ * - A credential that fails fails the attempt with its status (the codes
+ *   gRFC A54 keeps for the control plane, INVALID_ARGUMENT, NOT_FOUND,
+ *   ALREADY_EXISTS, FAILED_PRECONDITION, ABORTED, OUT_OF_RANGE and
+ *   DATA_LOSS, become INTERNAL); the retry policy then decides as for any
+ *   status.
+ * - Security: a call with credentials on a cleartext channel fails
+ *   UNAUTHENTICATED before anything is sent, unless the channel has
+ *   GRIT_ARG_ALLOW_INSECURE_CALL_CREDENTIALS (local development only).
+ * - grit never writes a credential's metadata values to its traces, logs,
+ *   error messages or metrics.
+ */
+typedef struct grit_call_credentials grit_call_credentials;
+
+/** One attempt's question to a plugin; answered with
+ * grit_credentials_request_add (any number of times) and then
+ * grit_credentials_request_done (exactly once). */
+typedef struct grit_credentials_request grit_credentials_request;
+
+/** What a plugin is asked for. Strings are borrowed, valid during
+ * get_metadata only (copy what you keep). */
+typedef struct grit_credentials_context {
+  /** "https://" + the attempt's authority (":443" dropped) + "/" + the
+   * service: "https://api.example.com/pkg.Service", as grpc's plugins get
+   * it (the audience of a JWT). */
+  const char *service_url;
+  const char *method_name; /* "Method" of "/pkg.Service/Method" */
+  const char *authority;   /* the attempt's :authority */
+  /** Milliseconds left before the call's deadline; -1 when it has none. */
+  int64_t deadline_left_ms;
+  unsigned
+      attempt; /* 1 for the first attempt, as grpc-previous-rpc-attempts + 1 */
+} grit_credentials_context;
+
+#define GRIT_CREDENTIALS_PLUGIN_VERSION 1
+
+/** A metadata credentials plugin. */
+typedef struct grit_credentials_plugin {
+  unsigned version; /* GRIT_CREDENTIALS_PLUGIN_VERSION */
+  /** A short name for traces and error messages ("oauth2"); copied; may be
+   * NULL ("plugin"). Never a secret. */
+  const char *type;
+  /** Asked before every attempt, on the I/O thread: it must not block.
+   * Answer now (from inside this function) or later from any thread:
+   * grit_credentials_request_add for each pair, then
+   * grit_credentials_request_done. |req| stays valid until done. */
+  void (*get_metadata)(void *user_data, const grit_credentials_context *ctx,
+                       grit_credentials_request *req);
+  /** Called once when the last reference to the credentials goes (any
+   * thread); may be NULL. */
+  void (*destroy)(void *user_data);
+} grit_credentials_plugin;
+
+/** Add one pair to the answer of |req|. Keys and values follow
+ * grit_metadata_add's rules ("authorization" is allowed; reserved keys are
+ * not).
+ * Ownership: copied. Thread: the one answering |req|.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_METADATA (the answer will fail the
+ * attempt INTERNAL, naming the key, never the value);
+ * GRIT_ERR_INVALID_ARG (|req| or |key| NULL); GRIT_ERR_NOMEM (the answer
+ * will fail the attempt RESOURCE_EXHAUSTED). */
+GRIT_EXTERN grit_err grit_credentials_request_add(grit_credentials_request *req,
+                                                  const char *key,
+                                                  const void *value,
+                                                  size_t len);
+
+/** Finish |req|: |code| GRIT_STATUS_OK sends the pairs added; any other
+ * code fails the attempt with it (mapped per gRFC A54) and |message|
+ * (copied; NULL means ""), prefixed with the plugin's type. Exactly once
+ * per request; |req| must not be used afterwards.
+ * Thread: any. */
+GRIT_EXTERN void grit_credentials_request_done(grit_credentials_request *req,
+                                               grit_status_code code,
+                                               const char *message);
+
+/** Credentials from |plugin| (copied) and |user_data| (never dereferenced
+ * by grit; passed to the plugin; released through plugin->destroy).
+ * Ownership: |*out| new; grit_call_credentials_unref.
+ * Thread: any.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (NULL pointer, NULL get_metadata,
+ * unknown version); GRIT_ERR_NOMEM (destroy is not called). */
+GRIT_EXTERN grit_err grit_call_credentials_create_plugin(
+    const grit_credentials_plugin *plugin, void *user_data,
+    grit_call_credentials **out);
+
+/** Credentials that send "authorization: Bearer <token>" on every attempt.
+ * Ownership: |token| copied; |*out| new. Thread: any.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (NULL, empty, or a byte outside
+ * printable ASCII such as CR or LF); GRIT_ERR_NOMEM. */
+GRIT_EXTERN grit_err grit_call_credentials_create_bearer(
+    const char *token, grit_call_credentials **out);
+
+/** Credentials that send "authorization: Bearer <content>" where content is
+ * the file at |path| with leading and trailing white space removed (a
+ * Kubernetes projected service-account token, for instance). The file is
+ * checked before every attempt (stat) and read again when its inode,
+ * size or modification time changed, so a rotated token reaches the next
+ * attempt. A missing, unreadable, empty, over-64-KiB or non-printable file
+ * fails the attempt UNAVAILABLE with the path and the reason (never the
+ * content).
+ * Ownership: |path| copied; |*out| new. Thread: any.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (NULL or empty path);
+ * GRIT_ERR_NOMEM. The file need not exist yet. */
+GRIT_EXTERN grit_err grit_call_credentials_create_token_file(
+    const char *path, grit_call_credentials **out);
+
+/** Credentials that apply |a|, then |b| (both borrowed; the result takes
+ * its own references). Either may itself be composite.
+ * Ownership: |*out| new. Thread: any.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (a NULL argument); GRIT_ERR_NOMEM. */
+GRIT_EXTERN grit_err grit_call_credentials_create_composite(
+    grit_call_credentials *a, grit_call_credentials *b,
+    grit_call_credentials **out);
+
+/** Take a reference to |c| (NULL is a no-op). Thread: any. */
+GRIT_EXTERN void grit_call_credentials_ref(grit_call_credentials *c);
+
+/** Drop a reference; the last one releases |c| (a plugin's destroy runs
+ * then, on the calling thread or, if an attempt still holds it, on the I/O
+ * thread). NULL is a no-op. Thread: any. */
+GRIT_EXTERN void grit_call_credentials_unref(grit_call_credentials *c);
+
+/** Attach |creds| to every call of channels made with |a| (NULL removes).
+ * Ownership: the args take a reference; each channel takes its own.
+ * Thread: any, one at a time per set.
+ * Returns GRIT_OK or GRIT_ERR_INVALID_ARG (|a| NULL). */
+GRIT_EXTERN grit_err grit_channel_args_set_call_credentials(
+    grit_channel_args *a, grit_call_credentials *creds);
+
+/** Int: 1 lets call credentials go out on a cleartext channel (local
+ * development only). Default 0: such a call fails UNAUTHENTICATED before
+ * anything is sent. */
+#define GRIT_ARG_ALLOW_INSECURE_CALL_CREDENTIALS                               \
+  "grit.allow_insecure_call_credentials"
+
+/* ------------------------------------------------------------------------
  * Calls.
  */
 typedef struct grit_call grit_call;
 
-/** Layout version of grit_call_opts. grit accepts this version (and, once
- * the struct grows, every earlier one of the same soname: docs/abi.md);
- * any other is GRIT_ERR_INVALID_ARG. */
-#define GRIT_CALL_OPTS_VERSION 2
+/** Layout version of grit_call_opts: 3 adds call_credentials and
+ * interceptors. grit accepts this version and 2 (the struct before them:
+ * docs/abi.md); any other is GRIT_ERR_INVALID_ARG. */
+#define GRIT_CALL_OPTS_VERSION 3
 
 /** Wait-for-ready (the service config's "waitForReady", SPEC SC-07):
  * whether a call whose pick fails waits for a ready connection (until its
@@ -1185,6 +1337,93 @@ typedef enum grit_compression {
  * Ownership: static. Thread: any. */
 GRIT_EXTERN const char *grit_compression_name(grit_compression c);
 
+/* ------------------------------------------------------------------------
+ * Client interceptors (SPEC IC-01): code that sees every call of a channel
+ * (logging, metrics, header injection, a policy check) and may change its
+ * request metadata or fail it before anything is sent.
+ *
+ * Order: a channel's interceptors in the order added, then the call's
+ * (grit_call_opts.interceptors). Outbound events (start, each message
+ * sent) go first to last; inbound events (response headers, each message
+ * received, the final status) last to first, so the first interceptor is
+ * the outermost, as grpc-go chains them.
+ *
+ * Threads: on_start runs on the thread that starts the call
+ * (grit_call_start, grit_unary_call, grit_unary_call_async) and on_send on
+ * the thread that sends; on_headers, on_message and on_done run on the I/O
+ * thread, like the call's own callbacks, and must not block it. Each call
+ * gets one |call_data| slot per interceptor, NULL until on_start sets it;
+ * on_done runs exactly once for every interceptor whose on_start ran (and
+ * returned OK or failed the call) and is the place to free it.
+ *
+ * Ending a call: on_start returns a non-OK code (and a message) to fail the
+ * call with that status before anything is sent; the interceptors after it
+ * are not asked, those before it see on_done with that status. Messages
+ * are seen, not changed. An interceptor may call grit functions of other
+ * calls, but must not block, and must not destroy the call it is shown.
+ */
+typedef struct grit_interceptor grit_interceptor;
+
+/** What on_start is told about the call. Borrowed, valid during on_start. */
+typedef struct grit_interceptor_call_info {
+  const char *method;    /* "/pkg.Service/Method" */
+  const char *authority; /* the call's override; NULL: the channel's */
+  grit_method_kind kind; /* as given in grit_call_opts (UNARY for unary) */
+  uint64_t timeout_ms;   /* the call's own timeout; 0: none */
+} grit_interceptor_call_info;
+
+#define GRIT_INTERCEPTOR_OPS_VERSION 1
+
+/** An interceptor's hooks; any but version may be NULL. */
+typedef struct grit_interceptor_ops {
+  unsigned version; /* GRIT_INTERCEPTOR_OPS_VERSION */
+  /** The call starts. |md| is the call's request metadata, which the
+   * interceptor may change (grit_metadata_add, grit_metadata_remove).
+   * Return GRIT_STATUS_OK to go on, or another code and set |*message|
+   * (static or alive until the call's on_done; may stay NULL) to fail the
+   * call. */
+  grit_status_code (*on_start)(void *user_data,
+                               const grit_interceptor_call_info *info,
+                               grit_metadata *md, void **call_data,
+                               const char **message);
+  /** One request message, as given to grit (before compression). */
+  void (*on_send)(void *user_data, void *call_data, const uint8_t *data,
+                  size_t len);
+  /** Response headers (not for a Trailers-Only response). */
+  void (*on_headers)(void *user_data, void *call_data,
+                     const grit_metadata *headers);
+  /** One response message, decompressed. */
+  void (*on_message)(void *user_data, void *call_data, const uint8_t *data,
+                     size_t len);
+  /** The call's final status; exactly once, last. */
+  void (*on_done)(void *user_data, void *call_data, const grit_status *st);
+  /** The last reference to the interceptor went (any thread). */
+  void (*destroy)(void *user_data);
+} grit_interceptor_ops;
+
+/** An interceptor from |ops| (copied) and |user_data| (never dereferenced
+ * by grit).
+ * Ownership: |*out| new; grit_interceptor_unref. Thread: any.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (NULL |ops| or |out|, unknown
+ * version); GRIT_ERR_NOMEM (destroy is not called). */
+GRIT_EXTERN grit_err grit_interceptor_create(const grit_interceptor_ops *ops,
+                                             void *user_data,
+                                             grit_interceptor **out);
+
+/** Take a reference (NULL is a no-op). Thread: any. */
+GRIT_EXTERN void grit_interceptor_ref(grit_interceptor *ic);
+
+/** Drop a reference; the last runs ops->destroy. NULL is a no-op.
+ * Thread: any. */
+GRIT_EXTERN void grit_interceptor_unref(grit_interceptor *ic);
+
+/** Append |ic| to the interceptors of channels made with |a| (the args take
+ * a reference; each channel takes its own).
+ * Thread: any, one at a time per set.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (a NULL argument); GRIT_ERR_NOMEM. */
+GRIT_EXTERN grit_err grit_channel_args_add_interceptor(grit_channel_args *a,
+                                                       grit_interceptor *ic);
+
 /** Per-call options. Zero-initialise, then set version; zero is the
  * default for every other field. */
 typedef struct grit_call_opts {
@@ -1206,6 +1445,14 @@ typedef struct grit_call_opts {
    * GRIT_ARG_TRACE_CONTEXT is not (SPEC OB-02). A malformed value makes
    * call creation fail with GRIT_ERR_INVALID_ARG. */
   const char *traceparent;
+  /* ---- version 3 ---- */
+  /** Call credentials for this call only (SPEC CR-01), applied after the
+   * channel's (borrowed: the call takes its own reference). */
+  grit_call_credentials *call_credentials;
+  /** Interceptors for this call only (SPEC IC-01), after the channel's:
+   * an array of |interceptor_count| (borrowed: the call references each). */
+  grit_interceptor *const *interceptors;
+  size_t interceptor_count;
 } grit_call_opts;
 
 /** Callbacks of an asynchronous call. Any member may be NULL. Each runs on

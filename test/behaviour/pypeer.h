@@ -85,7 +85,10 @@ static inline uint16_t pypeer_read_port(int fd, char *buf, size_t len,
   return 0;
 }
 
-static inline bool pypeer_start(pypeer *p, const char *script) {
+/* Start test/peers/|script| with the NULL-terminated extra arguments
+ * |args| (NULL: none). */
+static inline bool pypeer_start_args(pypeer *p, const char *script,
+                                     const char *const *args) {
   char path[PATH_MAX * 2];
   pypeer_script_path(script, path, sizeof(path));
   int in[2], out[2];
@@ -107,7 +110,10 @@ static inline bool pypeer_start(pypeer *p, const char *script) {
     close(in[1]);
     close(out[0]);
     close(out[1]);
-    execl(PYPEER_PYTHON, PYPEER_PYTHON, path, (char *)NULL);
+    const char *argv[16] = {PYPEER_PYTHON, path};
+    for (int i = 0; args && args[i] && i < 13; i++)
+      argv[i + 2] = args[i];
+    execv(PYPEER_PYTHON, (char *const *)argv);
     _exit(127);
   }
   close(in[0]);
@@ -121,6 +127,10 @@ static inline bool pypeer_start(pypeer *p, const char *script) {
   if (!p->port)
     fprintf(stderr, "%s gave no port: %.*s\n", path, (int)got, buf);
   return p->port != 0;
+}
+
+static inline bool pypeer_start(pypeer *p, const char *script) {
+  return pypeer_start_args(p, script, NULL);
 }
 
 static inline void pypeer_stop(pypeer *p) {

@@ -364,7 +364,10 @@ static const void *oom_req = "hello";
 static size_t oom_req_len = 5;
 static const h2s_action *oom_default_action; /* NULL: echo */
 static const char *oom_compression;          /* channel default */
-static size_t oom_want_len;                  /* 0: the echo's */
+/* CR-01, IC-01: call credentials and an interceptor on the channel. */
+static grit_call_credentials *oom_creds;
+static grit_interceptor *oom_ic;
+static size_t oom_want_len; /* 0: the echo's */
 
 typedef struct waiter {
   pthread_mutex_t mu;
@@ -567,6 +570,13 @@ static void call_sweep(const char *name, bool warm, const char *config,
   if (oom_compression)
     ASSERT_OK(grit_channel_args_set_string(
         c->args, GRIT_ARG_DEFAULT_COMPRESSION, oom_compression));
+  if (oom_creds) {
+    ASSERT_OK(grit_channel_args_set_call_credentials(c->args, oom_creds));
+    ASSERT_OK(grit_channel_args_set_int(
+        c->args, GRIT_ARG_ALLOW_INSECURE_CALL_CREDENTIALS, 1));
+  }
+  if (oom_ic)
+    ASSERT_OK(grit_channel_args_add_interceptor(c->args, oom_ic));
   if (warm) {
     grit_error_detail d = {0};
     ASSERT_OK(grit_channel_create(c->rt, c->target, c->args, &d, &c->warm));
@@ -663,6 +673,44 @@ static void test_unary_gzip(void) {
   free(gz);
 }
 
+static grit_status_code oom_ic_start(void *ud,
+                                     const grit_interceptor_call_info *info,
+                                     grit_metadata *md, void **cd,
+                                     const char **message) {
+  (void)ud, (void)info, (void)cd;
+  if (grit_metadata_add(md, "x-ic", "1", 1) != GRIT_OK) {
+    *message = "interceptor: out of memory";
+    return GRIT_STATUS_RESOURCE_EXHAUSTED;
+  }
+  return GRIT_STATUS_OK;
+}
+
+/* Call credentials (a bearer token and a plugin, composed) and an
+ * interceptor that adds a header, every allocation failing in turn (SPEC
+ * CR-01, IC-01). */
+static void test_unary_creds_interceptor(void) {
+  static const grit_interceptor_ops ops = {
+      .version = GRIT_INTERCEPTOR_OPS_VERSION, .on_start = oom_ic_start};
+  grit_call_credentials *bearer, *file;
+  ASSERT_OK(grit_call_credentials_create_bearer("t0k", &bearer));
+  char path[] = "/tmp/grit-oom-token-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT(fd >= 0);
+  ASSERT_EQ(write(fd, "file-token\n", 11), 11);
+  close(fd);
+  ASSERT_OK(grit_call_credentials_create_token_file(path, &file));
+  ASSERT_OK(grit_call_credentials_create_composite(bearer, file, &oom_creds));
+  ASSERT_OK(grit_interceptor_create(&ops, NULL, &oom_ic));
+  call_sweep("unary_creds_interceptor", true, NULL, false);
+  grit_interceptor_unref(oom_ic);
+  grit_call_credentials_unref(oom_creds);
+  grit_call_credentials_unref(bearer);
+  grit_call_credentials_unref(file);
+  oom_ic = NULL;
+  oom_creds = NULL;
+  unlink(path);
+}
+
 static const test_case tests[] = {
     {"args", test_args},
     {"operations", test_operations},
@@ -670,6 +718,7 @@ static const test_case tests[] = {
     {"runtime", test_runtime},
     {"service_config_check", test_service_config_check},
     {"channel_create", test_channel_create},
+    {"unary_creds_interceptor", test_unary_creds_interceptor},
     {"channel_create_tls", test_channel_create_tls},
     {"unary_fresh", test_unary_fresh},
     {"unary_warm", test_unary_warm},
