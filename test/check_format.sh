@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "${1:-.}"
 command -v clang-format >/dev/null || exit 77
-dirs=(include util channel service_config lb retry hedging throttle compress
+dirs=(include util xds channel service_config lb retry hedging throttle compress
   observe transport tools interop test bench codegen pbjson examples)
 bad=$(find "${dirs[@]}" \( -name '*.c' -o -name '*.h' \) \
   -not -path '*/proto/*' -print0 | sort -z |
