@@ -259,6 +259,34 @@ void xds_resource_unref(xds_resource *r);
 bool xds_any_unwrap(const uint8_t *p, size_t n, const char **type_url,
                     size_t *type_len, const uint8_t **value, size_t *vlen);
 
+/* ---- bootstrap (gRFC A27; SPEC XD-01) ---- */
+
+typedef struct xds_server {
+  char *uri;
+  bool tls; /* channel_creds "tls" (else "insecure") */
+  char *ca_file, *cert_file, *key_file; /* the tls config; NULL: defaults */
+  bool ignore_resource_deletion;        /* server_features */
+} xds_server;
+
+typedef struct xds_bootstrap {
+  xds_server *servers; /* grit uses the first */
+  size_t nservers;
+  char *node_id, *node_cluster;
+  char *region, *zone, *sub_zone;
+  char *node_metadata; /* a JSON object, compact; NULL: none */
+  char *listener_template;
+} xds_bootstrap;
+
+/* Parse bootstrap JSON. Errors name the JSON path in |d|. Returns GRIT_OK,
+ * GRIT_ERR_INVALID_ARG or GRIT_ERR_NOMEM. */
+grit_err xds_bootstrap_parse(const char *json, size_t len, xds_bootstrap **out,
+                             grit_error_detail *d);
+/* From GRPC_XDS_BOOTSTRAP (a file), else GRPC_XDS_BOOTSTRAP_CONFIG (the
+ * JSON). GRIT_ERR_NOT_FOUND when neither is set or the file cannot be
+ * opened. */
+grit_err xds_bootstrap_from_env(xds_bootstrap **out, grit_error_detail *d);
+void xds_bootstrap_free(xds_bootstrap *b);
+
 /* ---- routing (pure; SPEC XD-02) ---- */
 
 /* The virtual host for |authority| (A28: exact, then the longest suffix
