@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "${1:-.}"
 command -v clang-format >/dev/null || exit 77
-dirs=(include util credentials intercept channel runtime resolver service_config lb retry hedging callsm throttle compress
+dirs=(include util xds credentials intercept channel runtime resolver service_config lb retry hedging callsm throttle compress
   observe transport tools interop test bench codegen pbjson examples h2server)
 bad=$(find "${dirs[@]}" \( -name '*.c' -o -name '*.h' \) \
   -not -path '*/proto/*' -print0 | sort -z |

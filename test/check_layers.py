@@ -32,6 +32,7 @@ FLOORS = {
     "util": 0,
     "transport": 1, "service_config": 1, "throttle": 1, "compress": 1,
     "observe": 1, "dedup": 1, "credentials": 1, "intercept": 1,
+    "xds": 1,
     "lb": 2, "retry": 2, "hedging": 2, "callsm": 2,
     "runtime": 3, "resolver": 3,
     "channel": 4,

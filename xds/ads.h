@@ -1,0 +1,83 @@
+/* The ADS protocol as a pure machine (gRFC A27; SPEC XD-01): one
+ * state-of-the-world v3 stream of
+ * envoy.service.discovery.v3.AggregatedDiscoveryService/
+ * StreamAggregatedResources. It keeps, per resource type, the names
+ * watched, the last version ACKed and nonce seen, and a cache of decoded
+ * resources; it turns responses into ACKs or NACKs (with the reasons) and
+ * watcher notifications, and runs the does-not-exist timers from the time
+ * the caller passes in. No I/O, no clock, no threads: the caller owns the
+ * stream, sends the requests it is handed, and feeds back what arrives.
+ * Callbacks run inside the call that caused them and must not call back
+ * into the machine (queue work instead).
+ * Layout: floor 1 of docs/layout.md. */
+#ifndef GRIT_XDS_ADS_H
+#define GRIT_XDS_ADS_H
+
+#include "xds/xds.h"
+
+#define XDS_DNE_TIMEOUT_MS 15000 /* A27's does-not-exist timer */
+
+typedef struct xds_ads_cbs {
+  /* A new or changed resource (borrowed: take a reference to keep it). */
+  void (*on_resource)(void *ud, xds_kind k, const char *name, xds_resource *r);
+  /* An update of |name| was refused (NACKed): the previous one, if any,
+   * stays in force. */
+  void (*on_error)(void *ud, xds_kind k, const char *name, const char *why);
+  /* |name| does not exist (deleted from a state-of-the-world response, or
+   * no answer within the does-not-exist timer). */
+  void (*on_does_not_exist)(void *ud, xds_kind k, const char *name);
+} xds_ads_cbs;
+
+typedef struct xds_ads xds_ads;
+
+/* A machine for the first server of |b| (borrowed; must outlive it).
+ * |user_agent_version| is sent in the Node. Returns GRIT_OK or
+ * GRIT_ERR_NOMEM. */
+grit_err xds_ads_create(const xds_bootstrap *b, const char *user_agent_version,
+                        const xds_ads_cbs *cbs, void *ud, xds_ads **out);
+void xds_ads_destroy(xds_ads *a);
+
+/* Watch |name| of |k|: a request goes out (if the stream is up) and, when
+ * the resource is cached, on_resource runs at once. Several watches of one
+ * name share the subscription. Returns GRIT_OK or GRIT_ERR_NOMEM. */
+grit_err xds_ads_watch(xds_ads *a, xds_kind k, const char *name,
+                       uint64_t now_ms);
+/* Drop one watch; the last unsubscribes the name. */
+void xds_ads_unwatch(xds_ads *a, xds_kind k, const char *name);
+
+/* A (new) stream is up: every type with watched names is requested again
+ * (the Node goes with the first request), the versions kept, the nonces
+ * cleared, the timers restarted for names with nothing cached. */
+void xds_ads_stream_started(xds_ads *a, uint64_t now_ms);
+/* The stream ended; requests are held until the next one. */
+void xds_ads_stream_ended(xds_ads *a);
+
+/* A DiscoveryResponse arrived. Returns GRIT_OK; GRIT_ERR_INVALID_ARG when
+ * the message itself is malformed or of an unknown type (nothing changes;
+ * a NACK is queued when its type and nonce could be read); GRIT_ERR_NOMEM. */
+grit_err xds_ads_on_response(xds_ads *a, const uint8_t *p, size_t n,
+                             uint64_t now_ms);
+
+/* Fire the does-not-exist timers due at |now_ms|. */
+void xds_ads_on_timer(xds_ads *a, uint64_t now_ms);
+/* When xds_ads_on_timer is next due (0: no timer). */
+uint64_t xds_ads_next_timer_ms(const xds_ads *a);
+
+/* The next DiscoveryRequest to send, serialized, into |out| (grit_free its
+ * data). Returns true when there was one. */
+bool xds_ads_next_request(xds_ads *a, grit_bytes *out);
+
+/* What the operator sees of one type: the version ACKed last, and the
+ * last NACK's reason (NULL: none). Borrowed until the next call. */
+const char *xds_ads_version(const xds_ads *a, xds_kind k);
+const char *xds_ads_last_nack(const xds_ads *a, xds_kind k);
+
+/* Counters (A78-like): resources accepted, resources refused. */
+typedef struct xds_ads_stats {
+  uint64_t valid[XDS_KINDS];
+  uint64_t invalid[XDS_KINDS];
+  uint64_t requests, responses;
+} xds_ads_stats;
+void xds_ads_get_stats(const xds_ads *a, xds_ads_stats *st);
+
+#endif
