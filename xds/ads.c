@@ -58,8 +58,9 @@ static grit_err set_str(char **dst, const char *s, size_t n) {
   return GRIT_OK;
 }
 
-grit_err xds_ads_create(const xds_bootstrap *b, const char *user_agent_version,
-                        const xds_ads_cbs *cbs, void *ud, xds_ads **out) {
+grit_err grit_xds_ads_create(const xds_bootstrap *b,
+                             const char *user_agent_version,
+                             const xds_ads_cbs *cbs, void *ud, xds_ads **out) {
   *out = NULL;
   xds_ads *a = grit_calloc(1, sizeof(*a));
   if (!a)
@@ -76,14 +77,14 @@ grit_err xds_ads_create(const xds_bootstrap *b, const char *user_agent_version,
   return GRIT_OK;
 }
 
-void xds_ads_destroy(xds_ads *a) {
+void grit_xds_ads_destroy(xds_ads *a) {
   if (!a)
     return;
   for (int k = 0; k < XDS_KINDS; k++) {
     type_state *t = &a->t[k];
     for (size_t i = 0; i < t->n; i++) {
       grit_free(t->e[i].name);
-      xds_resource_unref(t->e[i].res);
+      grit_xds_resource_unref(t->e[i].res);
     }
     grit_free(t->e);
     grit_free(t->version);
@@ -102,8 +103,8 @@ static entry *find(type_state *t, const char *name, size_t len) {
   return NULL;
 }
 
-grit_err xds_ads_watch(xds_ads *a, xds_kind k, const char *name,
-                       uint64_t now_ms) {
+grit_err grit_xds_ads_watch(xds_ads *a, xds_kind k, const char *name,
+                            uint64_t now_ms) {
   type_state *t = &a->t[k];
   entry *e = find(t, name, strlen(name));
   if (e) {
@@ -133,18 +134,18 @@ grit_err xds_ads_watch(xds_ads *a, xds_kind k, const char *name,
   return GRIT_OK;
 }
 
-void xds_ads_unwatch(xds_ads *a, xds_kind k, const char *name) {
+void grit_xds_ads_unwatch(xds_ads *a, xds_kind k, const char *name) {
   type_state *t = &a->t[k];
   entry *e = find(t, name, strlen(name));
   if (!e || --e->watchers > 0)
     return;
   grit_free(e->name);
-  xds_resource_unref(e->res);
+  grit_xds_resource_unref(e->res);
   *e = t->e[--t->n];
   t->dirty = true;
 }
 
-void xds_ads_stream_started(xds_ads *a, uint64_t now_ms) {
+void grit_xds_ads_stream_started(xds_ads *a, uint64_t now_ms) {
   a->up = true;
   a->node_sent = false;
   for (int k = 0; k < XDS_KINDS; k++) {
@@ -159,7 +160,7 @@ void xds_ads_stream_started(xds_ads *a, uint64_t now_ms) {
   }
 }
 
-void xds_ads_stream_ended(xds_ads *a) {
+void grit_xds_ads_stream_ended(xds_ads *a) {
   a->up = false;
   for (int k = 0; k < XDS_KINDS; k++)
     for (size_t i = 0; i < a->t[k].n; i++)
@@ -198,7 +199,7 @@ static grit_err take_resource(xds_ads *a, xds_kind k, const grit_pbf *any,
   const char *rt;
   size_t rtl, vlen;
   const uint8_t *value;
-  if (!xds_any_unwrap(any->data, any->len, &rt, &rtl, &value, &vlen)) {
+  if (!grit_xds_any_unwrap(any->data, any->len, &rt, &rtl, &value, &vlen)) {
     nack_add(t, NULL, "a resource is not a valid Any");
     a->stats.invalid[k]++;
     return GRIT_OK;
@@ -210,8 +211,8 @@ static grit_err take_resource(xds_ads *a, xds_kind k, const grit_pbf *any,
   }
   xds_resource *res;
   char name[256], why[512];
-  grit_err rv = xds_resource_decode(k, value, vlen, &res, name, sizeof(name),
-                                    why, sizeof(why));
+  grit_err rv = grit_xds_resource_decode(k, value, vlen, &res, name,
+                                         sizeof(name), why, sizeof(why));
   if (rv == GRIT_ERR_NOMEM)
     return rv;
   entry *e = name[0] ? find(t, name, strlen(name)) : NULL;
@@ -229,16 +230,16 @@ static grit_err take_resource(xds_ads *a, xds_kind k, const grit_pbf *any,
   }
   a->stats.valid[k]++;
   if (!e) { /* not watched (any more): ACKed, not kept */
-    xds_resource_unref(res);
+    grit_xds_resource_unref(res);
     return GRIT_OK;
   }
   uint64_t h = fnv1a(value, vlen);
   e->dne_at_ms = 0;
   if (e->res && e->hash == h) {
-    xds_resource_unref(res); /* unchanged: no notification */
+    grit_xds_resource_unref(res); /* unchanged: no notification */
     return GRIT_OK;
   }
-  xds_resource_unref(e->res);
+  grit_xds_resource_unref(e->res);
   e->res = res;
   e->hash = h;
   if (a->cbs.on_resource)
@@ -246,8 +247,8 @@ static grit_err take_resource(xds_ads *a, xds_kind k, const grit_pbf *any,
   return GRIT_OK;
 }
 
-grit_err xds_ads_on_response(xds_ads *a, const uint8_t *p, size_t n,
-                             uint64_t now_ms) {
+grit_err grit_xds_ads_on_response(xds_ads *a, const uint8_t *p, size_t n,
+                                  uint64_t now_ms) {
   (void)now_ms;
   a->stats.responses++;
   const char *version = NULL, *type_url = NULL, *nonce = NULL;
@@ -272,7 +273,7 @@ grit_err xds_ads_on_response(xds_ads *a, const uint8_t *p, size_t n,
       nl = f.len;
     }
   }
-  int kind = type_url ? xds_kind_of(type_url, tl) : -1;
+  int kind = type_url ? grit_xds_kind_of(type_url, tl) : -1;
   if (rc < 0 || kind < 0) {
     if (kind >= 0) { /* NACK what could not be read */
       type_state *t = &a->t[kind];
@@ -304,7 +305,7 @@ grit_err xds_ads_on_response(xds_ads *a, const uint8_t *p, size_t n,
       entry *e = &t->e[i];
       if (seen[i] || !e->res)
         continue;
-      xds_resource_unref(e->res);
+      grit_xds_resource_unref(e->res);
       e->res = NULL;
       if (a->cbs.on_does_not_exist)
         a->cbs.on_does_not_exist(a->ud, (xds_kind)kind, e->name);
@@ -326,7 +327,7 @@ grit_err xds_ads_on_response(xds_ads *a, const uint8_t *p, size_t n,
   return GRIT_OK;
 }
 
-void xds_ads_on_timer(xds_ads *a, uint64_t now_ms) {
+void grit_xds_ads_on_timer(xds_ads *a, uint64_t now_ms) {
   for (int k = 0; k < XDS_KINDS; k++) {
     type_state *t = &a->t[k];
     for (size_t i = 0; i < t->n; i++) {
@@ -340,7 +341,7 @@ void xds_ads_on_timer(xds_ads *a, uint64_t now_ms) {
   }
 }
 
-uint64_t xds_ads_next_timer_ms(const xds_ads *a) {
+uint64_t grit_xds_ads_next_timer_ms(const xds_ads *a) {
   uint64_t next = 0;
   for (int k = 0; k < XDS_KINDS; k++)
     for (size_t i = 0; i < a->t[k].n; i++) {
@@ -493,7 +494,7 @@ static void w_node(wbuf *w, const xds_ads *a) {
 /* DiscoveryRequest: version_info=1, node=2, resource_names=3,
  * type_url=4, response_nonce=5, error_detail=6 (google.rpc.Status:
  * code=1, message=2). */
-bool xds_ads_next_request(xds_ads *a, grit_bytes *out) {
+bool grit_xds_ads_next_request(xds_ads *a, grit_bytes *out) {
   out->data = NULL;
   out->len = 0;
   if (!a->up)
@@ -508,7 +509,7 @@ bool xds_ads_next_request(xds_ads *a, grit_bytes *out) {
       w_node(&w, a);
     for (size_t i = 0; i < t->n; i++)
       w_str(&w, 3, t->e[i].name);
-    w_str(&w, 4, xds_type_url((xds_kind)k));
+    w_str(&w, 4, grit_xds_type_url((xds_kind)k));
     w_str(&w, 5, t->nonce ? t->nonce : "");
     if (t->nack) {
       wbuf st = {0};
@@ -533,14 +534,14 @@ bool xds_ads_next_request(xds_ads *a, grit_bytes *out) {
   return false;
 }
 
-const char *xds_ads_version(const xds_ads *a, xds_kind k) {
+const char *grit_xds_ads_version(const xds_ads *a, xds_kind k) {
   return a->t[k].version;
 }
 
-const char *xds_ads_last_nack(const xds_ads *a, xds_kind k) {
+const char *grit_xds_ads_last_nack(const xds_ads *a, xds_kind k) {
   return a->t[k].last_nack;
 }
 
-void xds_ads_get_stats(const xds_ads *a, xds_ads_stats *st) {
+void grit_xds_ads_get_stats(const xds_ads *a, xds_ads_stats *st) {
   *st = a->stats;
 }

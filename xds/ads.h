@@ -33,44 +33,45 @@ typedef struct xds_ads xds_ads;
 /* A machine for the first server of |b| (borrowed; must outlive it).
  * |user_agent_version| is sent in the Node. Returns GRIT_OK or
  * GRIT_ERR_NOMEM. */
-grit_err xds_ads_create(const xds_bootstrap *b, const char *user_agent_version,
-                        const xds_ads_cbs *cbs, void *ud, xds_ads **out);
-void xds_ads_destroy(xds_ads *a);
+grit_err grit_xds_ads_create(const xds_bootstrap *b,
+                             const char *user_agent_version,
+                             const xds_ads_cbs *cbs, void *ud, xds_ads **out);
+void grit_xds_ads_destroy(xds_ads *a);
 
 /* Watch |name| of |k|: a request goes out (if the stream is up) and, when
  * the resource is cached, on_resource runs at once. Several watches of one
  * name share the subscription. Returns GRIT_OK or GRIT_ERR_NOMEM. */
-grit_err xds_ads_watch(xds_ads *a, xds_kind k, const char *name,
-                       uint64_t now_ms);
+grit_err grit_xds_ads_watch(xds_ads *a, xds_kind k, const char *name,
+                            uint64_t now_ms);
 /* Drop one watch; the last unsubscribes the name. */
-void xds_ads_unwatch(xds_ads *a, xds_kind k, const char *name);
+void grit_xds_ads_unwatch(xds_ads *a, xds_kind k, const char *name);
 
 /* A (new) stream is up: every type with watched names is requested again
  * (the Node goes with the first request), the versions kept, the nonces
  * cleared, the timers restarted for names with nothing cached. */
-void xds_ads_stream_started(xds_ads *a, uint64_t now_ms);
+void grit_xds_ads_stream_started(xds_ads *a, uint64_t now_ms);
 /* The stream ended; requests are held until the next one. */
-void xds_ads_stream_ended(xds_ads *a);
+void grit_xds_ads_stream_ended(xds_ads *a);
 
 /* A DiscoveryResponse arrived. Returns GRIT_OK; GRIT_ERR_INVALID_ARG when
  * the message itself is malformed or of an unknown type (nothing changes;
  * a NACK is queued when its type and nonce could be read); GRIT_ERR_NOMEM. */
-grit_err xds_ads_on_response(xds_ads *a, const uint8_t *p, size_t n,
-                             uint64_t now_ms);
+grit_err grit_xds_ads_on_response(xds_ads *a, const uint8_t *p, size_t n,
+                                  uint64_t now_ms);
 
 /* Fire the does-not-exist timers due at |now_ms|. */
-void xds_ads_on_timer(xds_ads *a, uint64_t now_ms);
-/* When xds_ads_on_timer is next due (0: no timer). */
-uint64_t xds_ads_next_timer_ms(const xds_ads *a);
+void grit_xds_ads_on_timer(xds_ads *a, uint64_t now_ms);
+/* When grit_xds_ads_on_timer is next due (0: no timer). */
+uint64_t grit_xds_ads_next_timer_ms(const xds_ads *a);
 
 /* The next DiscoveryRequest to send, serialized, into |out| (grit_free its
  * data). Returns true when there was one. */
-bool xds_ads_next_request(xds_ads *a, grit_bytes *out);
+bool grit_xds_ads_next_request(xds_ads *a, grit_bytes *out);
 
 /* What the operator sees of one type: the version ACKed last, and the
  * last NACK's reason (NULL: none). Borrowed until the next call. */
-const char *xds_ads_version(const xds_ads *a, xds_kind k);
-const char *xds_ads_last_nack(const xds_ads *a, xds_kind k);
+const char *grit_xds_ads_version(const xds_ads *a, xds_kind k);
+const char *grit_xds_ads_last_nack(const xds_ads *a, xds_kind k);
 
 /* Counters (A78-like): resources accepted, resources refused. */
 typedef struct xds_ads_stats {
@@ -78,6 +79,6 @@ typedef struct xds_ads_stats {
   uint64_t invalid[XDS_KINDS];
   uint64_t requests, responses;
 } xds_ads_stats;
-void xds_ads_get_stats(const xds_ads *a, xds_ads_stats *st);
+void grit_xds_ads_get_stats(const xds_ads *a, xds_ads_stats *st);
 
 #endif

@@ -24,15 +24,15 @@ struct xds_arena {
   regex_link *regexes;
 };
 
-xds_arena *xds_arena_create(void) {
+xds_arena *grit_xds_arena_create(void) {
   return grit_calloc(1, sizeof(xds_arena));
 }
 
-void xds_arena_destroy(xds_arena *a) {
+void grit_xds_arena_destroy(xds_arena *a) {
   if (!a)
     return;
   for (regex_link *l = a->regexes; l; l = l->next)
-    xds_regex_free(l->re);
+    grit_xds_regex_free(l->re);
   chunk *c = a->head;
   while (c) {
     chunk *next = c->next;
@@ -42,7 +42,7 @@ void xds_arena_destroy(xds_arena *a) {
   grit_free(a);
 }
 
-void *xds_arena_alloc(xds_arena *a, size_t size) {
+void *grit_xds_arena_alloc(xds_arena *a, size_t size) {
   size = (size + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
   chunk *c = a->head;
   if (!c || c->size - c->used < size) {
@@ -61,18 +61,18 @@ void *xds_arena_alloc(xds_arena *a, size_t size) {
   return p;
 }
 
-char *xds_arena_strndup(xds_arena *a, const uint8_t *s, size_t n) {
-  char *p = xds_arena_alloc(a, n + 1);
+char *grit_xds_arena_strndup(xds_arena *a, const uint8_t *s, size_t n) {
+  char *p = grit_xds_arena_alloc(a, n + 1);
   if (p && n)
     memcpy(p, s, n);
   return p;
 }
 
-void *xds_arena_push(xds_arena *a, void **items, size_t *n, size_t *cap,
-                     size_t size) {
+void *grit_xds_arena_push(xds_arena *a, void **items, size_t *n, size_t *cap,
+                          size_t size) {
   if (*n == *cap) {
     size_t ncap = *cap ? *cap * 2 : 4;
-    void *grown = xds_arena_alloc(a, ncap * size);
+    void *grown = grit_xds_arena_alloc(a, ncap * size);
     if (!grown)
       return NULL;
     if (*n)
@@ -85,8 +85,8 @@ void *xds_arena_push(xds_arena *a, void **items, size_t *n, size_t *cap,
   return e;
 }
 
-bool xds_arena_keep_regex(xds_arena *a, xds_regex *re) {
-  regex_link *l = xds_arena_alloc(a, sizeof(*l));
+bool grit_xds_arena_keep_regex(xds_arena *a, xds_regex *re) {
+  regex_link *l = grit_xds_arena_alloc(a, sizeof(*l));
   if (!l)
     return false;
   l->re = re;
@@ -95,7 +95,7 @@ bool xds_arena_keep_regex(xds_arena *a, xds_regex *re) {
   return true;
 }
 
-size_t xds_dctx_push(xds_dctx *c, const char *fmt, ...) {
+size_t grit_xds_dctx_push(xds_dctx *c, const char *fmt, ...) {
   size_t mark = c->path_len;
   if (c->path_len < sizeof(c->path) - 1) {
     va_list ap;
@@ -111,12 +111,12 @@ size_t xds_dctx_push(xds_dctx *c, const char *fmt, ...) {
   return mark;
 }
 
-void xds_dctx_pop(xds_dctx *c, size_t mark) {
+void grit_xds_dctx_pop(xds_dctx *c, size_t mark) {
   c->path_len = mark;
   c->path[mark] = '\0';
 }
 
-bool xds_fail(xds_dctx *c, const char *fmt, ...) {
+bool grit_xds_fail(xds_dctx *c, const char *fmt, ...) {
   if (c->err[0] || c->oom)
     return false;
   char reason[256];
@@ -129,26 +129,26 @@ bool xds_fail(xds_dctx *c, const char *fmt, ...) {
   return false;
 }
 
-bool xds_oom(xds_dctx *c) {
+bool grit_xds_oom(xds_dctx *c) {
   c->oom = true;
   return false;
 }
 
-bool xds_str(xds_dctx *c, const grit_pbf *f, const char **out) {
+bool grit_xds_str(xds_dctx *c, const grit_pbf *f, const char **out) {
   if (f->wt != GRIT_PB_LEN)
-    return xds_fail(c, "field %u: not a string", f->num);
+    return grit_xds_fail(c, "field %u: not a string", f->num);
   if (!grit_pb_utf8_ok(f->data, f->len) || memchr(f->data, 0, f->len))
-    return xds_fail(c, "field %u: invalid UTF-8 or a NUL byte", f->num);
-  char *s = xds_arena_strndup(c->a, f->data, f->len);
+    return grit_xds_fail(c, "field %u: invalid UTF-8 or a NUL byte", f->num);
+  char *s = grit_xds_arena_strndup(c->a, f->data, f->len);
   if (!s)
-    return xds_oom(c);
+    return grit_xds_oom(c);
   *out = s;
   return true;
 }
 
-bool xds_next(xds_dctx *c, grit_pbr *r, grit_pbf *f) {
+bool grit_xds_next(xds_dctx *c, grit_pbr *r, grit_pbf *f) {
   int rc = grit_pbr_next(r, f);
   if (rc < 0)
-    xds_fail(c, "malformed message");
+    grit_xds_fail(c, "malformed message");
   return rc == 1;
 }

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void xds_bootstrap_free(xds_bootstrap *b) {
+void grit_xds_bootstrap_free(xds_bootstrap *b) {
   if (!b)
     return;
   for (size_t i = 0; i < b->nservers; i++) {
@@ -166,9 +166,12 @@ static grit_err parse_node(json_t *node, xds_bootstrap *b,
     b->node_metadata = json_dumps(md, JSON_COMPACT);
     if (!b->node_metadata)
       return GRIT_ERR_NOMEM;
-    /* jansson allocated it with its own allocator: copy into ours. */
+    /* jansson allocated it with its own allocator (grit never sets
+     * jansson's hooks, so that is libc's): copy into ours. */
     char *copy = grit_strdup(b->node_metadata);
-    free(b->node_metadata);
+    json_free_t jfree;
+    json_get_alloc_funcs(NULL, &jfree);
+    jfree(b->node_metadata);
     b->node_metadata = copy;
     if (!copy)
       return GRIT_ERR_NOMEM;
@@ -176,8 +179,8 @@ static grit_err parse_node(json_t *node, xds_bootstrap *b,
   return GRIT_OK;
 }
 
-grit_err xds_bootstrap_parse(const char *json, size_t len, xds_bootstrap **out,
-                             grit_error_detail *d) {
+grit_err grit_xds_bootstrap_parse(const char *json, size_t len,
+                                  xds_bootstrap **out, grit_error_detail *d) {
   *out = NULL;
   json_error_t je;
   json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
@@ -217,14 +220,15 @@ grit_err xds_bootstrap_parse(const char *json, size_t len, xds_bootstrap **out,
   if (rv != GRIT_OK) {
     if (rv == GRIT_ERR_NOMEM)
       grit_error_set(d, rv, "$", "out of memory");
-    xds_bootstrap_free(b);
+    grit_xds_bootstrap_free(b);
     return rv;
   }
   *out = b;
   return GRIT_OK;
 }
 
-grit_err xds_bootstrap_from_env(xds_bootstrap **out, grit_error_detail *d) {
+grit_err grit_xds_bootstrap_from_env(xds_bootstrap **out,
+                                     grit_error_detail *d) {
   *out = NULL;
   const char *file = getenv("GRPC_XDS_BOOTSTRAP");
   if (file && file[0]) {
@@ -254,7 +258,7 @@ grit_err xds_bootstrap_from_env(xds_bootstrap **out, grit_error_detail *d) {
     }
     fclose(f);
     if (rv == GRIT_OK)
-      rv = xds_bootstrap_parse(buf, n, out, d);
+      rv = grit_xds_bootstrap_parse(buf, n, out, d);
     else
       grit_error_set(d, rv, "GRPC_XDS_BOOTSTRAP", "%s: %s", file,
                      rv == GRIT_ERR_NOMEM ? "out of memory"
@@ -264,7 +268,7 @@ grit_err xds_bootstrap_from_env(xds_bootstrap **out, grit_error_detail *d) {
   }
   const char *text = getenv("GRPC_XDS_BOOTSTRAP_CONFIG");
   if (text && text[0])
-    return xds_bootstrap_parse(text, strlen(text), out, d);
+    return grit_xds_bootstrap_parse(text, strlen(text), out, d);
   grit_error_set(d, GRIT_ERR_NOT_FOUND, "$",
                  "no xDS bootstrap: set GRPC_XDS_BOOTSTRAP (a file) or "
                  "GRPC_XDS_BOOTSTRAP_CONFIG (JSON)");

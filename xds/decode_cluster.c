@@ -10,7 +10,7 @@
 #include <string.h>
 
 #define FOR_FIELDS(c, f, g)                                                    \
-  for (grit_pbr rd_##g = xds_reader(f); xds_next((c), &rd_##g, &(g));)
+  for (grit_pbr rd_##g = xds_reader(f); grit_xds_next((c), &rd_##g, &(g));)
 
 #define LBP "type.googleapis.com/envoy.extensions.load_balancing_policies."
 #define RING_MAX (8u * 1024 * 1024) /* A42 */
@@ -33,10 +33,10 @@ static bool config_source_ok(xds_dctx *c, const grit_pbf *f) {
 static bool ring_sizes(xds_dctx *c, xds_lb_policy *lb, uint64_t min,
                        uint64_t max) {
   if (min == 0 || min > RING_MAX || max > RING_MAX || (max && min > max))
-    return xds_fail(c,
-                    "ring size: minimum %llu, maximum %llu (1 <= min <= "
-                    "max <= 8M)",
-                    (unsigned long long)min, (unsigned long long)max);
+    return grit_xds_fail(c,
+                         "ring size: minimum %llu, maximum %llu (1 <= min <= "
+                         "max <= 8M)",
+                         (unsigned long long)min, (unsigned long long)max);
   lb->min_ring = min;
   lb->max_ring = max ? max : RING_MAX;
   return true;
@@ -58,12 +58,12 @@ static bool legacy_lb(xds_dctx *c, uint64_t policy, const grit_pbf *ring,
     if (ring) {
       FOR_FIELDS(c, ring, g) {
         if (g.num == 1 && !grit_pb_wrapped_u64(&g, &min))
-          return xds_fail(c, "ring_hash_lb_config: malformed");
+          return grit_xds_fail(c, "ring_hash_lb_config: malformed");
         if (g.num == 4 && !grit_pb_wrapped_u64(&g, &max))
-          return xds_fail(c, "ring_hash_lb_config: malformed");
+          return grit_xds_fail(c, "ring_hash_lb_config: malformed");
         if (g.num == 3 && g.v != 0)
-          return xds_fail(c, "ring_hash_lb_config: hash_function must be "
-                             "XX_HASH");
+          return grit_xds_fail(c, "ring_hash_lb_config: hash_function must be "
+                                  "XX_HASH");
       }
     }
     return ring_sizes(c, lb, min, max);
@@ -75,17 +75,18 @@ static bool legacy_lb(xds_dctx *c, uint64_t policy, const grit_pbf *ring,
     if (lr) {
       FOR_FIELDS(c, lr, g) {
         if (g.num == 1 && !grit_pb_wrapped_u64(&g, &n))
-          return xds_fail(c, "least_request_lb_config: malformed");
+          return grit_xds_fail(c, "least_request_lb_config: malformed");
       }
     }
     if (n < 2)
-      return xds_fail(c, "least_request_lb_config.choice_count must be >= 2");
+      return grit_xds_fail(c,
+                           "least_request_lb_config.choice_count must be >= 2");
     lb->choice_count = n > 10 ? 10 : (uint32_t)n; /* A48: capped at 10 */
     return true;
   }
   default:
-    return xds_fail(c, "lb_policy %llu is not supported",
-                    (unsigned long long)policy);
+    return grit_xds_fail(c, "lb_policy %llu is not supported",
+                         (unsigned long long)policy);
   }
 }
 
@@ -106,11 +107,11 @@ static int typed_policy(xds_dctx *c, const uint8_t *t, size_t tlen,
     uint64_t min = 1024, max = RING_MAX;
     FOR_FIELDS(c, v, g) {
       if (g.num == 1 && g.v > 1)
-        return xds_fail(c, "RingHash: hash_function must be XX_HASH"), -1;
+        return grit_xds_fail(c, "RingHash: hash_function must be XX_HASH"), -1;
       if (g.num == 2 && !grit_pb_wrapped_u64(&g, &min))
-        return xds_fail(c, "RingHash: malformed"), -1;
+        return grit_xds_fail(c, "RingHash: malformed"), -1;
       if (g.num == 3 && !grit_pb_wrapped_u64(&g, &max))
-        return xds_fail(c, "RingHash: malformed"), -1;
+        return grit_xds_fail(c, "RingHash: malformed"), -1;
     }
     return ring_sizes(c, lb, min, max) ? 1 : -1;
   }
@@ -119,10 +120,10 @@ static int typed_policy(xds_dctx *c, const uint8_t *t, size_t tlen,
     uint64_t n = 2;
     FOR_FIELDS(c, v, g) {
       if (g.num == 1 && !grit_pb_wrapped_u64(&g, &n))
-        return xds_fail(c, "LeastRequest: malformed"), -1;
+        return grit_xds_fail(c, "LeastRequest: malformed"), -1;
     }
     if (n < 2)
-      return xds_fail(c, "LeastRequest.choice_count must be >= 2"), -1;
+      return grit_xds_fail(c, "LeastRequest.choice_count must be >= 2"), -1;
     lb->choice_count = n > 10 ? 10 : (uint32_t)n;
     return 1;
   }
@@ -138,7 +139,8 @@ static int typed_policy(xds_dctx *c, const uint8_t *t, size_t tlen,
       switch (g.num) {
       case 1:
         if (!grit_pb_wrapped_bool(&g, &b))
-          return xds_fail(c, "ClientSideWeightedRoundRobin: malformed"), -1;
+          return grit_xds_fail(c, "ClientSideWeightedRoundRobin: malformed"),
+                 -1;
         lb->enable_oob = b;
         break;
       case 2:
@@ -146,7 +148,8 @@ static int typed_policy(xds_dctx *c, const uint8_t *t, size_t tlen,
       case 4:
       case 5:
         if (!grit_pb_duration_ns(&g, &ns))
-          return xds_fail(c, "ClientSideWeightedRoundRobin: bad duration"), -1;
+          return grit_xds_fail(c, "ClientSideWeightedRoundRobin: bad duration"),
+                 -1;
         *(g.num == 2   ? &lb->oob_period_ns
           : g.num == 3 ? &lb->blackout_ns
           : g.num == 4 ? &lb->expiration_ns
@@ -154,7 +157,7 @@ static int typed_policy(xds_dctx *c, const uint8_t *t, size_t tlen,
         break;
       case 6:
         if (!grit_pb_wrapped_double(&g, &d) || d < 0)
-          return xds_fail(c, "error_utilization_penalty must be >= 0"), -1;
+          return grit_xds_fail(c, "error_utilization_penalty must be >= 0"), -1;
         lb->error_penalty = d;
         break;
       default:
@@ -169,7 +172,7 @@ static int typed_policy(xds_dctx *c, const uint8_t *t, size_t tlen,
       if (g.num == 1)
         return decode_lb_policy(c, &g, lb, depth + 1) ? 1 : -1;
     }
-    return xds_fail(c, "WrrLocality has no endpoint_picking_policy"), -1;
+    return grit_xds_fail(c, "WrrLocality has no endpoint_picking_policy"), -1;
   }
   return 0;
 }
@@ -180,7 +183,7 @@ static int typed_policy(xds_dctx *c, const uint8_t *t, size_t tlen,
 static bool decode_lb_policy(xds_dctx *c, const grit_pbf *f, xds_lb_policy *lb,
                              int depth) {
   if (depth > 16)
-    return xds_fail(c, "load_balancing_policy nested too deeply");
+    return grit_xds_fail(c, "load_balancing_policy nested too deeply");
   grit_pbf g, k, m, n;
   FOR_FIELDS(c, f, g) {
     if (g.num != 1)
@@ -210,7 +213,7 @@ static bool decode_lb_policy(xds_dctx *c, const grit_pbf *f, xds_lb_policy *lb,
   }
   if (xds_failed(c))
     return false;
-  return xds_fail(c, "no supported policy in load_balancing_policy");
+  return grit_xds_fail(c, "no supported policy in load_balancing_policy");
 }
 
 /* OutlierDetection (A50): durations 2, 3, 21; max_ejection_percent=4,
@@ -243,8 +246,8 @@ static bool decode_outlier(xds_dctx *c, const grit_pbf *f, xds_outlier *o) {
     case 3:
     case 21:
       if (!grit_pb_duration_ns(&g, &ns))
-        return xds_fail(c, "outlier_detection: bad duration in field %u",
-                        g.num);
+        return grit_xds_fail(c, "outlier_detection: bad duration in field %u",
+                             g.num);
       *(g.num == 2   ? &o->interval_ns
         : g.num == 3 ? &o->base_ejection_ns
                      : &o->max_ejection_ns) = ns;
@@ -259,10 +262,11 @@ static bool decode_outlier(xds_dctx *c, const grit_pbf *f, xds_outlier *o) {
     case 19:
     case 20:
       if (!grit_pb_wrapped_u64(&g, &v) || v > UINT32_MAX)
-        return xds_fail(c, "outlier_detection: malformed field %u", g.num);
+        return grit_xds_fail(c, "outlier_detection: malformed field %u", g.num);
       if ((g.num == 4 || g.num == 6 || g.num == 16 || g.num == 17) && v > 100)
-        return xds_fail(c, "outlier_detection field %u = %llu; must be <= 100",
-                        g.num, (unsigned long long)v);
+        return grit_xds_fail(
+            c, "outlier_detection field %u = %llu; must be <= 100", g.num,
+            (unsigned long long)v);
       *(g.num == 4    ? &o->max_ejection_percent
         : g.num == 6  ? &o->sr_enforcement
         : g.num == 7  ? &o->sr_min_hosts
@@ -329,11 +333,11 @@ static bool logical_dns(xds_dctx *c, const grit_pbf *cla, xds_cluster *cl) {
               continue;
             grit_pbf s;
             FOR_FIELDS(c, &a, s) {
-              if (s.num == 2 && !xds_str(c, &s, &cl->dns_host))
+              if (s.num == 2 && !grit_xds_str(c, &s, &cl->dns_host))
                 return false;
               if (s.num == 3) {
                 if (s.v > 65535)
-                  return xds_fail(c, "port %llu", (unsigned long long)s.v);
+                  return grit_xds_fail(c, "port %llu", (unsigned long long)s.v);
                 cl->dns_port = (uint16_t)s.v;
               }
             }
@@ -343,23 +347,24 @@ static bool logical_dns(xds_dctx *c, const grit_pbf *cla, xds_cluster *cl) {
     }
   }
   if (nloc != 1 || neps != 1)
-    return xds_fail(c, "a LOGICAL_DNS cluster needs exactly one locality with "
-                       "one endpoint");
+    return grit_xds_fail(
+        c, "a LOGICAL_DNS cluster needs exactly one locality with "
+           "one endpoint");
   if (!cl->dns_host || !cl->dns_host[0] || !cl->dns_port)
-    return xds_fail(c, "the LOGICAL_DNS endpoint has no host or port");
+    return grit_xds_fail(c, "the LOGICAL_DNS endpoint has no host or port");
   return true;
 }
 
-bool xds_decode_cluster(xds_dctx *c, grit_pbr *r, xds_resource *res) {
+bool grit_xds_decode_cluster(xds_dctx *c, grit_pbr *r, xds_resource *res) {
   xds_cluster *cl = &res->u.cluster;
   cl->max_requests = 1024;
   uint64_t type = 0, lb_policy = 0;
   bool custom = false, eds_source_ok = false, have_eds = false;
   grit_pbf ring = {0}, lr = {0}, lbp = {0}, cla = {0}, f;
-  while (xds_next(c, r, &f)) {
+  while (grit_xds_next(c, r, &f)) {
     switch (f.num) {
     case 1:
-      if (!xds_str(c, &f, &res->name))
+      if (!grit_xds_str(c, &f, &res->name))
         return false;
       break;
     case 2:
@@ -374,7 +379,7 @@ bool xds_decode_cluster(xds_dctx *c, grit_pbr *r, xds_resource *res) {
       FOR_FIELDS(c, &f, g) {
         if (g.num == 1)
           eds_source_ok = config_source_ok(c, &g);
-        if (g.num == 2 && !xds_str(c, &g, &cl->eds_service_name))
+        if (g.num == 2 && !grit_xds_str(c, &g, &cl->eds_service_name))
           return false;
       }
       break;
@@ -386,10 +391,10 @@ bool xds_decode_cluster(xds_dctx *c, grit_pbr *r, xds_resource *res) {
       decode_breakers(c, &f, &cl->max_requests);
       break;
     case 19: {
-      size_t mark = xds_dctx_push(c, "outlier_detection");
+      size_t mark = grit_xds_dctx_push(c, "outlier_detection");
       if (!decode_outlier(c, &f, &cl->outlier))
         return false;
-      xds_dctx_pop(c, mark);
+      grit_xds_dctx_pop(c, mark);
       cl->has_outlier = true;
       break;
     }
@@ -412,33 +417,35 @@ bool xds_decode_cluster(xds_dctx *c, grit_pbr *r, xds_resource *res) {
   if (xds_failed(c))
     return false;
   if (custom)
-    return xds_fail(c, "custom cluster types (aggregate) are not supported");
+    return grit_xds_fail(c,
+                         "custom cluster types (aggregate) are not supported");
   if (type == 3) {
     cl->type = XDS_CLUSTER_EDS;
     if (!have_eds || !eds_source_ok)
-      return xds_fail(c, "eds_cluster_config.eds_config is not ads or self");
+      return grit_xds_fail(c,
+                           "eds_cluster_config.eds_config is not ads or self");
     if (cl->eds_service_name && !cl->eds_service_name[0])
       cl->eds_service_name = NULL;
   } else if (type == 2) {
     cl->type = XDS_CLUSTER_LOGICAL_DNS;
-    size_t mark = xds_dctx_push(c, "load_assignment");
+    size_t mark = grit_xds_dctx_push(c, "load_assignment");
     if (!logical_dns(c, &cla, cl))
       return false;
-    xds_dctx_pop(c, mark);
+    grit_xds_dctx_pop(c, mark);
   } else {
-    return xds_fail(c,
-                    "cluster type %llu is not supported (EDS or "
-                    "LOGICAL_DNS)",
-                    (unsigned long long)type);
+    return grit_xds_fail(c,
+                         "cluster type %llu is not supported (EDS or "
+                         "LOGICAL_DNS)",
+                         (unsigned long long)type);
   }
-  size_t mark = xds_dctx_push(c, "load_balancing_policy");
+  size_t mark = grit_xds_dctx_push(c, "load_balancing_policy");
   bool ok = lbp.wt == GRIT_PB_LEN
                 ? decode_lb_policy(c, &lbp, &cl->lb, 0)
                 : legacy_lb(c, lb_policy, ring.wt == GRIT_PB_LEN ? &ring : NULL,
                             lr.wt == GRIT_PB_LEN ? &lr : NULL, &cl->lb);
   if (!ok)
     return false;
-  xds_dctx_pop(c, mark);
+  grit_xds_dctx_pop(c, mark);
   return true;
 }
 
@@ -460,9 +467,9 @@ static bool decode_lb_endpoint(xds_dctx *c, const grit_pbf *f,
       ep->health = g.v <= 5 ? (uint8_t)g.v : XDS_HEALTH_UNKNOWN;
     } else if (g.num == 4) {
       if (!grit_pb_wrapped_u64(&g, &w))
-        return xds_fail(c, "malformed load_balancing_weight");
+        return grit_xds_fail(c, "malformed load_balancing_weight");
       if (w == 0)
-        return xds_fail(c, "endpoint weight 0");
+        return grit_xds_fail(c, "endpoint weight 0");
     } else if (g.num == 1) {
       FOR_FIELDS(c, &g, k) {
         if (k.num != 1)
@@ -471,11 +478,11 @@ static bool decode_lb_endpoint(xds_dctx *c, const grit_pbf *f,
           if (m.num != 1)
             continue;
           FOR_FIELDS(c, &m, s) {
-            if (s.num == 2 && !xds_str(c, &s, &ep->host))
+            if (s.num == 2 && !grit_xds_str(c, &s, &ep->host))
               return false;
             if (s.num == 3) {
               if (s.v == 0 || s.v > 65535)
-                return xds_fail(c, "port %llu", (unsigned long long)s.v);
+                return grit_xds_fail(c, "port %llu", (unsigned long long)s.v);
               ep->port = (uint16_t)s.v;
             }
           }
@@ -486,12 +493,12 @@ static bool decode_lb_endpoint(xds_dctx *c, const grit_pbf *f,
   if (xds_failed(c))
     return false;
   if (!ep->host || !ep->port)
-    return xds_fail(c, "endpoint without a socket address");
+    return grit_xds_fail(c, "endpoint without a socket address");
   if (!ip_literal(ep->host))
-    return xds_fail(c, "endpoint address \"%.64s\" is not an IP address",
-                    ep->host);
+    return grit_xds_fail(c, "endpoint address \"%.64s\" is not an IP address",
+                         ep->host);
   if (w > UINT32_MAX)
-    return xds_fail(c, "endpoint weight over 2^32-1");
+    return grit_xds_fail(c, "endpoint weight over 2^32-1");
   ep->weight = (uint32_t)w;
   return true;
 }
@@ -512,32 +519,32 @@ static bool decode_locality(xds_dctx *c, const grit_pbf *f, xds_locality *l) {
                            : k.num == 2 ? &l->zone
                            : k.num == 3 ? &l->sub_zone
                                         : NULL;
-        if (dst && !xds_str(c, &k, dst))
+        if (dst && !grit_xds_str(c, &k, dst))
           return false;
       }
     } else if (g.num == 2) {
-      size_t mark = xds_dctx_push(c, ".lb_endpoints[%zu]", l->nendpoints);
-      xds_endpoint *ep = xds_arena_push(c->a, (void **)&l->endpoints,
-                                        &l->nendpoints, &cap, sizeof(*ep));
+      size_t mark = grit_xds_dctx_push(c, ".lb_endpoints[%zu]", l->nendpoints);
+      xds_endpoint *ep = grit_xds_arena_push(c->a, (void **)&l->endpoints,
+                                             &l->nendpoints, &cap, sizeof(*ep));
       if (!ep)
-        return xds_oom(c);
+        return grit_xds_oom(c);
       if (!decode_lb_endpoint(c, &g, ep))
         return false;
       sum += ep->weight;
       if (sum > UINT32_MAX)
-        return xds_fail(c, "endpoint weights in a locality exceed 2^32-1");
-      xds_dctx_pop(c, mark);
+        return grit_xds_fail(c, "endpoint weights in a locality exceed 2^32-1");
+      grit_xds_dctx_pop(c, mark);
     } else if (g.num == 3) {
       if (!grit_pb_wrapped_u64(&g, &w) || w > UINT32_MAX)
-        return xds_fail(c, "malformed locality weight");
+        return grit_xds_fail(c, "malformed locality weight");
     } else if (g.num == 5) {
       if (g.v > UINT32_MAX)
-        return xds_fail(c, "priority out of range");
+        return grit_xds_fail(c, "priority out of range");
       l->priority = (uint32_t)g.v;
     }
   }
   if (!have_locality)
-    return xds_fail(c, "locality without an ID");
+    return grit_xds_fail(c, "locality without an ID");
   l->weight = (uint32_t)w;
   return true;
 }
@@ -560,8 +567,8 @@ static bool check_endpoints(xds_dctx *c, xds_endpoints *e) {
     for (size_t j = 0; j < kept; j++) {
       if (e->localities[j].priority == l->priority &&
           same_locality(&e->localities[j], l))
-        return xds_fail(c, "duplicate locality %s/%s/%s in priority %u",
-                        l->region, l->zone, l->sub_zone, l->priority);
+        return grit_xds_fail(c, "duplicate locality %s/%s/%s in priority %u",
+                             l->region, l->zone, l->sub_zone, l->priority);
     }
     e->localities[kept++] = *l;
     if (l->priority > max_prio)
@@ -579,9 +586,10 @@ static bool check_endpoints(xds_dctx *c, xds_endpoints *e) {
       sum += e->localities[i].weight;
     }
     if (!seen)
-      return xds_fail(c, "priority %u missing", p);
+      return grit_xds_fail(c, "priority %u missing", p);
     if (sum > UINT32_MAX)
-      return xds_fail(c, "locality weights in priority %u exceed 2^32-1", p);
+      return grit_xds_fail(c, "locality weights in priority %u exceed 2^32-1",
+                           p);
   }
   /* Duplicate endpoint addresses anywhere in the resource. */
   for (size_t i = 0; i < kept; i++) {
@@ -592,8 +600,8 @@ static bool check_endpoints(xds_dctx *c, xds_endpoints *e) {
         for (size_t y = j == i ? x + 1 : 0; y < b->nendpoints; y++) {
           if (a->endpoints[x].port == b->endpoints[y].port &&
               strcmp(a->endpoints[x].host, b->endpoints[y].host) == 0)
-            return xds_fail(c, "duplicate endpoint %s:%u", a->endpoints[x].host,
-                            a->endpoints[x].port);
+            return grit_xds_fail(c, "duplicate endpoint %s:%u",
+                                 a->endpoints[x].host, a->endpoints[x].port);
         }
       }
     }
@@ -603,40 +611,41 @@ static bool check_endpoints(xds_dctx *c, xds_endpoints *e) {
 
 /* ClusterLoadAssignment: cluster_name=1, endpoints=2, policy=4
  * (drop_overloads=2: category=1, drop_percentage=2). */
-bool xds_decode_endpoints(xds_dctx *c, grit_pbr *r, xds_resource *res) {
+bool grit_xds_decode_endpoints(xds_dctx *c, grit_pbr *r, xds_resource *res) {
   xds_endpoints *e = &res->u.endpoints;
   size_t lcap = 0, dcap = 0;
   grit_pbf f, g, k;
-  while (xds_next(c, r, &f)) {
+  while (grit_xds_next(c, r, &f)) {
     if (f.num == 1) {
-      if (!xds_str(c, &f, &res->name))
+      if (!grit_xds_str(c, &f, &res->name))
         return false;
     } else if (f.num == 2) {
-      size_t mark = xds_dctx_push(c, "endpoints[%zu]", e->nlocalities);
-      xds_locality *l = xds_arena_push(c->a, (void **)&e->localities,
-                                       &e->nlocalities, &lcap, sizeof(*l));
+      size_t mark = grit_xds_dctx_push(c, "endpoints[%zu]", e->nlocalities);
+      xds_locality *l = grit_xds_arena_push(c->a, (void **)&e->localities,
+                                            &e->nlocalities, &lcap, sizeof(*l));
       if (!l)
-        return xds_oom(c);
+        return grit_xds_oom(c);
       if (!decode_locality(c, &f, l))
         return false;
-      xds_dctx_pop(c, mark);
+      grit_xds_dctx_pop(c, mark);
     } else if (f.num == 4) {
       FOR_FIELDS(c, &f, g) {
         if (g.num != 2)
           continue;
-        size_t mark = xds_dctx_push(c, "policy.drop_overloads[%zu]", e->ndrops);
-        xds_drop *d = xds_arena_push(c->a, (void **)&e->drops, &e->ndrops,
-                                     &dcap, sizeof(*d));
+        size_t mark =
+            grit_xds_dctx_push(c, "policy.drop_overloads[%zu]", e->ndrops);
+        xds_drop *d = grit_xds_arena_push(c->a, (void **)&e->drops, &e->ndrops,
+                                          &dcap, sizeof(*d));
         if (!d)
-          return xds_oom(c);
+          return grit_xds_oom(c);
         d->category = "";
         FOR_FIELDS(c, &g, k) {
-          if (k.num == 1 && !xds_str(c, &k, &d->category))
+          if (k.num == 1 && !grit_xds_str(c, &k, &d->category))
             return false;
-          if (k.num == 2 && !xds_decode_fraction(c, &k, &d->per_million))
+          if (k.num == 2 && !grit_xds_decode_fraction(c, &k, &d->per_million))
             return false;
         }
-        xds_dctx_pop(c, mark);
+        grit_xds_dctx_pop(c, mark);
       }
     }
   }

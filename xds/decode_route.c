@@ -18,15 +18,15 @@
 #define TYPED_STRUCT_V1 TYPE_PREFIX "udpa.type.v1.TypedStruct"
 
 /* Walk every field of the LEN field |f| into |g|; a malformed message
- * stops the walk with an error at the current path (xds_resource_decode
+ * stops the walk with an error at the current path (grit_xds_resource_decode
  * fails any resource whose context holds an error). */
 #define FOR_FIELDS(c, f, g)                                                    \
-  for (grit_pbr rd_##g = xds_reader(f); xds_next((c), &rd_##g, &(g));)
+  for (grit_pbr rd_##g = xds_reader(f); grit_xds_next((c), &rd_##g, &(g));)
 
 static bool want_len(xds_dctx *c, const grit_pbf *f) {
   return f->wt == GRIT_PB_LEN
              ? true
-             : xds_fail(c, "field %u: wrong wire type", f->num);
+             : grit_xds_fail(c, "field %u: wrong wire type", f->num);
 }
 
 /* ---- matchers ---- */
@@ -35,15 +35,16 @@ static bool decode_regex(xds_dctx *c, const grit_pbf *f, xds_regex **out) {
   const char *pattern = NULL;
   grit_pbf g;
   FOR_FIELDS(c, f, g) {
-    if (g.num == 2 && !xds_str(c, &g, &pattern))
+    if (g.num == 2 && !grit_xds_str(c, &g, &pattern))
       return false;
   }
   if (!pattern)
-    return xds_fail(c, "regex is empty");
+    return grit_xds_fail(c, "regex is empty");
   const char *why;
-  *out = xds_regex_compile(c->a, pattern, &why);
+  *out = grit_xds_regex_compile(c->a, pattern, &why);
   if (!*out)
-    return why ? xds_fail(c, "regex \"%.64s\": %s", pattern, why) : xds_oom(c);
+    return why ? grit_xds_fail(c, "regex \"%.64s\": %s", pattern, why)
+               : grit_xds_oom(c);
   return true;
 }
 
@@ -63,7 +64,7 @@ static bool decode_string_matcher(xds_dctx *c, const grit_pbf *f,
                 : g.num == 2 ? XDS_HM_PREFIX
                 : g.num == 3 ? XDS_HM_SUFFIX
                              : XDS_HM_CONTAINS;
-      if (!xds_str(c, &g, &h->value))
+      if (!grit_xds_str(c, &g, &h->value))
         return false;
       have = true;
       break;
@@ -77,17 +78,17 @@ static bool decode_string_matcher(xds_dctx *c, const grit_pbf *f,
       h->ignore_case = g.v != 0;
       break;
     case 8:
-      return xds_fail(c, "custom string matchers are not supported");
+      return grit_xds_fail(c, "custom string matchers are not supported");
     default:
       break;
     }
   }
   if (!have)
-    return xds_fail(c, "string matcher has no pattern");
+    return grit_xds_fail(c, "string matcher has no pattern");
   if (h->kind == XDS_HM_REGEX && h->ignore_case)
-    return xds_fail(c, "ignore_case is not allowed with safe_regex");
+    return grit_xds_fail(c, "ignore_case is not allowed with safe_regex");
   if (h->kind != XDS_HM_EXACT && h->kind != XDS_HM_REGEX && !h->value[0])
-    return xds_fail(c, "empty prefix, suffix or contains pattern");
+    return grit_xds_fail(c, "empty prefix, suffix or contains pattern");
   return true;
 }
 
@@ -101,7 +102,7 @@ static bool decode_header_matcher(xds_dctx *c, const grit_pbf *f,
   FOR_FIELDS(c, f, g) {
     switch (g.num) {
     case 1:
-      if (!xds_str(c, &g, &h->name))
+      if (!grit_xds_str(c, &g, &h->name))
         return false;
       break;
     case 4:
@@ -112,10 +113,10 @@ static bool decode_header_matcher(xds_dctx *c, const grit_pbf *f,
                 : g.num == 9  ? XDS_HM_PREFIX
                 : g.num == 10 ? XDS_HM_SUFFIX
                               : XDS_HM_CONTAINS;
-      if (!xds_str(c, &g, &h->value))
+      if (!grit_xds_str(c, &g, &h->value))
         return false;
       if (g.num != 4 && !h->value[0])
-        return xds_fail(c, "empty prefix, suffix or contains pattern");
+        return grit_xds_fail(c, "empty prefix, suffix or contains pattern");
       have = true;
       break;
     case 6: {
@@ -156,14 +157,14 @@ static bool decode_header_matcher(xds_dctx *c, const grit_pbf *f,
     }
   }
   if (!h->name || !h->name[0])
-    return xds_fail(c, "header matcher without a name");
+    return grit_xds_fail(c, "header matcher without a name");
   if (!have)
-    return xds_fail(c, "header matcher has no match specifier");
+    return grit_xds_fail(c, "header matcher has no match specifier");
   return true;
 }
 
 /* FractionalPercent (numerator=1, denominator=2) as parts per million. */
-bool xds_decode_fraction(xds_dctx *c, const grit_pbf *f, uint32_t *ppm) {
+bool grit_xds_decode_fraction(xds_dctx *c, const grit_pbf *f, uint32_t *ppm) {
   uint64_t num = 0, den = 0;
   grit_pbf g;
   FOR_FIELDS(c, f, g) {
@@ -173,7 +174,8 @@ bool xds_decode_fraction(xds_dctx *c, const grit_pbf *f, uint32_t *ppm) {
       den = g.v;
   }
   if (den > 2)
-    return xds_fail(c, "unknown denominator %llu", (unsigned long long)den);
+    return grit_xds_fail(c, "unknown denominator %llu",
+                         (unsigned long long)den);
   uint64_t mult = den == 0 ? 10000 : den == 1 ? 100 : 1;
   uint64_t v = num > UINT32_MAX ? UINT32_MAX : num * mult;
   *ppm = v > 1000000 ? 1000000 : (uint32_t)v;
@@ -195,7 +197,7 @@ static bool decode_match(xds_dctx *c, const grit_pbf *f, xds_route_match *m,
     case 1:
     case 2:
       m->path_kind = g.num == 1 ? XDS_PATH_PREFIX : XDS_PATH_EXACT;
-      if (!xds_str(c, &g, &m->path))
+      if (!grit_xds_str(c, &g, &m->path))
         return false;
       have_path = true;
       break;
@@ -212,17 +214,17 @@ static bool decode_match(xds_dctx *c, const grit_pbf *f, xds_route_match *m,
       break;
     case 4:
       if (!grit_pb_wrapped_bool(&g, &m->case_sensitive))
-        return xds_fail(c, "case_sensitive: malformed");
+        return grit_xds_fail(c, "case_sensitive: malformed");
       break;
     case 6: {
-      size_t mark = xds_dctx_push(c, ".headers[%zu]", m->nheaders);
-      xds_header_matcher *h = xds_arena_push(c->a, (void **)&m->headers,
-                                             &m->nheaders, &cap, sizeof(*h));
+      size_t mark = grit_xds_dctx_push(c, ".headers[%zu]", m->nheaders);
+      xds_header_matcher *h = grit_xds_arena_push(
+          c->a, (void **)&m->headers, &m->nheaders, &cap, sizeof(*h));
       if (!h)
-        return xds_oom(c);
+        return grit_xds_oom(c);
       if (!want_len(c, &g) || !decode_header_matcher(c, &g, h))
         return false;
-      xds_dctx_pop(c, mark);
+      grit_xds_dctx_pop(c, mark);
       break;
     }
     case 7:
@@ -234,11 +236,11 @@ static bool decode_match(xds_dctx *c, const grit_pbf *f, xds_route_match *m,
         return false;
       FOR_FIELDS(c, &g, k) {
         if (k.num == 1) {
-          size_t mark = xds_dctx_push(c, ".runtime_fraction");
+          size_t mark = grit_xds_dctx_push(c, ".runtime_fraction");
           if (!want_len(c, &k) ||
-              !xds_decode_fraction(c, &k, &m->fraction_per_million))
+              !grit_xds_decode_fraction(c, &k, &m->fraction_per_million))
             return false;
-          xds_dctx_pop(c, mark);
+          grit_xds_dctx_pop(c, mark);
           m->has_fraction = true;
         }
       }
@@ -253,8 +255,8 @@ static bool decode_match(xds_dctx *c, const grit_pbf *f, xds_route_match *m,
     }
   }
   if (!have_path)
-    return unknown_path ? xds_fail(c, "unsupported path specifier")
-                        : xds_fail(c, "no path specifier");
+    return unknown_path ? grit_xds_fail(c, "unsupported path specifier")
+                        : grit_xds_fail(c, "no path specifier");
   return true;
 }
 
@@ -262,10 +264,10 @@ static bool decode_match(xds_dctx *c, const grit_pbf *f, xds_route_match *m,
 
 /* gRFC A44. RetryPolicy: retry_on=1, num_retries=2, retry_back_off=8
  * (base_interval=1, max_interval=2). */
-bool xds_decode_retry(xds_dctx *c, const grit_pbf *f, xds_retry_policy *rp,
-                      bool *has);
-bool xds_decode_retry(xds_dctx *c, const grit_pbf *f, xds_retry_policy *rp,
-                      bool *has) {
+bool grit_xds_decode_retry(xds_dctx *c, const grit_pbf *f, xds_retry_policy *rp,
+                           bool *has);
+bool grit_xds_decode_retry(xds_dctx *c, const grit_pbf *f, xds_retry_policy *rp,
+                           bool *has) {
   static const struct {
     const char *name;
     grit_status_code code;
@@ -297,9 +299,9 @@ bool xds_decode_retry(xds_dctx *c, const grit_pbf *f, xds_retry_policy *rp,
       }
     } else if (g.num == 2) {
       if (!grit_pb_wrapped_u64(&g, &retries))
-        return xds_fail(c, "retry_policy.num_retries: malformed");
+        return grit_xds_fail(c, "retry_policy.num_retries: malformed");
       if (retries < 1)
-        return xds_fail(c, "retry_policy.num_retries = 0; must be >= 1");
+        return grit_xds_fail(c, "retry_policy.num_retries = 0; must be >= 1");
     } else if (g.num == 8) {
       grit_pbf k;
       if (!want_len(c, &g))
@@ -307,10 +309,10 @@ bool xds_decode_retry(xds_dctx *c, const grit_pbf *f, xds_retry_policy *rp,
       FOR_FIELDS(c, &g, k) {
         int64_t ns;
         if ((k.num == 1 || k.num == 2) && !grit_pb_duration_ns(&k, &ns))
-          return xds_fail(c, "retry_policy.retry_back_off: bad duration");
+          return grit_xds_fail(c, "retry_policy.retry_back_off: bad duration");
         if ((k.num == 1 || k.num == 2) && ns <= 0)
-          return xds_fail(c, "retry_policy.retry_back_off: %s must be > 0",
-                          k.num == 1 ? "base_interval" : "max_interval");
+          return grit_xds_fail(c, "retry_policy.retry_back_off: %s must be > 0",
+                               k.num == 1 ? "base_interval" : "max_interval");
         if (k.num == 1)
           base = ns;
         else if (k.num == 2)
@@ -340,7 +342,7 @@ static bool decode_hash(xds_dctx *c, const grit_pbf *f, xds_route *rt,
       hp.kind = XDS_HASH_HEADER;
       known = true;
       FOR_FIELDS(c, &g, k) {
-        if (k.num == 1 && !xds_str(c, &k, &hp.header))
+        if (k.num == 1 && !grit_xds_str(c, &k, &hp.header))
           return false;
         if (k.num == 2 && want_len(c, &k)) {
           grit_pbf m;
@@ -348,13 +350,13 @@ static bool decode_hash(xds_dctx *c, const grit_pbf *f, xds_route *rt,
             if (m.num == 1 &&
                 (!want_len(c, &m) || !decode_regex(c, &m, &hp.rewrite)))
               return false;
-            if (m.num == 2 && !xds_str(c, &m, &hp.substitution))
+            if (m.num == 2 && !grit_xds_str(c, &m, &hp.substitution))
               return false;
           }
         }
       }
       if (!hp.header || !hp.header[0])
-        return xds_fail(c, "hash policy header has no name");
+        return grit_xds_fail(c, "hash policy header has no name");
     } else if (g.num == 6 && want_len(c, &g)) {
       grit_pbf k;
       FOR_FIELDS(c, &g, k) {
@@ -373,10 +375,10 @@ static bool decode_hash(xds_dctx *c, const grit_pbf *f, xds_route *rt,
     return true; /* grpc ignores hash policies it does not know */
   if (hp.rewrite && !hp.substitution)
     hp.substitution = "";
-  xds_hash_policy *e =
-      xds_arena_push(c->a, (void **)&rt->hash, &rt->nhash, cap, sizeof(*e));
+  xds_hash_policy *e = grit_xds_arena_push(c->a, (void **)&rt->hash, &rt->nhash,
+                                           cap, sizeof(*e));
   if (!e)
-    return xds_oom(c);
+    return grit_xds_oom(c);
   *e = hp;
   return true;
 }
@@ -393,27 +395,27 @@ static bool decode_weighted(xds_dctx *c, const grit_pbf *f, xds_route *rt) {
     uint64_t w = 0;
     grit_pbf k;
     FOR_FIELDS(c, &g, k) {
-      if (k.num == 1 && !xds_str(c, &k, &name))
+      if (k.num == 1 && !grit_xds_str(c, &k, &name))
         return false;
       if (k.num == 2 && !grit_pb_wrapped_u64(&k, &w))
-        return xds_fail(c, "weighted_clusters: malformed weight");
+        return grit_xds_fail(c, "weighted_clusters: malformed weight");
     }
     if (w == 0)
       continue;
     if (!name || !name[0])
-      return xds_fail(c, "weighted_clusters: a cluster has no name");
+      return grit_xds_fail(c, "weighted_clusters: a cluster has no name");
     rt->total_weight += w;
     if (rt->total_weight > UINT32_MAX)
-      return xds_fail(c, "weighted_clusters: total weight exceeds 2^32-1");
-    xds_cluster_weight *e = xds_arena_push(c->a, (void **)&rt->weighted,
-                                           &rt->nweighted, &cap, sizeof(*e));
+      return grit_xds_fail(c, "weighted_clusters: total weight exceeds 2^32-1");
+    xds_cluster_weight *e = grit_xds_arena_push(
+        c->a, (void **)&rt->weighted, &rt->nweighted, &cap, sizeof(*e));
     if (!e)
-      return xds_oom(c);
+      return grit_xds_oom(c);
     e->name = name;
     e->weight = (uint32_t)w;
   }
   if (rt->total_weight == 0)
-    return xds_fail(c, "weighted_clusters: no cluster with a weight");
+    return grit_xds_fail(c, "weighted_clusters: no cluster with a weight");
   return true;
 }
 
@@ -431,7 +433,7 @@ static bool decode_action(xds_dctx *c, const grit_pbf *f, xds_route *rt,
     switch (g.num) {
     case 1:
       rt->action = XDS_ACTION_CLUSTER;
-      if (!xds_str(c, &g, &rt->cluster))
+      if (!grit_xds_str(c, &g, &rt->cluster))
         return false;
       have = true;
       break;
@@ -447,18 +449,18 @@ static bool decode_action(xds_dctx *c, const grit_pbf *f, xds_route *rt,
       *skip = true; /* A28: an unsupported cluster specifier */
       break;
     case 9: {
-      size_t mark = xds_dctx_push(c, ".retry_policy");
+      size_t mark = grit_xds_dctx_push(c, ".retry_policy");
       if (!want_len(c, &g) ||
-          !xds_decode_retry(c, &g, &rt->retry, &rt->has_retry))
+          !grit_xds_decode_retry(c, &g, &rt->retry, &rt->has_retry))
         return false;
-      xds_dctx_pop(c, mark);
+      grit_xds_dctx_pop(c, mark);
       break;
     }
     case 15: {
-      size_t mark = xds_dctx_push(c, ".hash_policy[%zu]", rt->nhash);
+      size_t mark = grit_xds_dctx_push(c, ".hash_policy[%zu]", rt->nhash);
       if (!want_len(c, &g) || !decode_hash(c, &g, rt, &hcap))
         return false;
-      xds_dctx_pop(c, mark);
+      grit_xds_dctx_pop(c, mark);
       break;
     }
     case 36: {
@@ -468,7 +470,7 @@ static bool decode_action(xds_dctx *c, const grit_pbf *f, xds_route *rt,
       FOR_FIELDS(c, &g, k) {
         int64_t ns;
         if ((k.num == 1 || k.num == 2) && !grit_pb_duration_ns(&k, &ns))
-          return xds_fail(c, "max_stream_duration: bad duration");
+          return grit_xds_fail(c, "max_stream_duration: bad duration");
         if (k.num == 1)
           msd = ns;
         else if (k.num == 2)
@@ -502,16 +504,16 @@ static bool decode_route(xds_dctx *c, const grit_pbf *f, xds_vhost *vh,
   grit_pbf g;
   FOR_FIELDS(c, f, g) {
     if (g.num == 1) {
-      size_t mark = xds_dctx_push(c, ".match");
+      size_t mark = grit_xds_dctx_push(c, ".match");
       if (!want_len(c, &g) || !decode_match(c, &g, &rt.match, &skip))
         return false;
-      xds_dctx_pop(c, mark);
+      grit_xds_dctx_pop(c, mark);
       have_match = true;
     } else if (g.num == 2) {
-      size_t mark = xds_dctx_push(c, ".route");
+      size_t mark = grit_xds_dctx_push(c, ".route");
       if (!want_len(c, &g) || !decode_action(c, &g, &rt, &skip))
         return false;
-      xds_dctx_pop(c, mark);
+      grit_xds_dctx_pop(c, mark);
       have_action = true;
     } else if (g.num == 3 || g.num == 7 || g.num == 17 || g.num == 18) {
       rt.action = XDS_ACTION_NON_FORWARDING; /* calls matching it fail */
@@ -519,15 +521,15 @@ static bool decode_route(xds_dctx *c, const grit_pbf *f, xds_vhost *vh,
     }
   }
   if (!have_match)
-    return xds_fail(c, "route has no match");
+    return grit_xds_fail(c, "route has no match");
   if (!have_action)
     rt.action = XDS_ACTION_NON_FORWARDING;
   if (skip)
     return true;
-  xds_route *e =
-      xds_arena_push(c->a, (void **)&vh->routes, &vh->nroutes, cap, sizeof(*e));
+  xds_route *e = grit_xds_arena_push(c->a, (void **)&vh->routes, &vh->nroutes,
+                                     cap, sizeof(*e));
   if (!e)
-    return xds_oom(c);
+    return grit_xds_oom(c);
   *e = rt;
   return true;
 }
@@ -539,26 +541,26 @@ static bool decode_vhost(xds_dctx *c, const grit_pbf *f, xds_vhost *vh) {
   grit_pbf g;
   FOR_FIELDS(c, f, g) {
     if (g.num == 1) {
-      if (!xds_str(c, &g, &vh->name))
+      if (!grit_xds_str(c, &g, &vh->name))
         return false;
     } else if (g.num == 2) {
-      const char **d = xds_arena_push(c->a, (void **)&vh->domains,
-                                      &vh->ndomains, &dcap, sizeof(*d));
+      const char **d = grit_xds_arena_push(c->a, (void **)&vh->domains,
+                                           &vh->ndomains, &dcap, sizeof(*d));
       if (!d)
-        return xds_oom(c);
-      if (!xds_str(c, &g, d))
+        return grit_xds_oom(c);
+      if (!grit_xds_str(c, &g, d))
         return false;
     } else if (g.num == 3) {
-      size_t mark = xds_dctx_push(c, ".routes[%zu]", nroute++);
+      size_t mark = grit_xds_dctx_push(c, ".routes[%zu]", nroute++);
       if (!want_len(c, &g) || !decode_route(c, &g, vh, &rcap))
         return false;
-      xds_dctx_pop(c, mark);
+      grit_xds_dctx_pop(c, mark);
     } else if (g.num == 16) {
-      size_t mark = xds_dctx_push(c, ".retry_policy");
+      size_t mark = grit_xds_dctx_push(c, ".retry_policy");
       if (!want_len(c, &g) ||
-          !xds_decode_retry(c, &g, &vh->retry, &vh->has_retry))
+          !grit_xds_decode_retry(c, &g, &vh->retry, &vh->has_retry))
         return false;
-      xds_dctx_pop(c, mark);
+      grit_xds_dctx_pop(c, mark);
     }
   }
   for (size_t i = 0; i < vh->nroutes; i++) {
@@ -571,33 +573,34 @@ static bool decode_vhost(xds_dctx *c, const grit_pbf *f, xds_vhost *vh) {
 }
 
 /* RouteConfiguration: name=1, virtual_hosts=2. */
-bool xds_decode_route_config_body(xds_dctx *c, const grit_pbf *f,
-                                  xds_route_config *rc, const char **name) {
+bool grit_xds_decode_route_config_body(xds_dctx *c, const grit_pbf *f,
+                                       xds_route_config *rc,
+                                       const char **name) {
   size_t cap = 0;
   grit_pbf g;
   FOR_FIELDS(c, f, g) {
     if (g.num == 1 && name) {
-      if (!xds_str(c, &g, name))
+      if (!grit_xds_str(c, &g, name))
         return false;
     } else if (g.num == 2) {
-      size_t mark = xds_dctx_push(c, ".virtual_hosts[%zu]", rc->nvhosts);
-      xds_vhost *vh = xds_arena_push(c->a, (void **)&rc->vhosts, &rc->nvhosts,
-                                     &cap, sizeof(*vh));
+      size_t mark = grit_xds_dctx_push(c, ".virtual_hosts[%zu]", rc->nvhosts);
+      xds_vhost *vh = grit_xds_arena_push(c->a, (void **)&rc->vhosts,
+                                          &rc->nvhosts, &cap, sizeof(*vh));
       if (!vh)
-        return xds_oom(c);
+        return grit_xds_oom(c);
       if (!want_len(c, &g) || !decode_vhost(c, &g, vh))
         return false;
-      xds_dctx_pop(c, mark);
+      grit_xds_dctx_pop(c, mark);
     }
   }
   return true;
 }
 
-bool xds_decode_route_config(xds_dctx *c, grit_pbr *r, xds_resource *res) {
+bool grit_xds_decode_route_config(xds_dctx *c, grit_pbr *r, xds_resource *res) {
   grit_pbf whole = {
       .wt = GRIT_PB_LEN, .data = r->p, .len = (size_t)(r->end - r->p)};
-  return xds_decode_route_config_body(c, &whole, &res->u.route_config,
-                                      &res->name);
+  return grit_xds_decode_route_config_body(c, &whole, &res->u.route_config,
+                                           &res->name);
 }
 
 /* ---- Listener ---- */
@@ -648,14 +651,14 @@ static bool decode_filters(xds_dctx *c, const grit_pbf *hcm) {
   FOR_FIELDS(c, hcm, g) {
     if (g.num != 5 || !want_len(c, &g))
       continue;
-    size_t mark = xds_dctx_push(c, ".http_filters[%zu]", seen++);
+    size_t mark = grit_xds_dctx_push(c, ".http_filters[%zu]", seen++);
     const char *name = NULL;
     const uint8_t *type = NULL;
     size_t tlen = 0;
     bool optional = false, have_config = false;
     grit_pbf k;
     FOR_FIELDS(c, &g, k) {
-      if (k.num == 1 && !xds_str(c, &k, &name))
+      if (k.num == 1 && !grit_xds_str(c, &k, &name))
         return false;
       if (k.num == 4 && want_len(c, &k)) {
         have_config = true;
@@ -666,31 +669,31 @@ static bool decode_filters(xds_dctx *c, const grit_pbf *hcm) {
         optional = k.v != 0;
     }
     if (!name || !name[0])
-      return xds_fail(c, "filter has no name");
+      return grit_xds_fail(c, "filter has no name");
     for (size_t i = 0; i < nnames; i++)
       if (strcmp(names[i], name) == 0)
-        return xds_fail(c, "duplicate filter name \"%s\"", name);
+        return grit_xds_fail(c, "duplicate filter name \"%s\"", name);
     if (nnames < sizeof(names) / sizeof(names[0]))
       names[nnames++] = name;
     if (!have_config)
-      return xds_fail(c, "filter \"%s\" has no typed_config", name);
+      return grit_xds_fail(c, "filter \"%s\" has no typed_config", name);
     bool router =
         tlen == strlen(ROUTER_TYPE) && memcmp(type, ROUTER_TYPE, tlen) == 0;
     if (!router && !optional)
-      return xds_fail(c, "filter \"%s\": type %.*s is not supported", name,
-                      (int)(tlen > 120 ? 120 : tlen),
-                      type ? (const char *)type : "");
+      return grit_xds_fail(c, "filter \"%s\": type %.*s is not supported", name,
+                           (int)(tlen > 120 ? 120 : tlen),
+                           type ? (const char *)type : "");
     if (router || !optional) {
       if (last_router)
-        return xds_fail(c, "the router filter is not last");
+        return grit_xds_fail(c, "the router filter is not last");
       last_router = router;
     }
-    xds_dctx_pop(c, mark);
+    grit_xds_dctx_pop(c, mark);
   }
   if (seen == 0)
-    return xds_fail(c, "http_filters is empty");
+    return grit_xds_fail(c, "http_filters is empty");
   if (!last_router)
-    return xds_fail(c, "the last http filter is not the router");
+    return grit_xds_fail(c, "the last http filter is not the router");
   return true;
 }
 
@@ -703,11 +706,11 @@ static bool decode_hcm(xds_dctx *c, const grit_pbf *hcm, xds_listener *l) {
   grit_pbf g;
   FOR_FIELDS(c, hcm, g) {
     if (g.num == 3 && want_len(c, &g)) {
-      size_t mark = xds_dctx_push(c, ".rds");
+      size_t mark = grit_xds_dctx_push(c, ".rds");
       bool ads_or_self = false;
       grit_pbf k;
       FOR_FIELDS(c, &g, k) {
-        if (k.num == 2 && !xds_str(c, &k, &l->rds_name))
+        if (k.num == 2 && !grit_xds_str(c, &k, &l->rds_name))
           return false;
         if (k.num == 1 && want_len(c, &k)) {
           grit_pbf m;
@@ -718,46 +721,46 @@ static bool decode_hcm(xds_dctx *c, const grit_pbf *hcm, xds_listener *l) {
         }
       }
       if (!ads_or_self)
-        return xds_fail(c, "config_source is not ads or self");
+        return grit_xds_fail(c, "config_source is not ads or self");
       if (!l->rds_name || !l->rds_name[0])
-        return xds_fail(c, "empty route_config_name");
-      xds_dctx_pop(c, mark);
+        return grit_xds_fail(c, "empty route_config_name");
+      grit_xds_dctx_pop(c, mark);
       have_routes = true;
     } else if (g.num == 4 && want_len(c, &g)) {
-      size_t mark = xds_dctx_push(c, ".route_config");
-      l->route_config = xds_arena_alloc(c->a, sizeof(*l->route_config));
+      size_t mark = grit_xds_dctx_push(c, ".route_config");
+      l->route_config = grit_xds_arena_alloc(c->a, sizeof(*l->route_config));
       if (!l->route_config)
-        return xds_oom(c);
-      if (!xds_decode_route_config_body(c, &g, l->route_config, NULL))
+        return grit_xds_oom(c);
+      if (!grit_xds_decode_route_config_body(c, &g, l->route_config, NULL))
         return false;
-      xds_dctx_pop(c, mark);
+      grit_xds_dctx_pop(c, mark);
       have_routes = true;
     } else if (g.num == 31) {
-      return xds_fail(c, "scoped_routes are not supported");
+      return grit_xds_fail(c, "scoped_routes are not supported");
     } else if (g.num == 35 && want_len(c, &g)) {
       grit_pbf k;
       FOR_FIELDS(c, &g, k) {
         if (k.num == 4) {
           if (!grit_pb_duration_ns(&k, &l->max_stream_duration_ns))
-            return xds_fail(c, "max_stream_duration: bad duration");
+            return grit_xds_fail(c, "max_stream_duration: bad duration");
           l->has_max_stream_duration = true;
         }
       }
     }
   }
   if (!have_routes)
-    return xds_fail(c, "no route_config and no rds");
+    return grit_xds_fail(c, "no route_config and no rds");
   return decode_filters(c, hcm);
 }
 
 /* Listener: name=1, api_listener=19 (api_listener=1: an Any holding an
  * HttpConnectionManager). */
-bool xds_decode_listener(xds_dctx *c, grit_pbr *r, xds_resource *res) {
+bool grit_xds_decode_listener(xds_dctx *c, grit_pbr *r, xds_resource *res) {
   grit_pbf f, api = {0};
   int rc;
   bool have_api = false;
   while ((rc = grit_pbr_next(r, &f)) == 1) {
-    if (f.num == 1 && !xds_str(c, &f, &res->name))
+    if (f.num == 1 && !grit_xds_str(c, &f, &res->name))
       return false;
     if (f.num == 19 && f.wt == GRIT_PB_LEN) {
       grit_pbf g;
@@ -770,10 +773,10 @@ bool xds_decode_listener(xds_dctx *c, grit_pbr *r, xds_resource *res) {
     }
   }
   if (rc < 0)
-    return xds_fail(c, "malformed message");
+    return grit_xds_fail(c, "malformed message");
   if (!have_api)
-    return xds_fail(c, "no api_listener (grit is a client)");
-  size_t mark = xds_dctx_push(c, "api_listener");
+    return grit_xds_fail(c, "no api_listener (grit is a client)");
+  size_t mark = grit_xds_dctx_push(c, "api_listener");
   const uint8_t *type = NULL, *value = NULL;
   size_t tlen = 0, vlen = 0;
   grit_pbf g;
@@ -787,10 +790,10 @@ bool xds_decode_listener(xds_dctx *c, grit_pbr *r, xds_resource *res) {
     }
   }
   if (tlen != strlen(HCM_TYPE) || memcmp(type, HCM_TYPE, tlen) != 0)
-    return xds_fail(c, "not an HttpConnectionManager");
+    return grit_xds_fail(c, "not an HttpConnectionManager");
   grit_pbf hcm = {.wt = GRIT_PB_LEN, .data = value, .len = vlen};
   if (!decode_hcm(c, &hcm, &res->u.listener))
     return false;
-  xds_dctx_pop(c, mark);
+  grit_xds_dctx_pop(c, mark);
   return true;
 }

@@ -28,7 +28,7 @@ static void re_free(void *p, void *ud) {
   grit_free(p);
 }
 
-void xds_regex_free(xds_regex *re) {
+void grit_xds_regex_free(xds_regex *re) {
   if (!re)
     return;
   pcre2_code_free(re->code);
@@ -84,8 +84,8 @@ static const char *re2_unsupported(const char *p) {
   return in_class ? "missing ]" : NULL;
 }
 
-xds_regex *xds_regex_compile(xds_arena *a, const char *pattern,
-                             const char **why) {
+xds_regex *grit_xds_regex_compile(xds_arena *a, const char *pattern,
+                                  const char **why) {
   *why = re2_unsupported(pattern);
   if (*why)
     return NULL;
@@ -96,7 +96,7 @@ xds_regex *xds_regex_compile(xds_arena *a, const char *pattern,
   pcre2_compile_context *cc =
       re->gc ? pcre2_compile_context_create(re->gc) : NULL;
   if (!cc) {
-    xds_regex_free(re);
+    grit_xds_regex_free(re);
     return NULL;
   }
   int errcode;
@@ -107,7 +107,7 @@ xds_regex *xds_regex_compile(xds_arena *a, const char *pattern,
   if (!re->code) {
     char text[128];
     if (errcode == PCRE2_ERROR_NOMEMORY || errcode == PCRE2_ERROR_HEAP_FAILED) {
-      xds_regex_free(re);
+      grit_xds_regex_free(re);
       return NULL;
     }
     /* A static buffer only for the reason text of this one failure: the
@@ -117,17 +117,17 @@ xds_regex *xds_regex_compile(xds_arena *a, const char *pattern,
     snprintf(buf, sizeof(buf), "invalid regex at %zu: %s", (size_t)erroff,
              text);
     *why = buf;
-    xds_regex_free(re);
+    grit_xds_regex_free(re);
     return NULL;
   }
-  if (!xds_arena_keep_regex(a, re)) {
-    xds_regex_free(re);
+  if (!grit_xds_arena_keep_regex(a, re)) {
+    grit_xds_regex_free(re);
     return NULL;
   }
   return re;
 }
 
-bool xds_regex_match(const xds_regex *re, const char *s, size_t len) {
+bool grit_xds_regex_match(const xds_regex *re, const char *s, size_t len) {
   pcre2_match_data *md = pcre2_match_data_create(1, re->gc);
   if (!md)
     return false;
@@ -151,7 +151,8 @@ bool xds_regex_match(const xds_regex *re, const char *s, size_t len) {
   return rc >= 0;
 }
 
-char *xds_regex_replace(const xds_regex *re, const char *s, const char *sub) {
+char *grit_xds_regex_replace(const xds_regex *re, const char *s,
+                             const char *sub) {
   /* RE2's "\1" references become PCRE2's "$1"; "\\" a backslash. */
   size_t sl = strlen(sub);
   char *rep = grit_malloc(2 * sl + 1);

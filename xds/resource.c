@@ -14,11 +14,11 @@ static const char *const type_urls[XDS_KINDS] = {
 #define RESOURCE_WRAPPER                                                       \
   "type.googleapis.com/envoy.service.discovery.v3.Resource"
 
-const char *xds_type_url(xds_kind k) {
+const char *grit_xds_type_url(xds_kind k) {
   return type_urls[k];
 }
 
-int xds_kind_of(const char *type_url, size_t len) {
+int grit_xds_kind_of(const char *type_url, size_t len) {
   for (int k = 0; k < XDS_KINDS; k++)
     if (strlen(type_urls[k]) == len && memcmp(type_urls[k], type_url, len) == 0)
       return k;
@@ -48,8 +48,9 @@ static bool any_fields(const uint8_t *p, size_t n, const char **t, size_t *tl,
   return rc == 0 && *t;
 }
 
-bool xds_any_unwrap(const uint8_t *p, size_t n, const char **type_url,
-                    size_t *type_len, const uint8_t **value, size_t *vlen) {
+bool grit_xds_any_unwrap(const uint8_t *p, size_t n, const char **type_url,
+                         size_t *type_len, const uint8_t **value,
+                         size_t *vlen) {
   if (!any_fields(p, n, type_url, type_len, value, vlen))
     return false;
   if (*type_len != strlen(RESOURCE_WRAPPER) ||
@@ -72,9 +73,10 @@ bool xds_any_unwrap(const uint8_t *p, size_t n, const char **type_url,
   return any_fields(inner, inner_len, type_url, type_len, value, vlen);
 }
 
-grit_err xds_resource_decode(xds_kind kind, const uint8_t *p, size_t n,
-                             xds_resource **out, char *name, size_t name_size,
-                             char *err, size_t err_size) {
+grit_err grit_xds_resource_decode(xds_kind kind, const uint8_t *p, size_t n,
+                                  xds_resource **out, char *name,
+                                  size_t name_size, char *err,
+                                  size_t err_size) {
   *out = NULL;
   if (name_size)
     name[0] = '\0';
@@ -84,12 +86,12 @@ grit_err xds_resource_decode(xds_kind kind, const uint8_t *p, size_t n,
   xds_dctx c = {.err = err_size ? err : dummy,
                 .err_size = err_size ? err_size : 1};
   c.err[0] = '\0';
-  c.a = xds_arena_create();
+  c.a = grit_xds_arena_create();
   if (!c.a)
     return GRIT_ERR_NOMEM;
-  xds_resource *res = xds_arena_alloc(c.a, sizeof(*res));
+  xds_resource *res = grit_xds_arena_alloc(c.a, sizeof(*res));
   if (!res) {
-    xds_arena_destroy(c.a);
+    grit_xds_arena_destroy(c.a);
     return GRIT_ERR_NOMEM;
   }
   res->refs = 1;
@@ -100,37 +102,37 @@ grit_err xds_resource_decode(xds_kind kind, const uint8_t *p, size_t n,
   bool ok = false;
   switch (kind) {
   case XDS_LISTENER:
-    ok = xds_decode_listener(&c, &r, res);
+    ok = grit_xds_decode_listener(&c, &r, res);
     break;
   case XDS_ROUTE_CONFIG:
-    ok = xds_decode_route_config(&c, &r, res);
+    ok = grit_xds_decode_route_config(&c, &r, res);
     break;
   case XDS_CLUSTER:
-    ok = xds_decode_cluster(&c, &r, res);
+    ok = grit_xds_decode_cluster(&c, &r, res);
     break;
   case XDS_ENDPOINTS:
-    ok = xds_decode_endpoints(&c, &r, res);
+    ok = grit_xds_decode_endpoints(&c, &r, res);
     break;
   }
   if (res->name && name_size)
     grit_str_copy(name, name_size, res->name);
   if (ok && !xds_failed(&c) && (!res->name || !res->name[0]))
-    ok = xds_fail(&c, "the resource has no name");
+    ok = grit_xds_fail(&c, "the resource has no name");
   if (!ok || xds_failed(&c)) {
     bool oom = c.oom;
-    xds_arena_destroy(c.a);
+    grit_xds_arena_destroy(c.a);
     return oom ? GRIT_ERR_NOMEM : GRIT_ERR_INVALID_ARG;
   }
   *out = res;
   return GRIT_OK;
 }
 
-void xds_resource_ref(xds_resource *r) {
+void grit_xds_resource_ref(xds_resource *r) {
   if (r)
     __atomic_add_fetch(&r->refs, 1, __ATOMIC_RELAXED);
 }
 
-void xds_resource_unref(xds_resource *r) {
+void grit_xds_resource_unref(xds_resource *r) {
   if (r && __atomic_sub_fetch(&r->refs, 1, __ATOMIC_ACQ_REL) == 0)
-    xds_arena_destroy(r->arena_);
+    grit_xds_arena_destroy(r->arena_);
 }

@@ -33,8 +33,8 @@ static int domain_match(const char *pattern, const char *host, size_t *len) {
   return strcasecmp(pattern, host) == 0 ? DOM_EXACT : DOM_NONE;
 }
 
-const xds_vhost *xds_vhost_find(const xds_route_config *rc,
-                                const char *authority) {
+const xds_vhost *grit_xds_vhost_find(const xds_route_config *rc,
+                                     const char *authority) {
   const xds_vhost *best = NULL;
   int best_kind = DOM_NONE;
   size_t best_len = 0;
@@ -66,7 +66,7 @@ static bool path_matches(const xds_route_match *m, const char *path) {
     return m->case_sensitive ? strcmp(path, m->path) == 0
                              : strcasecmp(path, m->path) == 0;
   case XDS_PATH_REGEX:
-    return xds_regex_match(m->re, path, pl);
+    return grit_xds_regex_match(m->re, path, pl);
   }
   return false;
 }
@@ -99,7 +99,7 @@ static bool value_matches(const xds_header_matcher *h, const char *v) {
   case XDS_HM_CONTAINS:
     return contains(v, h->value, h->ignore_case);
   case XDS_HM_REGEX:
-    return xds_regex_match(h->re, v, vl);
+    return grit_xds_regex_match(h->re, v, vl);
   case XDS_HM_RANGE: {
     char *end;
     errno = 0;
@@ -153,9 +153,9 @@ static bool header_matches(const xds_header_matcher *h,
   return h->invert ? !match : match;
 }
 
-const xds_route *xds_route_find(const xds_vhost *vh, const char *path,
-                                const grit_metadata *md,
-                                uint32_t rand_per_million) {
+const xds_route *grit_xds_route_find(const xds_vhost *vh, const char *path,
+                                     const grit_metadata *md,
+                                     uint32_t rand_per_million) {
   for (size_t i = 0; vh && i < vh->nroutes; i++) {
     const xds_route *r = &vh->routes[i];
     if (!path_matches(&r->match, path))
@@ -173,7 +173,7 @@ const xds_route *xds_route_find(const xds_vhost *vh, const char *path,
   return NULL;
 }
 
-const char *xds_route_cluster(const xds_route *r, uint64_t rand) {
+const char *grit_xds_route_cluster(const xds_route *r, uint64_t rand) {
   if (r->action == XDS_ACTION_CLUSTER)
     return r->cluster;
   if (r->action != XDS_ACTION_WEIGHTED || !r->total_weight)

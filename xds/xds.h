@@ -20,15 +20,15 @@ typedef enum xds_kind {
 
 /* The type URL of |k| ("type.googleapis.com/envoy.config.listener.v3.
  * Listener", ...). */
-const char *xds_type_url(xds_kind k);
+const char *grit_xds_type_url(xds_kind k);
 /* The kind of a type URL, or -1. */
-int xds_kind_of(const char *type_url, size_t len);
+int grit_xds_kind_of(const char *type_url, size_t len);
 
 /* A compiled regular expression with RE2's semantics for what grpc
  * accepts: full match, no backreferences or lookaround (matched by a DFA,
  * so in time linear in the subject). */
 typedef struct xds_regex xds_regex;
-bool xds_regex_match(const xds_regex *re, const char *s, size_t len);
+bool grit_xds_regex_match(const xds_regex *re, const char *s, size_t len);
 
 /* ---- RouteConfiguration (RDS, or inline in a Listener) ---- */
 
@@ -248,17 +248,17 @@ typedef struct xds_resource {
  * when it could be read, |name| gets the resource's name (for the NACK's
  * per-resource error). Returns GRIT_OK, GRIT_ERR_INVALID_ARG (invalid
  * resource) or GRIT_ERR_NOMEM. */
-grit_err xds_resource_decode(xds_kind kind, const uint8_t *p, size_t n,
-                             xds_resource **out, char *name, size_t name_size,
-                             char *err, size_t err_size);
-void xds_resource_ref(xds_resource *r);
-void xds_resource_unref(xds_resource *r);
+grit_err grit_xds_resource_decode(xds_kind kind, const uint8_t *p, size_t n,
+                                  xds_resource **out, char *name,
+                                  size_t name_size, char *err, size_t err_size);
+void grit_xds_resource_ref(xds_resource *r);
+void grit_xds_resource_unref(xds_resource *r);
 
 /* An Any from a DiscoveryResponse: the type URL and value, unwrapping an
  * envoy.service.discovery.v3.Resource wrapper. Returns false on malformed
  * input. */
-bool xds_any_unwrap(const uint8_t *p, size_t n, const char **type_url,
-                    size_t *type_len, const uint8_t **value, size_t *vlen);
+bool grit_xds_any_unwrap(const uint8_t *p, size_t n, const char **type_url,
+                         size_t *type_len, const uint8_t **value, size_t *vlen);
 
 /* ---- bootstrap (gRFC A27; SPEC XD-01) ---- */
 
@@ -280,32 +280,32 @@ typedef struct xds_bootstrap {
 
 /* Parse bootstrap JSON. Errors name the JSON path in |d|. Returns GRIT_OK,
  * GRIT_ERR_INVALID_ARG or GRIT_ERR_NOMEM. */
-grit_err xds_bootstrap_parse(const char *json, size_t len, xds_bootstrap **out,
-                             grit_error_detail *d);
+grit_err grit_xds_bootstrap_parse(const char *json, size_t len,
+                                  xds_bootstrap **out, grit_error_detail *d);
 /* From GRPC_XDS_BOOTSTRAP (a file), else GRPC_XDS_BOOTSTRAP_CONFIG (the
  * JSON). GRIT_ERR_NOT_FOUND when neither is set or the file cannot be
  * opened. */
-grit_err xds_bootstrap_from_env(xds_bootstrap **out, grit_error_detail *d);
-void xds_bootstrap_free(xds_bootstrap *b);
+grit_err grit_xds_bootstrap_from_env(xds_bootstrap **out, grit_error_detail *d);
+void grit_xds_bootstrap_free(xds_bootstrap *b);
 
 /* ---- routing (pure; SPEC XD-02) ---- */
 
 /* The virtual host for |authority| (A28: exact, then the longest suffix
  * wildcard "*.x", then the longest prefix wildcard "x.*", then "*"), or
  * NULL. Case-insensitive. */
-const xds_vhost *xds_vhost_find(const xds_route_config *rc,
-                                const char *authority);
+const xds_vhost *grit_xds_vhost_find(const xds_route_config *rc,
+                                     const char *authority);
 
 /* The first route of |vh| matching |path| and |md| (request metadata; a
  * "-bin" header never matches; "content-type" is "application/grpc"),
  * drawing the runtime fraction from |rand_per_million| (0..999999), or
  * NULL. */
-const xds_route *xds_route_find(const xds_vhost *vh, const char *path,
-                                const grit_metadata *md,
-                                uint32_t rand_per_million);
+const xds_route *grit_xds_route_find(const xds_vhost *vh, const char *path,
+                                     const grit_metadata *md,
+                                     uint32_t rand_per_million);
 
 /* The cluster of |r| for one call: its cluster, or a weighted pick with
  * |rand| (0..total_weight-1). NULL for a non-forwarding action. */
-const char *xds_route_cluster(const xds_route *r, uint64_t rand);
+const char *grit_xds_route_cluster(const xds_route *r, uint64_t rand);
 
 #endif

@@ -9,28 +9,29 @@
 
 /* A bump allocator: one free for a whole resource. */
 typedef struct xds_arena xds_arena;
-xds_arena *xds_arena_create(void);
-void xds_arena_destroy(xds_arena *a);
-void *xds_arena_alloc(xds_arena *a, size_t size); /* zeroed; NULL on OOM */
-char *xds_arena_strndup(xds_arena *a, const uint8_t *s, size_t n);
+xds_arena *grit_xds_arena_create(void);
+void grit_xds_arena_destroy(xds_arena *a);
+void *grit_xds_arena_alloc(xds_arena *a, size_t size); /* zeroed; NULL on OOM */
+char *grit_xds_arena_strndup(xds_arena *a, const uint8_t *s, size_t n);
 /* Grow the array at |*items| (|n| used, |*cap| room) by one element of
  * |size| bytes; returns the new element (zeroed) or NULL on OOM. */
-void *xds_arena_push(xds_arena *a, void **items, size_t *n, size_t *cap,
-                     size_t size);
+void *grit_xds_arena_push(xds_arena *a, void **items, size_t *n, size_t *cap,
+                          size_t size);
 
 /* Compile |pattern| (|len| bytes) into |a| (the regex is freed with the
- * arena: xds_arena_destroy calls xds_regex_free on each). Returns NULL
- * with |why| set when the pattern is invalid or uses what RE2 lacks
+ * arena: grit_xds_arena_destroy calls grit_xds_regex_free on each). Returns
+ * NULL with |why| set when the pattern is invalid or uses what RE2 lacks
  * (backreferences, lookaround, atomic groups, possessive quantifiers,
  * recursion, backtracking verbs); |why| NULL means out of memory. */
-xds_regex *xds_regex_compile(xds_arena *a, const char *pattern,
-                             const char **why);
+xds_regex *grit_xds_regex_compile(xds_arena *a, const char *pattern,
+                                  const char **why);
 /* Free a regex (the arena calls it); keep one for the arena to free. */
-void xds_regex_free(xds_regex *re);
-bool xds_arena_keep_regex(xds_arena *a, xds_regex *re);
+void grit_xds_regex_free(xds_regex *re);
+bool grit_xds_arena_keep_regex(xds_arena *a, xds_regex *re);
 /* Replace every match of |re| in |s| by |sub| (RE2::GlobalReplace, "\1"
  * style references). Returns a new grit_malloc'd string, or NULL. */
-char *xds_regex_replace(const xds_regex *re, const char *s, const char *sub);
+char *grit_xds_regex_replace(const xds_regex *re, const char *s,
+                             const char *sub);
 
 /* The decoder's context. */
 typedef struct xds_dctx {
@@ -43,14 +44,14 @@ typedef struct xds_dctx {
 } xds_dctx;
 
 /* Append a path segment; returns the length to restore with dctx_pop. */
-size_t xds_dctx_push(xds_dctx *c, const char *fmt, ...)
+size_t grit_xds_dctx_push(xds_dctx *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-void xds_dctx_pop(xds_dctx *c, size_t mark);
+void grit_xds_dctx_pop(xds_dctx *c, size_t mark);
 /* Record an error at the current path (the first one wins). Returns
- * false, for "return xds_fail(c, ...)". */
-bool xds_fail(xds_dctx *c, const char *fmt, ...)
+ * false, for "return grit_xds_fail(c, ...)". */
+bool grit_xds_fail(xds_dctx *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-bool xds_oom(xds_dctx *c);
+bool grit_xds_oom(xds_dctx *c);
 /* A reader over a LEN field's bytes. */
 static inline grit_pbr xds_reader(const grit_pbf *f) {
   grit_pbr r;
@@ -59,23 +60,23 @@ static inline grit_pbr xds_reader(const grit_pbf *f) {
 }
 /* The next field of |r|: true with |f| filled, false at the end or on
  * malformed input (then an error is recorded). */
-bool xds_next(xds_dctx *c, grit_pbr *r, grit_pbf *f);
+bool grit_xds_next(xds_dctx *c, grit_pbr *r, grit_pbf *f);
 /* Whether decoding has failed (an error or out of memory). */
 static inline bool xds_failed(const xds_dctx *c) {
   return c->err[0] || c->oom;
 }
 /* A string field into the arena (UTF-8 checked). */
-bool xds_str(xds_dctx *c, const grit_pbf *f, const char **out);
+bool grit_xds_str(xds_dctx *c, const grit_pbf *f, const char **out);
 
 /* A FractionalPercent (numerator=1, denominator=2) in parts per million,
  * capped at 100 %. */
-bool xds_decode_fraction(xds_dctx *c, const grit_pbf *f, uint32_t *ppm);
+bool grit_xds_decode_fraction(xds_dctx *c, const grit_pbf *f, uint32_t *ppm);
 /* Decoders of each resource kind (decode_*.c). */
-bool xds_decode_listener(xds_dctx *c, grit_pbr *r, xds_resource *res);
-bool xds_decode_route_config(xds_dctx *c, grit_pbr *r, xds_resource *res);
-bool xds_decode_route_config_body(xds_dctx *c, const grit_pbf *f,
-                                  xds_route_config *rc, const char **name);
-bool xds_decode_cluster(xds_dctx *c, grit_pbr *r, xds_resource *res);
-bool xds_decode_endpoints(xds_dctx *c, grit_pbr *r, xds_resource *res);
+bool grit_xds_decode_listener(xds_dctx *c, grit_pbr *r, xds_resource *res);
+bool grit_xds_decode_route_config(xds_dctx *c, grit_pbr *r, xds_resource *res);
+bool grit_xds_decode_route_config_body(xds_dctx *c, const grit_pbf *f,
+                                       xds_route_config *rc, const char **name);
+bool grit_xds_decode_cluster(xds_dctx *c, grit_pbr *r, xds_resource *res);
+bool grit_xds_decode_endpoints(xds_dctx *c, grit_pbr *r, xds_resource *res);
 
 #endif

@@ -17,8 +17,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   xds_kind kind = (xds_kind)(data[0] % XDS_KINDS);
   xds_resource *r;
   char name[64], err[256];
-  grit_err rv = xds_resource_decode(kind, data + 1, size - 1, &r, name,
-                                    sizeof(name), err, sizeof(err));
+  grit_err rv = grit_xds_resource_decode(kind, data + 1, size - 1, &r, name,
+                                         sizeof(name), err, sizeof(err));
   if (rv != GRIT_OK) {
     GRIT_ASSERT(r == NULL);
     GRIT_ASSERT(rv == GRIT_ERR_NOMEM || err[0] != '\0');
@@ -34,15 +34,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (grit_metadata_create(&md) == GRIT_OK) {
       grit_metadata_add(md, "x-h", "value-42", 8);
       for (size_t i = 0; i < rc->nvhosts; i++) {
-        const xds_vhost *vh = xds_vhost_find(rc, i % 2 ? "a.example.com" : "x");
-        const xds_route *rt = xds_route_find(vh, "/pkg.Svc/Method", md,
-                                             (uint32_t)(i * 7919) % 1000000);
+        const xds_vhost *vh =
+            grit_xds_vhost_find(rc, i % 2 ? "a.example.com" : "x");
+        const xds_route *rt = grit_xds_route_find(
+            vh, "/pkg.Svc/Method", md, (uint32_t)(i * 7919) % 1000000);
         if (rt)
-          (void)xds_route_cluster(rt, i * 31);
+          (void)grit_xds_route_cluster(rt, i * 31);
       }
       grit_metadata_destroy(md);
     }
   }
-  xds_resource_unref(r);
+  grit_xds_resource_unref(r);
   return 0;
 }

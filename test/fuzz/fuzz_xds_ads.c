@@ -27,42 +27,42 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   xds_bootstrap *b;
   grit_error_detail d;
   if (!(data[0] & 1)) {
-    if (xds_bootstrap_parse((const char *)data + 1, size - 1, &b, &d) ==
+    if (grit_xds_bootstrap_parse((const char *)data + 1, size - 1, &b, &d) ==
         GRIT_OK) {
       GRIT_ASSERT(b->nservers > 0 && b->servers[0].uri);
-      xds_bootstrap_free(b);
+      grit_xds_bootstrap_free(b);
     }
     return 0;
   }
-  if (xds_bootstrap_parse(boot, strlen(boot), &b, &d) != GRIT_OK)
+  if (grit_xds_bootstrap_parse(boot, strlen(boot), &b, &d) != GRIT_OK)
     return 0;
   xds_ads *a;
-  if (xds_ads_create(b, "fuzz", &cbs, NULL, &a) != GRIT_OK) {
-    xds_bootstrap_free(b);
+  if (grit_xds_ads_create(b, "fuzz", &cbs, NULL, &a) != GRIT_OK) {
+    grit_xds_bootstrap_free(b);
     return 0;
   }
   static const char *names[] = {"a", "rc", "c1", "e1", "x"};
   for (int k = 0; k < XDS_KINDS; k++)
     for (size_t i = 0; i < 5; i++)
-      xds_ads_watch(a, (xds_kind)k, names[i], 0);
-  xds_ads_stream_started(a, 0);
+      grit_xds_ads_watch(a, (xds_kind)k, names[i], 0);
+  grit_xds_ads_stream_started(a, 0);
   size_t off = 1;
   uint64_t now = 0;
   grit_bytes req;
-  while (xds_ads_next_request(a, &req))
+  while (grit_xds_ads_next_request(a, &req))
     grit_free(req.data);
   while (off + 2 <= size) {
     size_t n = (size_t)data[off] << 8 | data[off + 1];
     off += 2;
     if (n > size - off)
       n = size - off;
-    xds_ads_on_response(a, data + off, n, now += 1000);
+    grit_xds_ads_on_response(a, data + off, n, now += 1000);
     off += n;
-    while (xds_ads_next_request(a, &req))
+    while (grit_xds_ads_next_request(a, &req))
       grit_free(req.data);
-    xds_ads_on_timer(a, now);
+    grit_xds_ads_on_timer(a, now);
   }
-  xds_ads_destroy(a);
-  xds_bootstrap_free(b);
+  grit_xds_ads_destroy(a);
+  grit_xds_bootstrap_free(b);
   return 0;
 }

@@ -85,8 +85,8 @@ static xds_resource *decode(xds_kind k, pbw *w, char *err, size_t errsz) {
   xds_resource *r = NULL;
   seed_write(k, w);
   char name[128];
-  grit_err rv =
-      xds_resource_decode(k, w->b, w->n, &r, name, sizeof(name), err, errsz);
+  grit_err rv = grit_xds_resource_decode(k, w->b, w->n, &r, name, sizeof(name),
+                                         err, errsz);
   free(w->b);
   memset(w, 0, sizeof(*w));
   if (rv != GRIT_OK)
@@ -100,7 +100,7 @@ static xds_resource *decode(xds_kind k, pbw *w, char *err, size_t errsz) {
     char err_[512];                                                            \
     xds_resource *r_ = decode((kind), (w), err_, sizeof(err_));                \
     if (r_) {                                                                  \
-      xds_resource_unref(r_);                                                  \
+      grit_xds_resource_unref(r_);                                             \
       TEST_FAIL_AT(__FILE__, __LINE__, "accepted, wanted NACK: %s", (want));   \
     }                                                                          \
     if (!strstr(err_, (want)))                                                 \
@@ -181,13 +181,13 @@ static void test_listener_inline(void) {
   ASSERT_NULL(r->u.listener.rds_name);
   const xds_route_config *rc = r->u.listener.route_config;
   ASSERT_NOT_NULL(rc);
-  const xds_vhost *vh = xds_vhost_find(rc, "svc.example");
+  const xds_vhost *vh = grit_xds_vhost_find(rc, "svc.example");
   ASSERT_NOT_NULL(vh);
-  const xds_route *rt = xds_route_find(vh, "/pkg.Svc/Get", NULL, 0);
-  ASSERT_STR_EQ(xds_route_cluster(rt, 0), "cluster-a");
-  rt = xds_route_find(vh, "/other.Svc/Get", NULL, 0);
-  ASSERT_STR_EQ(xds_route_cluster(rt, 0), "cluster-default");
-  xds_resource_unref(r);
+  const xds_route *rt = grit_xds_route_find(vh, "/pkg.Svc/Get", NULL, 0);
+  ASSERT_STR_EQ(grit_xds_route_cluster(rt, 0), "cluster-a");
+  rt = grit_xds_route_find(vh, "/other.Svc/Get", NULL, 0);
+  ASSERT_STR_EQ(grit_xds_route_cluster(rt, 0), "cluster-default");
+  grit_xds_resource_unref(r);
 }
 
 static void test_listener_rds(void) {
@@ -209,7 +209,7 @@ static void test_listener_rds(void) {
   ASSERT_STR_EQ(r->u.listener.rds_name, "routes-1");
   ASSERT(r->u.listener.has_max_stream_duration);
   ASSERT_EQ(r->u.listener.max_stream_duration_ns, 3000000000LL);
-  xds_resource_unref(r);
+  grit_xds_resource_unref(r);
 }
 
 static void test_listener_nacks(void) {
@@ -304,11 +304,11 @@ static void test_domains(void) {
       {"other", "*"},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-    const xds_vhost *vh = xds_vhost_find(c, cases[i].host);
+    const xds_vhost *vh = grit_xds_vhost_find(c, cases[i].host);
     ASSERT_NOT_NULL(vh);
     ASSERT_STR_EQ(vh->name, cases[i].want);
   }
-  xds_resource_unref(r);
+  grit_xds_resource_unref(r);
 }
 
 static void add_header(pbw *m, const char *name, uint32_t kind,
@@ -361,9 +361,9 @@ static grit_metadata *md1(const char *k, const char *v) {
 static const char *route_for(const xds_vhost *vh, const char *path,
                              const char *hk, const char *hv) {
   grit_metadata *md = md1(hk, hv);
-  const xds_route *r = xds_route_find(vh, path, md, 0);
+  const xds_route *r = grit_xds_route_find(vh, path, md, 0);
   grit_metadata_destroy(md);
-  return r ? xds_route_cluster(r, 0) : "(none)";
+  return r ? grit_xds_route_cluster(r, 0) : "(none)";
 }
 
 static void test_matchers(void) {
@@ -407,7 +407,7 @@ static void test_matchers(void) {
   ASSERT_STR_EQ(route_for(v, "/re.Svc/Put", NULL, NULL), "path-regex");
   ASSERT_STR_EQ(route_for(v, "/re.Svc/Delete", NULL, NULL), "absent");
   ASSERT_STR_EQ(route_for(v, "/re.Svc/Delete", "x-h", "zz"), "fallback");
-  xds_resource_unref(r);
+  grit_xds_resource_unref(r);
 }
 
 static void test_runtime_fraction_and_weights(void) {
@@ -444,16 +444,17 @@ static void test_runtime_fraction_and_weights(void) {
   xds_resource *r = rc_decode(&rc, err, sizeof(err));
   ASSERT_NOT_NULL(r);
   const xds_vhost *v = &r->u.route_config.vhosts[0];
-  ASSERT_STR_EQ(xds_route_cluster(xds_route_find(v, "/x", NULL, 249999), 0),
-                "quarter");
-  const xds_route *wr = xds_route_find(v, "/x", NULL, 250000);
+  ASSERT_STR_EQ(
+      grit_xds_route_cluster(grit_xds_route_find(v, "/x", NULL, 249999), 0),
+      "quarter");
+  const xds_route *wr = grit_xds_route_find(v, "/x", NULL, 250000);
   ASSERT_NOT_NULL(wr);
   ASSERT_EQ(wr->nweighted, 2); /* the zero weight is skipped */
   ASSERT_EQ(wr->total_weight, 100);
-  ASSERT_STR_EQ(xds_route_cluster(wr, 79), "eighty");
-  ASSERT_STR_EQ(xds_route_cluster(wr, 80), "twenty");
-  ASSERT_STR_EQ(xds_route_cluster(wr, 199), "twenty");
-  xds_resource_unref(r);
+  ASSERT_STR_EQ(grit_xds_route_cluster(wr, 79), "eighty");
+  ASSERT_STR_EQ(grit_xds_route_cluster(wr, 80), "twenty");
+  ASSERT_STR_EQ(grit_xds_route_cluster(wr, 199), "twenty");
+  grit_xds_resource_unref(r);
 }
 
 /* A44: codes from retry_on, num_retries + 1 attempts, backoff defaults;
@@ -514,7 +515,7 @@ static void test_route_policies(void) {
   ASSERT_EQ(inh->retry.max_attempts, 2);
   ASSERT_EQ(inh->retry.base_ns, 100000000);
   ASSERT_EQ(inh->retry.max_ns, 1000000000);
-  xds_resource_unref(r);
+  grit_xds_resource_unref(r);
 }
 
 static void test_route_nacks_and_skips(void) {
@@ -543,7 +544,7 @@ static void test_route_nacks_and_skips(void) {
   xds_resource *r = rc_decode(&rc, err, sizeof(err));
   ASSERT_NOT_NULL(r);
   ASSERT_EQ(r->u.route_config.vhosts[0].nroutes, 1);
-  xds_resource_unref(r);
+  grit_xds_resource_unref(r);
 
   static const struct {
     const char *regex, *why;
@@ -642,7 +643,7 @@ static void test_cluster_eds_legacy_lb(void) {
   ASSERT(c->outlier.failure_percentage);
   ASSERT_EQ(c->outlier.fp_threshold, 85);
   ASSERT_EQ(c->outlier.interval_ns, 10000000000LL);
-  xds_resource_unref(r);
+  grit_xds_resource_unref(r);
 }
 
 /* A52: the first policy grit knows wins; wrr_locality wraps its child. */
@@ -695,7 +696,7 @@ static void test_cluster_typed_lb(void) {
   ASSERT_EQ(c->lb.update_ns, 500000000);
   ASSERT_EQ(c->max_requests, 1024);
   ASSERT(!c->has_outlier);
-  xds_resource_unref(r);
+  grit_xds_resource_unref(r);
 }
 
 static void test_cluster_logical_dns_and_nacks(void) {
@@ -719,7 +720,7 @@ static void test_cluster_logical_dns_and_nacks(void) {
   ASSERT_EQ(r->u.cluster.dns_port, 8443);
   ASSERT_EQ(r->u.cluster.lb.kind, XDS_LB_LEAST_REQUEST);
   ASSERT_EQ(r->u.cluster.lb.choice_count, 2);
-  xds_resource_unref(r);
+  grit_xds_resource_unref(r);
 
   pbw c2 = {0};
   pbw_str(&c2, 1, "static");
@@ -834,7 +835,7 @@ static void test_endpoints(void) {
   ASSERT_EQ(e->ndrops, 1);
   ASSERT_EQ(e->drops[0].per_million, 500);
   ASSERT_STR_EQ(e->drops[0].category, "lb");
-  xds_resource_unref(r);
+  grit_xds_resource_unref(r);
 
   pbw c1 = {0}, a1 = {0}, lbe1 = {0}, ep1 = {0}, ad1 = {0}, sa1 = {0};
   pbw_str(&c1, 1, "zero");
@@ -896,12 +897,12 @@ static void test_any_unwrap(void) {
   const char *t;
   size_t tl, vl;
   const uint8_t *v;
-  ASSERT(xds_any_unwrap(f.data, f.len, &t, &tl, &v, &vl));
-  ASSERT_EQ(xds_kind_of(t, tl), XDS_CLUSTER);
+  ASSERT(grit_xds_any_unwrap(f.data, f.len, &t, &tl, &v, &vl));
+  ASSERT_EQ(grit_xds_kind_of(t, tl), XDS_CLUSTER);
   ASSERT_EQ(vl, 9);
   free(wrapper.b);
   free(res.b);
-  ASSERT_EQ(xds_kind_of("x", 1), -1);
+  ASSERT_EQ(grit_xds_kind_of("x", 1), -1);
 }
 
 /* ---- OOM sweep over decoding every kind ---- */
@@ -953,22 +954,22 @@ static void test_oom_sweep(void) {
     xds_resource *r;
     char err[128], name[64];
     grit_err rv =
-        xds_resource_decode(inputs[i].k, inputs[i].w->b, inputs[i].w->n, &r,
-                            name, sizeof(name), err, sizeof(err));
+        grit_xds_resource_decode(inputs[i].k, inputs[i].w->b, inputs[i].w->n,
+                                 &r, name, sizeof(name), err, sizeof(err));
     long total = oom_count;
     oom_on = false;
     ASSERT_OK(rv);
-    xds_resource_unref(r);
+    grit_xds_resource_unref(r);
     long nomem = 0;
     for (long at = 1; at <= total; at++) {
       oom_count = 0;
       oom_at = at;
       oom_on = true;
-      rv = xds_resource_decode(inputs[i].k, inputs[i].w->b, inputs[i].w->n, &r,
-                               name, sizeof(name), err, sizeof(err));
+      rv = grit_xds_resource_decode(inputs[i].k, inputs[i].w->b, inputs[i].w->n,
+                                    &r, name, sizeof(name), err, sizeof(err));
       oom_on = false;
       if (rv == GRIT_OK)
-        xds_resource_unref(r);
+        grit_xds_resource_unref(r);
       else if (rv == GRIT_ERR_NOMEM)
         nomem++;
       else

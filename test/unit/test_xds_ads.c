@@ -30,7 +30,7 @@ static const char *boot_json =
 static void test_bootstrap(void) {
   xds_bootstrap *b;
   grit_error_detail d = {0};
-  ASSERT_OK(xds_bootstrap_parse(boot_json, strlen(boot_json), &b, &d));
+  ASSERT_OK(grit_xds_bootstrap_parse(boot_json, strlen(boot_json), &b, &d));
   ASSERT_EQ(b->nservers, 1);
   ASSERT_STR_EQ(b->servers[0].uri, "127.0.0.1:18000");
   ASSERT(!b->servers[0].tls); /* google_default skipped, insecure taken */
@@ -38,7 +38,7 @@ static void test_bootstrap(void) {
   ASSERT_STR_EQ(b->zone, "z1");
   ASSERT_NULL(b->region);
   ASSERT_NOT_NULL(strstr(b->node_metadata, "\"GENERATOR\":\"grpc\""));
-  xds_bootstrap_free(b);
+  grit_xds_bootstrap_free(b);
 
   static const struct {
     const char *json, *path, *why;
@@ -65,7 +65,8 @@ static void test_bootstrap(void) {
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     grit_error_detail e = {0};
     xds_bootstrap *x = (void *)1;
-    grit_err rv = xds_bootstrap_parse(bad[i].json, strlen(bad[i].json), &x, &e);
+    grit_err rv =
+        grit_xds_bootstrap_parse(bad[i].json, strlen(bad[i].json), &x, &e);
     ASSERT_EQ(rv, GRIT_ERR_INVALID_ARG);
     ASSERT_NULL(x);
     ASSERT_STR_EQ(e.path, bad[i].path);
@@ -77,11 +78,11 @@ static void test_bootstrap(void) {
                     "[{\"type\":\"tls\",\"config\":{\"ca_certificate_file\":"
                     "\"/ca.pem\"}}],\"server_features\":["
                     "\"ignore_resource_deletion\"]}]}";
-  ASSERT_OK(xds_bootstrap_parse(tls, strlen(tls), &b, &d));
+  ASSERT_OK(grit_xds_bootstrap_parse(tls, strlen(tls), &b, &d));
   ASSERT(b->servers[0].tls);
   ASSERT_STR_EQ(b->servers[0].ca_file, "/ca.pem");
   ASSERT(b->servers[0].ignore_resource_deletion);
-  xds_bootstrap_free(b);
+  grit_xds_bootstrap_free(b);
 }
 
 static void test_bootstrap_env(void) {
@@ -95,17 +96,17 @@ static void test_bootstrap_env(void) {
   setenv("GRPC_XDS_BOOTSTRAP_CONFIG", "{not used}", 1);
   xds_bootstrap *b;
   grit_error_detail d = {0};
-  ASSERT_OK(xds_bootstrap_from_env(&b, &d));
+  ASSERT_OK(grit_xds_bootstrap_from_env(&b, &d));
   ASSERT_STR_EQ(b->node_id, "grit-test");
-  xds_bootstrap_free(b);
+  grit_xds_bootstrap_free(b);
   unsetenv("GRPC_XDS_BOOTSTRAP");
   setenv("GRPC_XDS_BOOTSTRAP_CONFIG", boot_json, 1);
-  ASSERT_OK(xds_bootstrap_from_env(&b, &d));
-  xds_bootstrap_free(b);
+  ASSERT_OK(grit_xds_bootstrap_from_env(&b, &d));
+  grit_xds_bootstrap_free(b);
   unsetenv("GRPC_XDS_BOOTSTRAP_CONFIG");
-  ASSERT_EQ(xds_bootstrap_from_env(&b, &d), GRIT_ERR_NOT_FOUND);
+  ASSERT_EQ(grit_xds_bootstrap_from_env(&b, &d), GRIT_ERR_NOT_FOUND);
   setenv("GRPC_XDS_BOOTSTRAP", "/nonexistent/boot.json", 1);
-  ASSERT_EQ(xds_bootstrap_from_env(&b, &d), GRIT_ERR_NOT_FOUND);
+  ASSERT_EQ(grit_xds_bootstrap_from_env(&b, &d), GRIT_ERR_NOT_FOUND);
   ASSERT(strstr(d.reason, "/nonexistent/boot.json") != NULL);
   unsetenv("GRPC_XDS_BOOTSTRAP");
   unlink(path);
@@ -128,8 +129,8 @@ static void on_res(void *ud, xds_kind k, const char *name, xds_resource *r) {
   events *ev = ud;
   (void)k;
   ev_note(ev, "res", name);
-  xds_resource_unref(ev->last);
-  xds_resource_ref(r);
+  grit_xds_resource_unref(ev->last);
+  grit_xds_resource_ref(r);
   ev->last = r;
 }
 
@@ -199,7 +200,7 @@ typedef struct req_view {
 static bool next_req(xds_ads *a, req_view *v) {
   grit_bytes b;
   memset(v, 0, sizeof(*v));
-  if (!xds_ads_next_request(a, &b))
+  if (!grit_xds_ads_next_request(a, &b))
     return false;
   grit_pbr r;
   grit_pbf f;
@@ -246,15 +247,15 @@ static bool next_req(xds_ads *a, req_view *v) {
 static void test_ads_flow(void) {
   xds_bootstrap *b;
   grit_error_detail d;
-  ASSERT_OK(xds_bootstrap_parse(boot_json, strlen(boot_json), &b, &d));
+  ASSERT_OK(grit_xds_bootstrap_parse(boot_json, strlen(boot_json), &b, &d));
   events ev = {{0}, NULL};
   xds_ads *a;
-  ASSERT_OK(xds_ads_create(b, "0.1.0", &cbs, &ev, &a));
-  ASSERT_OK(xds_ads_watch(a, XDS_CLUSTER, "c1", 0));
-  ASSERT_OK(xds_ads_watch(a, XDS_CLUSTER, "c2", 0));
+  ASSERT_OK(grit_xds_ads_create(b, "0.1.0", &cbs, &ev, &a));
+  ASSERT_OK(grit_xds_ads_watch(a, XDS_CLUSTER, "c1", 0));
+  ASSERT_OK(grit_xds_ads_watch(a, XDS_CLUSTER, "c2", 0));
   req_view v;
   ASSERT(!next_req(a, &v)); /* no stream yet */
-  xds_ads_stream_started(a, 1000);
+  grit_xds_ads_stream_started(a, 1000);
   ASSERT(next_req(a, &v));
   ASSERT(v.node);
   ASSERT_STR_EQ(v.node_id, "grit-test");
@@ -262,14 +263,14 @@ static void test_ads_flow(void) {
   ASSERT_STR_EQ(v.names, "c1,c2");
   ASSERT_STR_EQ(v.version, "");
   ASSERT(!next_req(a, &v));
-  ASSERT_EQ(xds_ads_next_timer_ms(a), 1000 + XDS_DNE_TIMEOUT_MS);
+  ASSERT_EQ(grit_xds_ads_next_timer_ms(a), 1000 + XDS_DNE_TIMEOUT_MS);
 
   /* v1: c1 valid, c2 refused: c1 applied, c2's watcher told, NACK. */
   pbw resp = {0};
   cluster_any(&resp, "c1", "svc1");
   bad_cluster_any(&resp, "c2");
   finish_resp(&resp, "v1", CLUSTER_T, "n1");
-  ASSERT_OK(xds_ads_on_response(a, resp.b, resp.n, 1100));
+  ASSERT_OK(grit_xds_ads_on_response(a, resp.b, resp.n, 1100));
   free(resp.b);
   ASSERT_STR_EQ(ev.log, "res:c1 err:c2");
   ASSERT(next_req(a, &v));
@@ -277,8 +278,8 @@ static void test_ads_flow(void) {
   ASSERT_STR_EQ(v.version, ""); /* NACK: the last ACKed version */
   ASSERT_STR_EQ(v.nonce, "n1");
   ASSERT(strstr(v.error, "c2: cluster type 0 is not supported") != NULL);
-  ASSERT_STR_EQ(xds_ads_last_nack(a, XDS_CLUSTER), v.error);
-  ASSERT_EQ(xds_ads_next_timer_ms(a), 0); /* both answered */
+  ASSERT_STR_EQ(grit_xds_ads_last_nack(a, XDS_CLUSTER), v.error);
+  ASSERT_EQ(grit_xds_ads_next_timer_ms(a), 0); /* both answered */
 
   /* v2: both valid, c1 unchanged (no notification): ACK v2. */
   ev.log[0] = '\0';
@@ -287,21 +288,21 @@ static void test_ads_flow(void) {
   cluster_any(&resp, "c2", NULL);
   cluster_any(&resp, "unwatched", NULL);
   finish_resp(&resp, "v2", CLUSTER_T, "n2");
-  ASSERT_OK(xds_ads_on_response(a, resp.b, resp.n, 1200));
+  ASSERT_OK(grit_xds_ads_on_response(a, resp.b, resp.n, 1200));
   free(resp.b);
   ASSERT_STR_EQ(ev.log, "res:c2");
   ASSERT(next_req(a, &v));
   ASSERT_STR_EQ(v.version, "v2");
   ASSERT_STR_EQ(v.nonce, "n2");
   ASSERT_STR_EQ(v.error, "");
-  ASSERT_STR_EQ(xds_ads_version(a, XDS_CLUSTER), "v2");
+  ASSERT_STR_EQ(grit_xds_ads_version(a, XDS_CLUSTER), "v2");
 
   /* v3 without c2: deleted (CDS is state of the world). */
   ev.log[0] = '\0';
   memset(&resp, 0, sizeof(resp));
   cluster_any(&resp, "c1", "svc1-changed");
   finish_resp(&resp, "v3", CLUSTER_T, "n3");
-  ASSERT_OK(xds_ads_on_response(a, resp.b, resp.n, 1300));
+  ASSERT_OK(grit_xds_ads_on_response(a, resp.b, resp.n, 1300));
   free(resp.b);
   ASSERT_STR_EQ(ev.log, "res:c1 dne:c2");
   ASSERT_STR_EQ(ev.last->u.cluster.eds_service_name, "svc1-changed");
@@ -310,39 +311,39 @@ static void test_ads_flow(void) {
    * requests everything again with the version kept. */
   ev.log[0] = '\0';
   ASSERT(next_req(a, &v));
-  ASSERT_OK(xds_ads_watch(a, XDS_CLUSTER, "c1", 1400));
+  ASSERT_OK(grit_xds_ads_watch(a, XDS_CLUSTER, "c1", 1400));
   ASSERT_STR_EQ(ev.log, "res:c1");
-  xds_ads_stream_ended(a);
+  grit_xds_ads_stream_ended(a);
   ASSERT(!next_req(a, &v));
-  xds_ads_stream_started(a, 5000);
+  grit_xds_ads_stream_started(a, 5000);
   ASSERT(next_req(a, &v));
   ASSERT(v.node);
   ASSERT_STR_EQ(v.version, "v3");
   ASSERT_STR_EQ(v.nonce, "");
   ASSERT_STR_EQ(v.names, "c1,c2");
   /* c2 has nothing cached: its timer runs again from the new stream. */
-  ASSERT_EQ(xds_ads_next_timer_ms(a), 5000 + XDS_DNE_TIMEOUT_MS);
+  ASSERT_EQ(grit_xds_ads_next_timer_ms(a), 5000 + XDS_DNE_TIMEOUT_MS);
   ev.log[0] = '\0';
-  xds_ads_on_timer(a, 5000 + XDS_DNE_TIMEOUT_MS - 1);
+  grit_xds_ads_on_timer(a, 5000 + XDS_DNE_TIMEOUT_MS - 1);
   ASSERT_STR_EQ(ev.log, "");
-  xds_ads_on_timer(a, 5000 + XDS_DNE_TIMEOUT_MS);
+  grit_xds_ads_on_timer(a, 5000 + XDS_DNE_TIMEOUT_MS);
   ASSERT_STR_EQ(ev.log, "dne:c2");
-  ASSERT_EQ(xds_ads_next_timer_ms(a), 0);
+  ASSERT_EQ(grit_xds_ads_next_timer_ms(a), 0);
 
   /* Unwatching: c1 has two watchers, c2 one. */
-  xds_ads_unwatch(a, XDS_CLUSTER, "c2");
-  xds_ads_unwatch(a, XDS_CLUSTER, "c1");
+  grit_xds_ads_unwatch(a, XDS_CLUSTER, "c2");
+  grit_xds_ads_unwatch(a, XDS_CLUSTER, "c1");
   ASSERT(next_req(a, &v));
   ASSERT_STR_EQ(v.names, "c1");
 
   xds_ads_stats st;
-  xds_ads_get_stats(a, &st);
+  grit_xds_ads_get_stats(a, &st);
   ASSERT_EQ(st.valid[XDS_CLUSTER], 5);
   ASSERT_EQ(st.invalid[XDS_CLUSTER], 1);
   ASSERT_EQ(st.responses, 3);
-  xds_resource_unref(ev.last);
-  xds_ads_destroy(a);
-  xds_bootstrap_free(b);
+  grit_xds_resource_unref(ev.last);
+  grit_xds_ads_destroy(a);
+  grit_xds_bootstrap_free(b);
 }
 
 /* EDS is not state of the world: an absent resource stays; a malformed
@@ -350,13 +351,13 @@ static void test_ads_flow(void) {
 static void test_ads_eds_and_malformed(void) {
   xds_bootstrap *b;
   grit_error_detail d;
-  ASSERT_OK(xds_bootstrap_parse(boot_json, strlen(boot_json), &b, &d));
+  ASSERT_OK(grit_xds_bootstrap_parse(boot_json, strlen(boot_json), &b, &d));
   events ev = {{0}, NULL};
   xds_ads *a;
-  ASSERT_OK(xds_ads_create(b, "0.1.0", &cbs, &ev, &a));
-  xds_ads_stream_started(a, 0);
-  ASSERT_OK(xds_ads_watch(a, XDS_ENDPOINTS, "e1", 0));
-  ASSERT_OK(xds_ads_watch(a, XDS_ENDPOINTS, "e2", 0));
+  ASSERT_OK(grit_xds_ads_create(b, "0.1.0", &cbs, &ev, &a));
+  grit_xds_ads_stream_started(a, 0);
+  ASSERT_OK(grit_xds_ads_watch(a, XDS_ENDPOINTS, "e1", 0));
+  ASSERT_OK(grit_xds_ads_watch(a, XDS_ENDPOINTS, "e2", 0));
   req_view v;
   ASSERT(next_req(a, &v));
   ASSERT_STR_EQ(v.type, EDS_T);
@@ -364,11 +365,11 @@ static void test_ads_eds_and_malformed(void) {
   pbw_str(&cla, 1, "e1");
   pbw_any(&resp, 2, EDS_T, &cla);
   finish_resp(&resp, "1", EDS_T, "a");
-  ASSERT_OK(xds_ads_on_response(a, resp.b, resp.n, 10));
+  ASSERT_OK(grit_xds_ads_on_response(a, resp.b, resp.n, 10));
   free(resp.b);
   memset(&resp, 0, sizeof(resp));
   finish_resp(&resp, "2", EDS_T, "b");
-  ASSERT_OK(xds_ads_on_response(a, resp.b, resp.n, 20));
+  ASSERT_OK(grit_xds_ads_on_response(a, resp.b, resp.n, 20));
   free(resp.b);
   ASSERT_STR_EQ(ev.log, "res:e1"); /* no dne for e1 */
   ASSERT(next_req(a, &v));
@@ -377,7 +378,8 @@ static void test_ads_eds_and_malformed(void) {
   memset(&resp, 0, sizeof(resp));
   finish_resp(&resp, "3", EDS_T, "c");
   pbw_raw(&resp, "\x12\x09", 2); /* a resource field cut short */
-  ASSERT_EQ(xds_ads_on_response(a, resp.b, resp.n, 30), GRIT_ERR_INVALID_ARG);
+  ASSERT_EQ(grit_xds_ads_on_response(a, resp.b, resp.n, 30),
+            GRIT_ERR_INVALID_ARG);
   free(resp.b);
   ASSERT(next_req(a, &v));
   ASSERT_STR_EQ(v.version, "2");
@@ -386,12 +388,13 @@ static void test_ads_eds_and_malformed(void) {
 
   memset(&resp, 0, sizeof(resp));
   finish_resp(&resp, "4", TP "unknown.Type", "d");
-  ASSERT_EQ(xds_ads_on_response(a, resp.b, resp.n, 40), GRIT_ERR_INVALID_ARG);
+  ASSERT_EQ(grit_xds_ads_on_response(a, resp.b, resp.n, 40),
+            GRIT_ERR_INVALID_ARG);
   free(resp.b);
   ASSERT(!next_req(a, &v));
-  xds_resource_unref(ev.last);
-  xds_ads_destroy(a);
-  xds_bootstrap_free(b);
+  grit_xds_resource_unref(ev.last);
+  grit_xds_ads_destroy(a);
+  grit_xds_bootstrap_free(b);
 }
 
 static const test_case tests[] = {
