@@ -21,6 +21,8 @@ enum {
   OPT_CERT,
   OPT_KEY,
   OPT_INSECURE,
+  OPT_TOKEN_FILE,      /* CR-01 */
+  OPT_INSECURE_CREDS,  /* AP-05 */
   OPT_SERVERNAME,
   OPT_MAX_RECV,
   OPT_CONNECT_TIMEOUT,
@@ -85,6 +87,13 @@ static const opt_row OPTS[] = {
     {"servername", OPT_SERVERNAME, "NAME",
      "TLS server name (SNI, certificate check)\n"
      "instead of the target's host; implies --tls"},
+    {"token-file", OPT_TOKEN_FILE, "FILE",
+     "send 'authorization: Bearer <FILE's trimmed\n"
+     "content>' on every attempt, read again when\n"
+     "the file changes; refused over cleartext"},
+    {"insecure-credentials", OPT_INSECURE_CREDS, NULL,
+     "let --token-file go out over cleartext\n"
+     "(local development only; warns)"},
     {"authority", 'a', "NAME",
      ":authority, and the TLS name if no\n"
      "--servername"},
@@ -377,6 +386,12 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
       break;
     case OPT_INSECURE:
       fl->conn.insecure = true;
+      break;
+    case OPT_TOKEN_FILE:
+      fl->conn.token_file = optarg;
+      break;
+    case OPT_INSECURE_CREDS:
+      fl->conn.insecure_creds = true;
       break;
     case OPT_SERVERNAME:
       fl->conn.servername = optarg;

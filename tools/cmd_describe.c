@@ -20,6 +20,8 @@ enum {
   OPT_CERT,
   OPT_KEY,
   OPT_INSECURE,
+  OPT_TOKEN_FILE,     /* CR-01 */
+  OPT_INSECURE_CREDS, /* AP-05 */
   OPT_SERVERNAME,
   OPT_CONNECT_TIMEOUT,
   OPT_METADATA,
@@ -36,6 +38,8 @@ static const struct option LONGOPTS[] = {
     {"cert", required_argument, NULL, OPT_CERT},
     {"key", required_argument, NULL, OPT_KEY},
     {"insecure", no_argument, NULL, OPT_INSECURE},
+    {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
+    {"insecure-credentials", no_argument, NULL, OPT_INSECURE_CREDS},
     {"servername", required_argument, NULL, OPT_SERVERNAME},
     {"authority", required_argument, NULL, OPT_AUTHORITY},
     {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
@@ -68,6 +72,9 @@ static const char OPTIONS_HELP[] =
     "  --authority NAME      :authority (and TLS name without "
     "--servername)\n"
     "  --connect-timeout MS  connection attempt timeout (default 20000)\n"
+    "  --token-file FILE     'authorization: Bearer <content>' on the "
+    "reflection calls\n"
+    "  --insecure-credentials  let --token-file go out over cleartext\n"
     "  --help                this text (also -h)\n"
     "Without --protoset or --proto, asks the server's reflection service\n"
     "(grpc.reflection.v1, else v1alpha). Exit status: see 'grit help'.\n";
@@ -137,6 +144,12 @@ static int parse(int argc, char **argv, desc_flags *fl, void (*usage)(FILE *)) {
       break;
     case OPT_INSECURE:
       fl->conn.insecure = true;
+      break;
+    case OPT_TOKEN_FILE:
+      fl->conn.token_file = optarg;
+      break;
+    case OPT_INSECURE_CREDS:
+      fl->conn.insecure_creds = true;
       break;
     case OPT_SERVERNAME:
       fl->conn.servername = optarg;

@@ -48,6 +48,10 @@ typedef struct tool_conn_flags {
   bool tls, insecure;
   const char *ca, *cert, *key, *servername, *authority;
   uint64_t connect_timeout_ms; /* 0: the library's 20 s */
+  /* CR-01: --token-file (a bearer token re-read when the file changes);
+   * AP-05: --insecure-credentials lets it go out in cleartext. */
+  const char *token_file;
+  bool insecure_creds;
 } tool_conn_flags;
 /* Set the channel arguments for |c| on |a|; prints the --insecure warning
  * on stderr. --key without --cert (or the reverse) is a usage error,

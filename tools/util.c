@@ -259,5 +259,25 @@ grit_err tool_conn_args(const tool_conn_flags *c, grit_channel_args *a) {
   if (rv == GRIT_OK && c->connect_timeout_ms)
     rv = grit_channel_args_set_int(a, GRIT_ARG_MIN_CONNECT_TIMEOUT_MS,
                                    (int64_t)c->connect_timeout_ms);
+  if (rv == GRIT_OK && c->token_file) {
+    /* Checked before every attempt; over cleartext the call fails
+     * UNAUTHENTICATED unless --insecure-credentials (SPEC AP-05). */
+    grit_call_credentials *creds = NULL;
+    rv = grit_call_credentials_create_token_file(c->token_file, &creds);
+    if (rv == GRIT_OK)
+      rv = grit_channel_args_set_call_credentials(a, creds);
+    grit_call_credentials_unref(creds);
+  }
+  if (rv == GRIT_OK && c->insecure_creds) {
+    if (!c->token_file) {
+      fprintf(stderr, "grit: --insecure-credentials goes with --token-file\n");
+      return GRIT_ERR_INVALID_ARG;
+    }
+    if (!tls)
+      fprintf(stderr, "grit: WARNING: --insecure-credentials: the token goes "
+                      "out in cleartext\n");
+    rv = grit_channel_args_set_int(a, GRIT_ARG_ALLOW_INSECURE_CALL_CREDENTIALS,
+                                   1);
+  }
   return rv;
 }

@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -103,6 +104,10 @@ def check_rc(res, rc):
 
 def check_in(needle, hay, what, res=None):
     check(needle in hay, "%s: %r not in %r" % (what, needle, hay), res)
+
+
+def check_not_in(needle, hay, what, res=None):
+    check(needle not in hay, "%s: %r in %r" % (what, needle, hay), res)
 
 
 def out(res):
@@ -203,13 +208,13 @@ class GrpcioPeer:
     """test/peers/retry_server.py under Debian's grpcio; exits when its
     stdin closes, so it cannot outlive this script."""
 
-    def __init__(self, script):
+    def __init__(self, script, *args):
         if not os.access(PYPEER_PYTHON, os.X_OK) or subprocess.run(
                 [PYPEER_PYTHON, "-c", "import grpc"], capture_output=True,
                 timeout=CALL_TIMEOUT_S).returncode != 0:
             raise Skip("no grpcio for %s" % PYPEER_PYTHON)
         self.proc = subprocess.Popen(
-            [PYPEER_PYTHON, os.path.join(ARGS.peers, script)],
+            [PYPEER_PYTHON, os.path.join(ARGS.peers, script)] + list(args),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             preexec_fn=die_with_parent)
         line = read_line(self.proc, START_TIMEOUT_S)
@@ -863,6 +868,89 @@ def grpcio_compress():
     check_rc(r, 2)
     check_in("--compress wants gzip, deflate or identity", err(r),
              "usage error", r)
+
+
+def grpcio_token_file():
+    """Issue 25 (SPEC CR-01, AP-05): --token-file against grpcio over TLS
+    with certificates made here. Every call carries the file's trimmed
+    content; a file rotated during a --count run reaches the later calls;
+    over cleartext the call is refused (UNAUTHENTICATED, exit 80) and the
+    server sees nothing, unless --insecure-credentials; a missing file fails
+    the call naming it; the token is never printed."""
+    if not shutil.which("openssl"):
+        raise Skip("no openssl")
+    certs = os.path.join(ARGS.tmp, "creds-certs")
+    subprocess.run(["bash", os.path.join(ARGS.peers, "gen_certs.sh"), certs],
+                   capture_output=True, check=True, timeout=60)
+    ca = os.path.join(certs, "ca.pem")
+    tok = os.path.join(ARGS.tmp, "token")
+
+    def put(text):  # as a kubelet rotates a projected token
+        with open(tok + ".new", "w") as f:
+            f.write(text)
+        os.rename(tok + ".new", tok)
+
+    put("  secret-token-1\n")
+    with GrpcioPeer("creds_server.py", "--cert",
+                    os.path.join(certs, "server.pem"), "--key",
+                    os.path.join(certs, "server.key")) as p:
+        r = grit("call", "--ca", ca, "--token-file", tok, "--metadata",
+                 "x-call-key: t1", "--data", "6869", p.target,
+                 "/creds.Svc/Unary")
+        check_rc(r, 0)
+        check_not_in("secret-token", out(r) + err(r), "token not printed", r)
+        r = grit("call", "--ca", ca, "--json", "--data",
+                 "t1".encode().hex(), p.target, "/creds.Svc/Log")
+        check_rc(r, 0)
+        check_in("auth=Bearer secret-token-1 ok", log_text(r), "server saw it",
+                 r)
+        # Rotation inside one process: --count paced by --rate.
+        timer = threading.Timer(0.6, put, args=("secret-token-2",))
+        timer.start()
+        r = grit("call", "--ca", ca, "--token-file", tok, "--metadata",
+                 "x-call-key: t2", "--count", "30", "--rate", "20", "--data",
+                 "6869", p.target, "/creds.Svc/Unary")
+        timer.join()
+        check_rc(r, 0)
+        r = grit("call", "--ca", ca, "--json", "--data",
+                 "t2".encode().hex(), p.target, "/creds.Svc/Log")
+        text = log_text(r)
+        check_in("auth=Bearer secret-token-1 ok", text, "before rotation", r)
+        check_in("auth=Bearer secret-token-2 ok", text, "after rotation", r)
+        r = grit("call", "--ca", ca, "--token-file",
+                 os.path.join(ARGS.tmp, "no-such-token"), p.target,
+                 "/creds.Svc/Unary")
+        check_rc(r, 64 + 14)
+        check_in("token file " + os.path.join(ARGS.tmp, "no-such-token"),
+                 err(r), "names the file", r)
+    with GrpcioPeer("creds_server.py") as p:  # cleartext
+        r = grit("call", "--token-file", tok, "--metadata", "x-call-key: c1",
+                 p.target, "/creds.Svc/Unary")
+        check_rc(r, 64 + 16)
+        check_in("UNAUTHENTICATED", err(r), "refused", r)
+        r = grit("call", "--json", "--data", "c1".encode().hex(), p.target,
+                 "/creds.Svc/Log")
+        check_eq(log_text(r), "", "nothing reached the server", r)
+        r = grit("call", "--token-file", tok, "--insecure-credentials",
+                 "--metadata", "x-call-key: c2", p.target, "/creds.Svc/Unary")
+        check_rc(r, 0)
+        check_in("WARNING: --insecure-credentials", err(r), "warns", r)
+    r = grit("call", "--insecure-credentials", "ipv4:127.0.0.1:1", "a.B/C")
+    check_rc(r, 2)
+    check_in("--insecure-credentials goes with --token-file", err(r),
+             "usage", r)
+
+
+def log_text(r):
+    """The text of a /creds.Svc/Log answer printed by grit call --json."""
+    for line in out(r).splitlines():
+        try:
+            o = json.loads(line)
+        except ValueError:
+            continue
+        if "response" in o:
+            return bytes.fromhex(o["response"]).decode()
+    return ""
 
 
 def grpcio_streams():
@@ -1603,7 +1691,7 @@ GROUPS = {
     "json": [json_single_call, json_non_ok_status, json_bin_metadata_base64,
              json_count_summary, json_deadline_and_timeline],
     "grpcio": [grpcio_calls, grpcio_streams, grpcio_compress,
-               grpcio_metrics_trace],
+               grpcio_metrics_trace, grpcio_token_file],
     "config": [config_valid, config_per_method, config_invalid,
                config_durations, config_lb_policies, config_bad_usage],
     "usage": [usage_commands, usage_call, usage_help_everywhere,
