@@ -34,7 +34,7 @@ class TestService final : public gt::TestService::Service {
     return Status::OK;
   }
 
-  Status UnaryCall(ServerContext *, const gt::SimpleRequest *req,
+  Status UnaryCall(ServerContext *ctx, const gt::SimpleRequest *req,
                    gt::SimpleResponse *resp) override {
     if (req->response_size() > 0)
       resp->mutable_payload()->mutable_body()->assign(
@@ -42,8 +42,16 @@ class TestService final : public gt::TestService::Service {
     resp->mutable_payload()->set_type(req->response_type());
     if (req->fill_server_id())
       resp->set_server_id(kServerId);
-    if (req->fill_username())
-      resp->set_username("grit-user");
+    if (req->fill_username()) {
+      // The call's credentials, as this server saw them (issue 25): the
+      // authorization header's values joined with ",", else "grit-user".
+      std::string auth;
+      auto range = ctx->client_metadata().equal_range("authorization");
+      for (auto it = range.first; it != range.second; ++it)
+        auth += (auth.empty() ? "" : ",") +
+                std::string(it->second.data(), it->second.size());
+      resp->set_username(auth.empty() ? "grit-user" : auth);
+    }
     if (req->has_response_status() && req->response_status().code() != 0)
       return Status(static_cast<grpc::StatusCode>(req->response_status().code()),
                     req->response_status().message());
@@ -175,18 +183,42 @@ class EchoService final : public grit::test::Echo::Service {
 
 }  // namespace
 
+static std::string read_file(const char *path) {
+  std::string out;
+  if (FILE *f = std::fopen(path, "rb")) {
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0)
+      out.append(buf, n);
+    std::fclose(f);
+  }
+  return out;
+}
+
 int main(int argc, char **argv) {
   int port = 0;
-  for (int i = 1; i + 1 < argc; i++)
+  const char *cert = nullptr, *key = nullptr;
+  for (int i = 1; i + 1 < argc; i++) {
     if (std::strcmp(argv[i], "--port") == 0)
       port = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--tls-cert") == 0)
+      cert = argv[++i];
+    else if (std::strcmp(argv[i], "--tls-key") == 0)
+      key = argv[++i];
+  }
+  std::shared_ptr<grpc::ServerCredentials> creds =
+      grpc::InsecureServerCredentials();
+  if (cert && key) {  // TLS with a certificate made by the test
+    grpc::SslServerCredentialsOptions o;
+    o.pem_key_cert_pairs.push_back({read_file(key), read_file(cert)});
+    creds = grpc::SslServerCredentials(o);
+  }
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   TestService test;
   EchoService echo;
   int bound = 0;
   grpc::ServerBuilder b;
-  b.AddListeningPort("127.0.0.1:" + std::to_string(port),
-                     grpc::InsecureServerCredentials(), &bound);
+  b.AddListeningPort("127.0.0.1:" + std::to_string(port), creds, &bound);
   b.RegisterService(&test);
   b.RegisterService(&echo);
   std::unique_ptr<grpc::Server> server = b.BuildAndStart();
