@@ -214,9 +214,15 @@ static inline int dnsm_spawn_(dnsm *d) {
       dup2(fd, 2);
       close(fd);
     }
-    execlp(DNSM_BIN, DNSM_BIN, "--no-daemon", "--no-resolv", "--no-hosts",
-           port_arg, "--listen-address=127.0.0.1", "--bind-interfaces",
-           conf_arg, "--pid-file=", "--cache-size=0", (char *)NULL);
+    /* --keep-in-foreground, not --no-daemon: in debug mode dnsmasq answers
+     * TCP queries in its own process, so a resolver that keeps its TCP
+     * connection open (c-ares, after a truncated TXT answer) stalls every
+     * UDP query behind it until c-ares lets go. Forked TCP handlers keep
+     * UDP answered. Logs go to stderr (the log file above). */
+    execlp(DNSM_BIN, DNSM_BIN, "--keep-in-foreground", "--log-facility=-",
+           "--user=root", "--no-resolv", "--no-hosts", port_arg,
+           "--listen-address=127.0.0.1", "--bind-interfaces", conf_arg,
+           "--pid-file=", "--cache-size=0", (char *)NULL);
     _exit(127);
   }
   d->pid = pid;
