@@ -321,8 +321,9 @@ grit_dedup_err grit_dedup_get_stats(grit_dedup_store *s,
 /* OP-01: the counters as Prometheus text (format 0.0.4), snprintf-style,
  * to be included in grit's exposition through grit_metrics_add_source. */
 size_t grit_dedup_metrics_text(char *buf, size_t cap, void *store) {
-  grit_dedup_stats st;
-  grit_dedup_get_stats(store, &st);
+  grit_dedup_stats st = GRIT_DEDUP_STATS_INIT; /* docs/abi.md */
+  if (grit_dedup_get_stats(store, &st) != GRIT_DEDUP_OK)
+    return 0;
   static const struct {
     const char *name, *type, *help;
     size_t off;

@@ -488,7 +488,7 @@ static void test_conn_loss(void) {
   ASSERT_EQ(dom_executed("c1"), 1);
   ASSERT_EQ(dom_executed("c2"), 1);
   /* SPEC OP-01: the three store failures are counted. */
-  grit_dedup_stats st;
+  grit_dedup_stats st = GRIT_DEDUP_STATS_INIT;
   grit_dedup_get_stats(s, &st);
   ASSERT_EQ(st.store_errors, 3);
   grit_dedup_store_destroy(s);
