@@ -202,11 +202,15 @@ static inline uint8_t *w_uint(uint8_t *p, unsigned field, uint64_t v) {
 static inline uint8_t *w_fixed(uint8_t *p, unsigned field, unsigned wt,
                                uint64_t v, int bytes) {
   p = w_tag(p, field, wt);
-  uint8_t le[8]; /* protobuf fixed fields are little-endian */
-  for (int i = 0; i < 8; i++)
-    le[i] = (uint8_t)(v >> (8 * i));
-  memcpy(p, le, (size_t)bytes);
-  return p + bytes;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  if (bytes == 8) { /* protobuf fixed fields are little-endian, as here */
+    memcpy(p, &v, 8);
+    return p + 8;
+  }
+#endif
+  for (int i = 0; i < bytes; i++)
+    *p++ = (uint8_t)(v >> (8 * i));
+  return p;
 }
 
 /* Span.attributes (field 9) entries. */
@@ -218,13 +222,27 @@ static inline uint8_t *w_kv_int(uint8_t *p, const char *k, size_t klen,
   return w_uint(p, 3, v); /* int64: two's complement */
 }
 
-static inline uint8_t *w_kv_bool(uint8_t *p, const char *k, size_t klen,
-                                 bool v) {
-  p = w_len(p, 9, kv_bool_len(klen));
-  p = w_bytes(p, 1, k, klen);
-  p = w_len(p, 2, 2);
-  return w_uint(p, 2, v);
+/* The same for a value below 128, the usual case: the whole KeyValue
+ * but its last byte is constant, |hdr| (|n| bytes) below. */
+static inline uint8_t *w_kv_small(uint8_t *p, const char *hdr, size_t n,
+                                  uint8_t v) {
+  memcpy(p, hdr, n);
+  p[n] = v;
+  return p + n + 1;
 }
+
+/* Field 9 tag, KeyValue length (key + 6), key tag and length, the key,
+ * value tag, AnyValue length 2, and the int_value (3) or bool_value (2)
+ * tag. The asserts keep the lengths written here true. */
+#define H_PREV "\x4a\x1b\x0a\x15" K_PREV "\x12\x02\x18"
+#define H_TRANSPARENT "\x4a\x17\x0a\x11" K_TRANSPARENT "\x12\x02\x10"
+#define H_ATTEMPTS "\x4a\x13\x0a\x0d" K_ATTEMPTS "\x12\x02\x18"
+#define H_STATUS "\x4a\x1a\x0a\x14" K_STATUS "\x12\x02\x18"
+_Static_assert(KLEN(K_PREV) == 0x15, "H_PREV");
+_Static_assert(KLEN(K_TRANSPARENT) == 0x11, "H_TRANSPARENT");
+_Static_assert(KLEN(K_ATTEMPTS) == 0x0d, "H_ATTEMPTS");
+_Static_assert(KLEN(K_STATUS) == 0x14, "H_STATUS");
+#define W_KV_SMALL(p, h, v) w_kv_small(p, h, KLEN(h), (uint8_t)(v))
 
 static uint8_t *w_kv_str(uint8_t *p, const char *k, size_t klen, const char *s,
                          size_t n) {
@@ -255,12 +273,18 @@ static uint8_t *w_span(uint8_t *p, const grit_otlp_span *s, size_t len) {
   p = w_fixed(p, 7, WT_I64, s->start_ns, 8);
   p = w_fixed(p, 8, WT_I64, s->end_ns, 8);
   if (s->attempt) {
-    p = w_kv_int(p, K_PREV, KLEN(K_PREV), s->previous_rpc_attempts);
-    p = w_kv_bool(p, K_TRANSPARENT, KLEN(K_TRANSPARENT), s->transparent_retry);
+    p = s->previous_rpc_attempts < 0x80
+            ? W_KV_SMALL(p, H_PREV, s->previous_rpc_attempts)
+            : w_kv_int(p, K_PREV, KLEN(K_PREV), s->previous_rpc_attempts);
+    p = W_KV_SMALL(p, H_TRANSPARENT, s->transparent_retry);
   } else {
-    p = w_kv_int(p, K_ATTEMPTS, KLEN(K_ATTEMPTS), s->attempts);
+    p = s->attempts < 0x80
+            ? W_KV_SMALL(p, H_ATTEMPTS, s->attempts)
+            : w_kv_int(p, K_ATTEMPTS, KLEN(K_ATTEMPTS), s->attempts);
   }
-  p = w_kv_int(p, K_STATUS, KLEN(K_STATUS), (uint64_t)(int64_t)s->code);
+  p = s->code >= 0 && s->code < 0x80
+          ? W_KV_SMALL(p, H_STATUS, s->code)
+          : w_kv_int(p, K_STATUS, KLEN(K_STATUS), (uint64_t)(int64_t)s->code);
   if (s->peer_len)
     p = w_kv_str(p, K_PEER, KLEN(K_PEER), s->peer, s->peer_len);
   if (s->code != 0) { /* OK leaves the status unset; others are ERROR */
