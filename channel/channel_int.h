@@ -406,6 +406,7 @@ typedef struct call_trace_part {
   bool span;          /* OP-02: this call's spans are produced */
   uint8_t span_id[8]; /* ... and its own span's id (the call span) */
   uint64_t real0_ns;  /* OP-02: the wall clock at start_us, read once */
+  uint16_t name_len;  /* OP-02: bytes of the method without its '/' */
 } call_trace_part;
 
 /* Method paths up to this long live in the call itself (no allocation). */

@@ -146,6 +146,9 @@ void grit_obs_call_start(grit_call *c) {
         random_bytes(&c->ch->rng, tr->span_id, 8);
       while (tr->span_id[0] == 0 && tr->span_id[7] == 0);
       tr->real0_ns = span_real_now_ns();
+      const char *m = c->method[0] == '/' ? c->method + 1 : c->method;
+      size_t n = strnlen(m, GRIT_OTLP_METHOD_MAX);
+      tr->name_len = (uint16_t)n; /* measured once per call */
     }
   }
 }
@@ -239,8 +242,9 @@ static void span_emit(grit_call *c, const call_attempt *a, uint64_t end_us,
   o->code = (int32_t)code;
   o->start_ns = start_ns;
   o->end_ns = end_ns;
-  const char *m = c->method[0] == '/' ? c->method + 1 : c->method;
-  o->method_len = grit_otlp_put_text(o->method, sizeof(o->method), m);
+  memcpy(o->method, c->method[0] == '/' ? c->method + 1 : c->method,
+         tr->name_len);
+  o->method_len = tr->name_len;
   o->message_len =
       msg[0] ? grit_otlp_put_text(o->message, sizeof(o->message), msg) : 0;
   o->peer_len =
