@@ -26,8 +26,13 @@ typedef struct grit_otlp_exporter grit_otlp_exporter;
 grit_err grit_otlp_get(const char *endpoint, grit_otlp_exporter **out);
 /* Drop a reference; the last one sends what is queued, then stops. */
 void grit_otlp_put(grit_otlp_exporter *e);
-/* Queue |s| (copied); full: dropped and counted. Any thread, no wait. */
-void grit_otlp_submit(grit_otlp_exporter *e, const grit_otlp_span *s);
+/* A free slot of the queue to fill in place, the queue's lock held (fill
+ * it with plain stores and copies, then grit_otlp_commit at once); NULL
+ * when the queue is full: the span is dropped and counted, no lock held.
+ * Any thread; no allocation, no wait but the lock. */
+grit_otlp_span *grit_otlp_reserve(grit_otlp_exporter *e);
+/* Queue the slot grit_otlp_reserve returned and release the lock. */
+void grit_otlp_commit(grit_otlp_exporter *e);
 /* Wait until what was queued before now was sent or dropped (bounded by
  * the export timeout). Not on an I/O thread. */
 void grit_otlp_flush(grit_otlp_exporter *e);
@@ -365,6 +370,7 @@ typedef struct call_attempt {
   uint64_t rcvd_msg_bytes;
   bool transparent_retry; /* A72: this stream replays one never sent */
   char span_id[17];       /* "" with trace context off */
+  uint8_t span_raw[8];    /* the same 8 bytes (OP-02 spans) */
   char traceparent[GRIT_TRACEPARENT_LEN + 1];
   /* CR-01: the fetch of this attempt's credentials while it runs, then
    * the request metadata with their pairs (NULL: the call's as it is). */
@@ -399,6 +405,8 @@ typedef struct call_trace_part {
   char parent_span_id[17];
   bool span;          /* OP-02: this call's spans are produced */
   uint8_t span_id[8]; /* ... and its own span's id (the call span) */
+  uint64_t real0_ns;  /* OP-02: the wall clock at start_us, read once */
+  uint16_t name_len;  /* OP-02: bytes of the method without its '/' */
 } call_trace_part;
 
 /* Method paths up to this long live in the call itself (no allocation). */

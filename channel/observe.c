@@ -117,6 +117,14 @@ static grit_obs_method *call_series(grit_call *c) {
 
 /* ---- the four points ---- */
 
+/* The wall clock now (Unix ns): read once per sampled call, at its start;
+ * its spans' times are that plus the monotonic time since. */
+static uint64_t span_real_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 void grit_obs_call_start(grit_call *c) {
   c->start_us = grit_clock_now_us();
   __atomic_store_n(&c->ch->cz_last_call_us, c->start_us, __ATOMIC_RELAXED);
@@ -137,35 +145,21 @@ void grit_obs_call_start(grit_call *c) {
       do
         random_bytes(&c->ch->rng, tr->span_id, 8);
       while (tr->span_id[0] == 0 && tr->span_id[7] == 0);
+      tr->real0_ns = span_real_now_ns();
+      const char *m = c->method[0] == '/' ? c->method + 1 : c->method;
+      size_t n = strnlen(m, GRIT_OTLP_METHOD_MAX);
+      tr->name_len = (uint16_t)n; /* measured once per call */
     }
   }
 }
 
 /* ---- spans (SPEC OP-02, gRFC A72) ---- */
 
-/* The wall clock now (Unix ns), read once per span. */
-static uint64_t span_real_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* Unix ns of the monotonic microsecond time |mono_us|, given the
- * monotonic |now_us| and the wall clock |real_ns| at that moment. */
-static uint64_t span_unix_ns(uint64_t mono_us, uint64_t now_us,
-                             uint64_t real_ns) {
-  uint64_t ago_ns = now_us > mono_us ? (now_us - mono_us) * 1000u : 0;
-  return real_ns > ago_ns ? real_ns - ago_ns : 0;
-}
-
-/* The 8 bytes of a span id from its 16 lower-case hex digits (grit made
- * them, so they are well-formed). */
-static void span_unhex8(const char *hex, uint8_t out[8]) {
-  for (int i = 0; i < 8; i++) {
-    char h = hex[2 * i], l = hex[2 * i + 1];
-    out[i] = (uint8_t)(((h <= '9' ? h - '0' : h - 'a' + 10) << 4) |
-                       (l <= '9' ? l - '0' : l - 'a' + 10));
-  }
+/* Unix ns of the monotonic microsecond time |mono_us| of call |c|. */
+static uint64_t span_unix_ns(const grit_call *c, uint64_t mono_us) {
+  uint64_t r = c->tr->real0_ns;
+  return mono_us >= c->start_us ? r + (mono_us - c->start_us) * 1000u
+                                : r - (c->start_us - mono_us) * 1000u;
 }
 
 /* |src| into |dst| (|cap| bytes), cut to fit, NUL-terminated. */
@@ -175,39 +169,87 @@ static void span_copy(char *dst, size_t cap, const char *src) {
   dst[n] = '\0';
 }
 
-/* Hand |sp| to the span callback and the exporter. */
-static void span_emit(grit_channel *ch, const grit_span *sp) {
-  if (ch->o.span_cb)
-    ch->o.span_cb(sp, ch->o.span_cb_data);
-  if (!ch->otlp)
-    return;
-  grit_otlp_span o = {
-      .attempt = sp->attempt,
-      .transparent_retry = sp->transparent_retry,
-      .flags = sp->flags,
-      .code = (int32_t)sp->code,
-      .previous_rpc_attempts = sp->previous_rpc_attempts,
-      .attempts = sp->attempts,
-      .start_ns = sp->start_unix_ns,
-      .end_ns = sp->end_unix_ns,
-  };
-  memcpy(o.trace_id, sp->trace_id, 16);
-  memcpy(o.span_id, sp->span_id, 8);
-  memcpy(o.parent_span_id, sp->parent_span_id, 8);
-  for (int i = 0; i < 8; i++)
-    o.has_parent |= sp->parent_span_id[i] != 0;
-  grit_otlp_copy_text(o.name, sizeof(o.name), sp->name);
-  grit_otlp_copy_text(o.message, sizeof(o.message), sp->message);
-  grit_otlp_copy_text(o.peer, sizeof(o.peer), sp->peer);
-  grit_otlp_submit(ch->otlp, &o);
-}
-
 /* "Sent." or "Attempt." and the method without its '/', into |out|. */
 static void span_name(const grit_call *c, const char *prefix, char *out,
                       size_t cap) {
   size_t k = strlen(prefix); /* "Attempt." fits in any |cap| used here */
   memcpy(out, prefix, k);
   span_copy(out + k, cap - k, c->method[0] == '/' ? c->method + 1 : c->method);
+}
+
+/* The span of call |c| (|a| NULL) or of its attempt |a|, ended at the
+ * monotonic |end_us| with |code| and |msg|. For the callback, a grit_span
+ * with its name; for OTLP, a record filled in place in the exporter's
+ * ring: fixed-size fields and three short copies, no name building, no
+ * clock read, no allocation (the encoder names it, off the I/O thread). */
+static void span_emit(grit_call *c, const call_attempt *a, uint64_t end_us,
+                      grit_status_code code, const char *msg) {
+  grit_channel *ch = c->ch;
+  const call_trace_part *tr = c->tr;
+  uint64_t start_ns = span_unix_ns(c, a ? a->start_us : c->start_us);
+  uint64_t end_ns = span_unix_ns(c, end_us);
+  const char *peer = a ? a->peer : "";
+  if (ch->o.span_cb) {
+    char name[160];
+    span_name(c, a ? "Attempt." : "Sent.", name, sizeof(name));
+    grit_span sp = {
+        .name = name,
+        .attempt = a != NULL,
+        .flags = tr->tp.flags,
+        .start_unix_ns = start_ns,
+        .end_unix_ns = end_ns,
+        .code = code,
+        .message = msg,
+        .call_id = c->id,
+        .previous_rpc_attempts = a ? a->number - 1 : 0,
+        .transparent_retry = a ? a->transparent_retry : false,
+        .peer = peer,
+        .attempts = a ? 0 : c->info.attempts,
+    };
+    memcpy(sp.trace_id, tr->tp.trace_id, 16);
+    if (a) {
+      memcpy(sp.span_id, a->span_raw, 8);
+      memcpy(sp.parent_span_id, tr->span_id, 8);
+    } else {
+      memcpy(sp.span_id, tr->span_id, 8);
+      if (tr->has_parent)
+        memcpy(sp.parent_span_id, tr->tp.span_id, 8);
+    }
+    ch->o.span_cb(&sp, ch->o.span_cb_data);
+  }
+  grit_otlp_span *o = ch->otlp ? grit_otlp_reserve(ch->otlp) : NULL;
+  if (!o)
+    return; /* no exporter, or its queue is full (dropped and counted) */
+  memcpy(o->trace_id, tr->tp.trace_id, 16);
+  if (a) {
+    memcpy(o->span_id, a->span_raw, 8);
+    memcpy(o->parent_span_id, tr->span_id, 8);
+    o->has_parent = true;
+    o->previous_rpc_attempts = a->number - 1;
+    o->transparent_retry = a->transparent_retry;
+    o->attempts = 0;
+  } else {
+    memcpy(o->span_id, tr->span_id, 8);
+    o->has_parent = tr->has_parent;
+    if (tr->has_parent)
+      memcpy(o->parent_span_id, tr->tp.span_id, 8);
+    o->previous_rpc_attempts = 0;
+    o->transparent_retry = false;
+    o->attempts = c->info.attempts;
+  }
+  o->attempt = a != NULL;
+  o->flags = tr->tp.flags;
+  o->code = (int32_t)code;
+  o->start_ns = start_ns;
+  o->end_ns = end_ns;
+  memcpy(o->method, c->method[0] == '/' ? c->method + 1 : c->method,
+         tr->name_len);
+  o->method_len = tr->name_len;
+  o->message_len =
+      msg[0] ? grit_otlp_put_text(o->message, sizeof(o->message), msg) : 0;
+  o->peer_len =
+      peer[0] ? grit_otlp_put_text(o->peer, sizeof(o->peer), peer) : 0;
+  grit_otlp_commit(ch->otlp);
 }
 
 void grit_obs_attempt_start(call_attempt *a) {
@@ -224,6 +266,7 @@ void grit_obs_attempt_start(call_attempt *a) {
     random_bytes(&c->ch->rng, tp.span_id, 8);
   while (tp.span_id[0] == 0 && tp.span_id[7] == 0);
   grit_obs_hex(tp.span_id, 8, a->span_id);
+  memcpy(a->span_raw, tp.span_id, 8);
   grit_traceparent_format(&tp, a->traceparent);
   GRIT_TRACE(GRIT_TRACE_CHANNEL, GRIT_LEVEL_INFO,
              "call %llu attempt %u: trace=%s span=%s%s",
@@ -236,28 +279,8 @@ void grit_attempt_observe(call_attempt *a, grit_status_code code,
   grit_call *c = a->c;
   grit_channel *ch = c->ch;
   uint64_t end_us = grit_clock_now_us();
-  if (c->tr && c->tr->span && a->span_id[0]) {
-    char name[160];
-    span_name(c, "Attempt.", name, sizeof(name));
-    uint64_t real = span_real_now_ns();
-    grit_span sp = {
-        .name = name,
-        .attempt = true,
-        .flags = c->tr->tp.flags,
-        .start_unix_ns = span_unix_ns(a->start_us, end_us, real),
-        .end_unix_ns = real,
-        .code = code,
-        .message = msg ? msg : "",
-        .call_id = c->id,
-        .previous_rpc_attempts = a->number - 1,
-        .transparent_retry = a->transparent_retry,
-        .peer = a->peer,
-    };
-    memcpy(sp.trace_id, c->tr->tp.trace_id, 16);
-    span_unhex8(a->span_id, sp.span_id);
-    memcpy(sp.parent_span_id, c->tr->span_id, 8);
-    span_emit(ch, &sp);
-  }
+  if (c->tr && c->tr->span && a->span_id[0])
+    span_emit(c, a, end_us, code, msg ? msg : "");
   /* OB-01 (A66): per attempt, labelled by the status it ended with. */
   int st = (int)code;
   grit_obs_record(c->obs, GRIT_OBS_ATTEMPT_DURATION, st,
@@ -295,27 +318,8 @@ void grit_attempt_observe(call_attempt *a, grit_status_code code,
 void grit_obs_call_end(grit_call *c, grit_status_code code, const char *msg) {
   uint64_t now = grit_clock_now_us();
   grit_obs_method *m = c->obs;
-  if (c->tr && c->tr->span) {
-    char name[160];
-    span_name(c, "Sent.", name, sizeof(name));
-    uint64_t real = span_real_now_ns();
-    grit_span sp = {
-        .name = name,
-        .flags = c->tr->tp.flags,
-        .start_unix_ns = span_unix_ns(c->start_us, now, real),
-        .end_unix_ns = real,
-        .code = code,
-        .message = msg ? msg : "",
-        .call_id = c->id,
-        .peer = "",
-        .attempts = c->info.attempts,
-    };
-    memcpy(sp.trace_id, c->tr->tp.trace_id, 16);
-    memcpy(sp.span_id, c->tr->span_id, 8);
-    if (c->tr->has_parent)
-      memcpy(sp.parent_span_id, c->tr->tp.span_id, 8);
-    span_emit(c->ch, &sp);
-  }
+  if (c->tr && c->tr->span)
+    span_emit(c, NULL, now, code, msg ? msg : "");
   grit_obs_record(m, GRIT_OBS_CALL_DURATION, (int)code,
                   now > c->start_us ? now - c->start_us : 0);
   /* A96: attempts after the first are retries or hedges; a transparent

@@ -1,9 +1,11 @@
 /* OTLP/gRPC span export (SPEC OP-02): one exporter per collector
- * endpoint, shared by the channels that name it. The loop only copies a
- * finished span into a bounded ring (a lock and a memcpy; full: dropped
- * and counted); a thread of the exporter takes batches out, encodes them
- * (observe/otlp.c) and sends them with a blocking unary call on a grit
- * channel of its own, so no call ever waits for the collector. */
+ * endpoint, shared by the channels that name it. The loop fills a
+ * finished span in place into a slot of a preallocated bounded ring (one
+ * lock, plain stores and short copies; no allocation, no formatting;
+ * full: dropped and counted); a thread of the exporter encodes batches
+ * straight from the ring (observe/otlp.c: names, UTF-8, protobuf) and
+ * sends them with a blocking unary call on a grit channel of its own, so
+ * no call ever waits for the collector. */
 #include "channel/channel_int.h"
 
 #include <string.h>
@@ -77,26 +79,20 @@ static void otlp_free(grit_otlp_exporter *e) {
   grit_free(e);
 }
 
-/* One Export call for |n| spans; counts the outcome. */
-static void otlp_send(grit_otlp_exporter *e, const grit_otlp_span *spans,
-                      size_t n) {
-  grit_buf req;
-  grit_buf_init(&req);
+/* One Export call of the encoded |req| holding |n| spans; counts the
+ * outcome. */
+static void otlp_send(grit_otlp_exporter *e, const grit_buf *req, size_t n) {
   grit_status st = {0};
-  bool ok = grit_otlp_encode(spans, n, "grit", &req) == GRIT_OK;
-  if (ok) {
-    grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION,
-                        .timeout_ms = OTLP_TIMEOUT_MS};
-    ok = grit_unary_call(e->ch, OTLP_METHOD, req.data, req.len, &o, NULL, &st,
-                         NULL) == GRIT_OK &&
-         st.code == GRIT_STATUS_OK;
-    if (!ok)
-      GRIT_TRACE(GRIT_TRACE_CHANNEL, GRIT_LEVEL_INFO,
-                 "otlp %s: export of %zu spans failed: %s %s", e->endpoint, n,
-                 grit_status_code_name(st.code), st.message ? st.message : "");
-    grit_status_free(&st);
-  }
-  grit_buf_free(&req);
+  grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION,
+                      .timeout_ms = OTLP_TIMEOUT_MS};
+  bool ok = grit_unary_call(e->ch, OTLP_METHOD, req->data, req->len, &o, NULL,
+                            &st, NULL) == GRIT_OK &&
+            st.code == GRIT_STATUS_OK;
+  if (!ok)
+    GRIT_TRACE(GRIT_TRACE_CHANNEL, GRIT_LEVEL_INFO,
+               "otlp %s: export of %zu spans failed: %s %s", e->endpoint, n,
+               grit_status_code_name(st.code), st.message ? st.message : "");
+  grit_status_free(&st);
   if (ok) {
     __atomic_add_fetch(&n_exported, n, __ATOMIC_RELAXED);
   } else {
@@ -105,9 +101,14 @@ static void otlp_send(grit_otlp_exporter *e, const grit_otlp_span *spans,
   }
 }
 
+/* The ring's first |n| spans from head are the thread's while it encodes
+ * them (the I/O threads only fill slots past head + count): they are
+ * encoded in place, without the lock and without a copy, and only then
+ * given back. A batch stops at the ring's end, so it is contiguous. */
 static void *otlp_thread(void *arg) {
   grit_otlp_exporter *e = arg;
-  grit_otlp_span *batch = grit_calloc(OTLP_BATCH, sizeof(*batch));
+  grit_buf req;
+  grit_buf_init(&req);
   pthread_mutex_lock(&e->mu);
   for (;;) {
     /* Wait for a full batch, the interval with spans waiting, or stop. */
@@ -127,24 +128,28 @@ static void *otlp_thread(void *arg) {
       continue;
     }
     size_t n = e->count < OTLP_BATCH ? e->count : OTLP_BATCH;
-    if (!batch) { /* no memory for a batch: these spans are lost */
-      __atomic_add_fetch(&n_dropped, n, __ATOMIC_RELAXED);
-    } else {
-      for (size_t i = 0; i < n; i++)
-        batch[i] = e->ring[(e->head + i) % OTLP_QUEUE];
-    }
+    if (n > OTLP_QUEUE - e->head)
+      n = OTLP_QUEUE - e->head;
+    const grit_otlp_span *batch = &e->ring[e->head];
+    pthread_mutex_unlock(&e->mu);
+    req.len = 0; /* the buffer is kept from batch to batch */
+    bool encoded = grit_otlp_encode(batch, n, "grit", &req) == GRIT_OK;
+    pthread_mutex_lock(&e->mu);
     e->head = (e->head + n) % OTLP_QUEUE;
     e->count -= n;
     pthread_mutex_unlock(&e->mu);
-    if (batch)
-      otlp_send(e, batch, n);
+    if (encoded) {
+      otlp_send(e, &req, n);
+    } else { /* no memory for the request: these spans are lost */
+      __atomic_add_fetch(&n_dropped, n, __ATOMIC_RELAXED);
+    }
     pthread_mutex_lock(&e->mu);
     e->done_seq += n;
     pthread_cond_broadcast(&e->done);
   }
   bool detached = e->detached;
   pthread_mutex_unlock(&e->mu);
-  grit_free(batch);
+  grit_buf_free(&req);
   if (detached)
     otlp_free(e);
   return NULL;
@@ -224,17 +229,21 @@ void grit_otlp_put(grit_otlp_exporter *e) {
   otlp_free(e);
 }
 
-void grit_otlp_submit(grit_otlp_exporter *e, const grit_otlp_span *s) {
+grit_otlp_span *grit_otlp_reserve(grit_otlp_exporter *e) {
   pthread_mutex_lock(&e->mu);
   e->enq_seq++;
   if (e->count == OTLP_QUEUE) {
     e->done_seq++; /* dropped at once: nothing to wait for */
+    pthread_mutex_unlock(&e->mu);
     __atomic_add_fetch(&n_dropped, 1, __ATOMIC_RELAXED);
-  } else {
-    e->ring[(e->head + e->count) % OTLP_QUEUE] = *s;
-    if (++e->count == OTLP_BATCH)
-      pthread_cond_signal(&e->work);
+    return NULL;
   }
+  return &e->ring[(e->head + e->count) % OTLP_QUEUE];
+}
+
+void grit_otlp_commit(grit_otlp_exporter *e) {
+  if (++e->count == OTLP_BATCH)
+    pthread_cond_signal(&e->work);
   pthread_mutex_unlock(&e->mu);
 }
 

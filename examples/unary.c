@@ -147,6 +147,30 @@ static int unary_ex(grit_channel *ch) {
   return ok ? 0 : 1;
 }
 
+/* Whether |s| occurs in the |len| bytes at |d|. */
+static bool contains(const uint8_t *d, size_t len, const char *s) {
+  size_t n = strlen(s);
+  for (size_t i = 0; i + n <= len; i++)
+    if (memcmp(d + i, s, n) == 0)
+      return true;
+  return false;
+}
+
+/* The stubs register their file's methods (issue 28, gRFC A66), so the
+ * metrics name the method the calls above used instead of "other". */
+static int metrics_name_the_method(grit_channel *ch) {
+  grit_bytes text;
+  if (grit_metrics_write_prometheus(ch, &text) != GRIT_OK)
+    return 1;
+  const char *want = "grpc_method=\"grpc.testing.TestService/UnaryCall\"";
+  bool named = contains(text.data, text.len, want);
+  bool other = contains(text.data, text.len, "grpc_method=\"other\"");
+  printf("metrics: %s %s, %s grpc_method=\"other\"\n", want,
+         named ? "present" : "MISSING", other ? "with" : "no");
+  grit_bytes_free(&text);
+  return named && !other ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: unary TARGET\n");
@@ -193,6 +217,8 @@ int main(int argc, char **argv) {
     rc = 1;
   }
   if (unary_ex(ch) != 0)
+    rc = 1;
+  if (metrics_name_the_method(ch) != 0)
     rc = 1;
   grit_channel_destroy(ch);
   grit_default_runtime_shutdown(); /* valgrind-clean exit */

@@ -26,6 +26,7 @@ typedef struct least_request {
   bool started;
   grit_connectivity_state state;
   char error[300];
+  char why[1024]; /* a failed pick's message, issue 28 */
   grit_lb_skipcache skipped;
   char detail[96];
 } least_request;
@@ -201,7 +202,10 @@ static grit_pick_result lr_pick(grit_lb_policy *p, const grit_pick_args *args) {
   if (lr->state == GRIT_STATE_TRANSIENT_FAILURE) {
     r.kind = GRIT_PICK_FAIL;
     r.code = GRIT_STATUS_UNAVAILABLE;
-    r.message = lr->error;
+    /* Every backend and why it cannot take the call (issue 28). */
+    r.message = lr->list.n ? grit_lb_sclist_why_unusable(&lr->list, lr->why,
+                                                         sizeof(lr->why))
+                           : lr->error;
   }
   return r;
 }

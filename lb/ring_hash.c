@@ -45,7 +45,7 @@ typedef struct ring_hash {
   char error[300];
   grit_lb_skipcache skipped;
   char detail[128];
-  char fail[400];
+  char fail[1100];
 } ring_hash;
 
 static const grit_lb_policy_vtable *rh_vt(void);
@@ -416,9 +416,11 @@ static grit_pick_result rh_pick(grit_lb_policy *p, const grit_pick_args *args) {
   }
   r.kind = GRIT_PICK_FAIL;
   r.code = GRIT_STATUS_UNAVAILABLE;
+  /* Every backend and why it cannot take the call (issue 28). */
+  char why[1024];
   snprintf(rh->fail, sizeof(rh->fail),
-           "ring hash cannot find a connected endpoint; last failure: %s",
-           rh->error);
+           "ring hash cannot find a connected endpoint: %s",
+           grit_lb_sclist_why_unusable(&rh->list, why, sizeof(why)));
   r.message = rh->fail;
   return r;
 }

@@ -53,6 +53,7 @@ struct wrr {
   grit_connectivity_state state;
   uv_timer_t *timer; /* weightUpdatePeriod; freed in its close callback */
   char error[300];
+  char why[1024]; /* a failed pick's message, issue 28 */
   grit_lb_skipcache skipped;
 };
 
@@ -385,7 +386,10 @@ static grit_pick_result wrr_pick(grit_lb_policy *p,
   if (w->state == GRIT_STATE_TRANSIENT_FAILURE) {
     r.kind = GRIT_PICK_FAIL;
     r.code = GRIT_STATUS_UNAVAILABLE;
-    r.message = w->error;
+    /* Every backend and why it cannot take the call (issue 28). */
+    r.message = w->list.n ? grit_lb_sclist_why_unusable(&w->list, w->why,
+                                                        sizeof(w->why))
+                          : w->error;
   }
   return r;
 }

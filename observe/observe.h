@@ -227,7 +227,15 @@ int grit_http_parse_request(const char *buf, size_t len, grit_http_req *out);
 
 /* ---- OTLP trace export (SPEC OP-02, gRFC A72) ---- */
 
-/* One finished span, self-contained (it waits in the exporter's queue). */
+/* One finished span, self-contained (it waits in the exporter's queue).
+ * The I/O thread fills it in place in the exporter's ring with plain
+ * copies (no formatting, no allocation): the texts are the raw bytes, cut
+ * to fit, with their lengths; the encoder (on the exporter's thread)
+ * makes them valid UTF-8 and puts "Sent." or "Attempt." before the
+ * method to name the span. */
+#define GRIT_OTLP_METHOD_MAX 160
+#define GRIT_OTLP_MESSAGE_MAX 160
+#define GRIT_OTLP_PEER_MAX 64
 typedef struct grit_otlp_span {
   uint8_t trace_id[16];
   uint8_t span_id[8];
@@ -240,17 +248,24 @@ typedef struct grit_otlp_span {
   uint32_t previous_rpc_attempts;
   uint32_t attempts;
   uint64_t start_ns, end_ns; /* Unix time */
-  char name[160];            /* cut to fit, NUL-terminated */
-  char message[160];
-  char peer[64];
+  uint16_t method_len, message_len, peer_len;
+  char method[GRIT_OTLP_METHOD_MAX]; /* "pkg.Service/Method", no '/' */
+  char message[GRIT_OTLP_MESSAGE_MAX];
+  char peer[GRIT_OTLP_PEER_MAX];
 } grit_otlp_span;
 
-/* Copy |src| into |dst| (|cap| > 0 bytes) as valid UTF-8, as protobuf
- * strings must be: cut to fit at a character boundary, NUL-terminated,
- * each byte that does not start a valid sequence replaced by '?'. */
-void grit_otlp_copy_text(char *dst, size_t cap, const char *src);
+/* Copy at most |cap| bytes of |src| into |dst| (no NUL); returns how many.
+ * The call path's only text work: a bounded length and a memcpy. */
+uint16_t grit_otlp_put_text(char *dst, size_t cap, const char *src);
+/* Make the |n| bytes at |s| valid UTF-8 in place, as protobuf strings
+ * must be, keeping the length: each byte that does not start a valid
+ * sequence (a stray byte, an overlong form, a surrogate, a sequence cut
+ * by the end) becomes '?'. */
+void grit_otlp_fix_text(char *s, size_t n);
 /* Append the ExportTraceServiceRequest of |spans| (resource service.name
- * |service_name|) to |out|. GRIT_OK or GRIT_ERR_NOMEM. */
+ * |service_name|) to |out|: each span named "Sent.<method>" (the call) or
+ * "Attempt.<method>", its texts made valid UTF-8 on the way (the records
+ * are not changed). GRIT_OK or GRIT_ERR_NOMEM. */
 grit_err grit_otlp_encode(const grit_otlp_span *spans, size_t n,
                           const char *service_name, grit_buf *out);
 

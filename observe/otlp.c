@@ -6,8 +6,10 @@
  * resource/v1/resource.proto). Pure: no I/O, no clock.
  *
  * Two passes: the sizes of every nested message first, then one write
- * into a buffer reserved once, so a batch costs one allocation and each
- * span a few hundred instructions. */
+ * into a buffer reserved once, so a batch costs one allocation. The
+ * attribute keys and their KeyValue framing are constant: their sizes are
+ * compile-time constants, and each span costs a few hundred instructions
+ * (bench/ops-figures, docs/operations.md "Figures"). */
 #include "observe/observe.h"
 
 #include <string.h>
@@ -60,28 +62,36 @@ static size_t utf8_seq(const uint8_t *p, size_t n) {
   return len;
 }
 
-void grit_otlp_copy_text(char *dst, size_t cap, const char *src) {
-  const uint8_t *p = (const uint8_t *)src;
-  size_t n = strlen(src), k = 0, i = 0;
+uint16_t grit_otlp_put_text(char *dst, size_t cap, const char *src) {
+  size_t n = strnlen(src, cap);
+  memcpy(dst, src, n);
+  return (uint16_t)n;
+}
+
+void grit_otlp_fix_text(char *s, size_t n) {
+  uint8_t *p = (uint8_t *)s;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) { /* ASCII, the usual case: 8 bytes a step */
+    uint64_t w;
+    memcpy(&w, p + i, 8);
+    if (w & 0x8080808080808080u)
+      break;
+  }
+  while (i < n && p[i] < 0x80)
+    i++;
   while (i < n) {
     size_t l = utf8_seq(p + i, n - i);
-    if (k + (l ? l : 1) >= cap)
-      break; /* cut to fit, never inside a character */
     if (l) {
-      memcpy(dst + k, p + i, l);
-      k += l;
       i += l;
     } else {
-      dst[k++] = '?'; /* OTLP strings are UTF-8: a stray byte becomes '?' */
-      i++;
+      p[i++] = '?'; /* OTLP strings are UTF-8: a stray byte becomes '?' */
     }
   }
-  dst[k] = '\0';
 }
 
 /* ---- sizes ---- */
 
-static size_t varint_len(uint64_t v) {
+static inline size_t varint_len(uint64_t v) {
   size_t n = 1;
   while (v > 0x7f) {
     v >>= 7;
@@ -90,87 +100,70 @@ static size_t varint_len(uint64_t v) {
   return n;
 }
 
-/* A field with a one-byte tag (field numbers up to 15) or two. */
-static size_t tag_len(unsigned field) {
-  return field < 16 ? 1 : 2;
+/* A LEN field with a one-byte tag (field numbers up to 15) of |n| bytes. */
+static inline size_t len_field(size_t n) {
+  return 1 + varint_len(n) + n;
 }
 
-static size_t len_field(unsigned field, size_t n) {
-  return tag_len(field) + varint_len(n) + n;
+/* A VARINT field with a one-byte tag. */
+static inline size_t uint_field(uint64_t v) {
+  return 1 + varint_len(v);
 }
 
-static size_t uint_field(unsigned field, uint64_t v) {
-  return tag_len(field) + varint_len(v);
+/* The attributes (A72's attempt attributes, and the gRPC status as
+ * OpenTelemetry's RPC conventions name it): constant keys. */
+#define K_PREV "previous-rpc-attempts"
+#define K_TRANSPARENT "transparent-retry"
+#define K_ATTEMPTS "grpc.attempts"
+#define K_STATUS "rpc.grpc.status_code"
+#define K_PEER "net.sock.peer.addr"
+#define KLEN(k) (sizeof(k) - 1)
+
+/* KeyValue {1: key, 2: AnyValue {3: int_value}} and the like. */
+static inline size_t kv_int_len(size_t klen, uint64_t v) {
+  return len_field(klen) + len_field(uint_field(v));
 }
-
-typedef enum { KV_STR, KV_BOOL, KV_INT } kv_kind;
-
-/* AnyValue {1: string_value | 2: bool_value | 3: int_value}. */
-static size_t any_len(kv_kind k, const char *s, int64_t i) {
-  switch (k) {
-  case KV_STR:
-    return len_field(1, strlen(s));
-  case KV_BOOL:
-    return uint_field(2, i != 0);
-  case KV_INT:
-    return uint_field(3, (uint64_t)i);
-  }
-  return 0;
+static inline size_t kv_bool_len(size_t klen) {
+  return len_field(klen) + len_field(2);
 }
-
-/* KeyValue {1: key, 2: value}. */
-static size_t kv_len(const char *key, kv_kind k, const char *s, int64_t i) {
-  return len_field(1, strlen(key)) + len_field(2, any_len(k, s, i));
+static inline size_t kv_str_len(size_t klen, size_t n) {
+  return len_field(klen) + len_field(len_field(n));
 }
 
 /* Status {2: message, 3: code}. */
 static size_t status_len(const grit_otlp_span *s) {
-  return len_field(2, strlen(s->message)) + uint_field(3, STATUS_CODE_ERROR);
+  return len_field(s->message_len) + 2;
 }
 
-/* The span's attributes, in the order written (A72's attempt attributes,
- * and the gRPC status as OpenTelemetry's RPC conventions name it). */
-typedef struct attr {
-  const char *key;
-  kv_kind kind;
-  const char *s;
-  int64_t i;
-} attr;
-
-static size_t span_attrs(const grit_otlp_span *s, attr out[5]) {
-  size_t n = 0;
-  if (s->attempt) {
-    out[n++] =
-        (attr){"previous-rpc-attempts", KV_INT, NULL, s->previous_rpc_attempts};
-    out[n++] = (attr){"transparent-retry", KV_BOOL, NULL, s->transparent_retry};
-  } else {
-    out[n++] = (attr){"grpc.attempts", KV_INT, NULL, s->attempts};
-  }
-  out[n++] = (attr){"rpc.grpc.status_code", KV_INT, NULL, s->code};
-  if (s->peer[0])
-    out[n++] = (attr){"net.sock.peer.addr", KV_STR, s->peer, 0};
-  return n;
+static size_t name_len(const grit_otlp_span *s) {
+  return (s->attempt ? KLEN("Attempt.") : KLEN("Sent.")) + s->method_len;
 }
 
 static size_t span_len(const grit_otlp_span *s) {
-  size_t n = len_field(1, 16) + len_field(2, 8) +
-             (s->has_parent ? len_field(4, 8) : 0) +
-             len_field(5, strlen(s->name)) +
-             uint_field(6, s->attempt ? SPAN_KIND_INTERNAL : SPAN_KIND_CLIENT) +
+  size_t n = len_field(16) + len_field(8) + (s->has_parent ? len_field(8) : 0) +
+             len_field(name_len(s)) + 2 /* kind */ +
              2 * (1 + 8) /* fixed64 start, end */
              + (2 + 4);  /* fixed32 flags (field 16) */
-  attr a[5];
-  size_t na = span_attrs(s, a);
-  for (size_t i = 0; i < na; i++)
-    n += len_field(9, kv_len(a[i].key, a[i].kind, a[i].s, a[i].i));
+  if (s->attempt)
+    n += len_field(kv_int_len(KLEN(K_PREV), s->previous_rpc_attempts)) +
+         len_field(kv_bool_len(KLEN(K_TRANSPARENT)));
+  else
+    n += len_field(kv_int_len(KLEN(K_ATTEMPTS), s->attempts));
+  n += len_field(kv_int_len(KLEN(K_STATUS), (uint64_t)(int64_t)s->code));
+  if (s->peer_len)
+    n += len_field(kv_str_len(KLEN(K_PEER), s->peer_len));
   if (s->code != 0)
-    n += len_field(15, status_len(s));
+    n += len_field(status_len(s));
   return n;
 }
 
 /* ---- writing (into space reserved by the sizes above) ---- */
 
-static uint8_t *w_varint(uint8_t *p, uint64_t v) {
+static inline uint8_t *w_varint(uint8_t *p, uint64_t v) {
+  if (v < 0x80) { /* tags, lengths, codes: nearly always one byte */
+    *p = (uint8_t)v;
+    return p + 1;
+  }
   while (v > 0x7f) {
     *p++ = (uint8_t)(v | 0x80);
     v >>= 7;
@@ -179,49 +172,84 @@ static uint8_t *w_varint(uint8_t *p, uint64_t v) {
   return p;
 }
 
-static uint8_t *w_tag(uint8_t *p, unsigned field, unsigned wt) {
+static inline uint8_t *w_tag(uint8_t *p, unsigned field, unsigned wt) {
   return w_varint(p, (uint64_t)field << 3 | wt);
 }
 
-static uint8_t *w_len(uint8_t *p, unsigned field, size_t n) {
+static inline uint8_t *w_len(uint8_t *p, unsigned field, size_t n) {
   return w_varint(w_tag(p, field, WT_LEN), n);
 }
 
-static uint8_t *w_bytes(uint8_t *p, unsigned field, const void *d, size_t n) {
+static inline uint8_t *w_bytes(uint8_t *p, unsigned field, const void *d,
+                               size_t n) {
   p = w_len(p, field, n);
   memcpy(p, d, n);
   return p + n;
 }
 
-static uint8_t *w_str(uint8_t *p, unsigned field, const char *s) {
-  return w_bytes(p, field, s, strlen(s));
+/* A string field from raw bytes, made valid UTF-8 in the output. */
+static inline uint8_t *w_text(uint8_t *p, unsigned field, const char *s,
+                              size_t n) {
+  p = w_bytes(p, field, s, n);
+  grit_otlp_fix_text((char *)p - n, n);
+  return p;
 }
 
-static uint8_t *w_uint(uint8_t *p, unsigned field, uint64_t v) {
+static inline uint8_t *w_uint(uint8_t *p, unsigned field, uint64_t v) {
   return w_varint(w_tag(p, field, WT_VARINT), v);
 }
 
-static uint8_t *w_fixed(uint8_t *p, unsigned field, unsigned wt, uint64_t v,
-                        int bytes) {
+static inline uint8_t *w_fixed(uint8_t *p, unsigned field, unsigned wt,
+                               uint64_t v, int bytes) {
   p = w_tag(p, field, wt);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  if (bytes == 8) { /* protobuf fixed fields are little-endian, as here */
+    memcpy(p, &v, 8);
+    return p + 8;
+  }
+#endif
   for (int i = 0; i < bytes; i++)
     *p++ = (uint8_t)(v >> (8 * i));
   return p;
 }
 
-static uint8_t *w_kv(uint8_t *p, unsigned field, const attr *a) {
-  p = w_len(p, field, kv_len(a->key, a->kind, a->s, a->i));
-  p = w_str(p, 1, a->key);
-  p = w_len(p, 2, any_len(a->kind, a->s, a->i));
-  switch (a->kind) {
-  case KV_STR:
-    return w_str(p, 1, a->s);
-  case KV_BOOL:
-    return w_uint(p, 2, a->i != 0);
-  case KV_INT:
-    return w_uint(p, 3, (uint64_t)a->i); /* int64: two's complement */
-  }
-  return p;
+/* Span.attributes (field 9) entries. */
+static inline uint8_t *w_kv_int(uint8_t *p, const char *k, size_t klen,
+                                uint64_t v) {
+  p = w_len(p, 9, kv_int_len(klen, v));
+  p = w_bytes(p, 1, k, klen);
+  p = w_len(p, 2, uint_field(v));
+  return w_uint(p, 3, v); /* int64: two's complement */
+}
+
+/* The same for a value below 128, the usual case: the whole KeyValue
+ * but its last byte is constant, |hdr| (|n| bytes) below. */
+static inline uint8_t *w_kv_small(uint8_t *p, const char *hdr, size_t n,
+                                  uint8_t v) {
+  memcpy(p, hdr, n);
+  p[n] = v;
+  return p + n + 1;
+}
+
+/* Field 9 tag, KeyValue length (key + 6), key tag and length, the key,
+ * value tag, AnyValue length 2, and the int_value (3) or bool_value (2)
+ * tag. The asserts keep the lengths written here true. */
+#define H_PREV "\x4a\x1b\x0a\x15" K_PREV "\x12\x02\x18"
+#define H_TRANSPARENT "\x4a\x17\x0a\x11" K_TRANSPARENT "\x12\x02\x10"
+#define H_ATTEMPTS "\x4a\x13\x0a\x0d" K_ATTEMPTS "\x12\x02\x18"
+#define H_STATUS "\x4a\x1a\x0a\x14" K_STATUS "\x12\x02\x18"
+_Static_assert(KLEN(K_PREV) == 0x15, "H_PREV");
+_Static_assert(KLEN(K_TRANSPARENT) == 0x11, "H_TRANSPARENT");
+_Static_assert(KLEN(K_ATTEMPTS) == 0x0d, "H_ATTEMPTS");
+_Static_assert(KLEN(K_STATUS) == 0x14, "H_STATUS");
+#define W_KV_SMALL(p, h, v) w_kv_small(p, h, KLEN(h), (uint8_t)(v))
+
+static uint8_t *w_kv_str(uint8_t *p, const char *k, size_t klen, const char *s,
+                         size_t n) {
+  p = w_len(p, 9, kv_str_len(klen, n));
+  p = w_bytes(p, 1, k, klen);
+  p = w_len(p, 2, len_field(n));
+  return w_text(p, 1, s, n);
 }
 
 static uint8_t *w_span(uint8_t *p, const grit_otlp_span *s, size_t len) {
@@ -230,17 +258,38 @@ static uint8_t *w_span(uint8_t *p, const grit_otlp_span *s, size_t len) {
   p = w_bytes(p, 2, s->span_id, 8);
   if (s->has_parent)
     p = w_bytes(p, 4, s->parent_span_id, 8);
-  p = w_str(p, 5, s->name);
+  p = w_len(p, 5, name_len(s));
+  if (s->attempt) {
+    memcpy(p, "Attempt.", KLEN("Attempt."));
+    p += KLEN("Attempt.");
+  } else {
+    memcpy(p, "Sent.", KLEN("Sent."));
+    p += KLEN("Sent.");
+  }
+  memcpy(p, s->method, s->method_len);
+  grit_otlp_fix_text((char *)p, s->method_len);
+  p += s->method_len;
   p = w_uint(p, 6, s->attempt ? SPAN_KIND_INTERNAL : SPAN_KIND_CLIENT);
   p = w_fixed(p, 7, WT_I64, s->start_ns, 8);
   p = w_fixed(p, 8, WT_I64, s->end_ns, 8);
-  attr a[5];
-  size_t na = span_attrs(s, a);
-  for (size_t i = 0; i < na; i++)
-    p = w_kv(p, 9, &a[i]);
+  if (s->attempt) {
+    p = s->previous_rpc_attempts < 0x80
+            ? W_KV_SMALL(p, H_PREV, s->previous_rpc_attempts)
+            : w_kv_int(p, K_PREV, KLEN(K_PREV), s->previous_rpc_attempts);
+    p = W_KV_SMALL(p, H_TRANSPARENT, s->transparent_retry);
+  } else {
+    p = s->attempts < 0x80
+            ? W_KV_SMALL(p, H_ATTEMPTS, s->attempts)
+            : w_kv_int(p, K_ATTEMPTS, KLEN(K_ATTEMPTS), s->attempts);
+  }
+  p = s->code >= 0 && s->code < 0x80
+          ? W_KV_SMALL(p, H_STATUS, s->code)
+          : w_kv_int(p, K_STATUS, KLEN(K_STATUS), (uint64_t)(int64_t)s->code);
+  if (s->peer_len)
+    p = w_kv_str(p, K_PEER, KLEN(K_PEER), s->peer, s->peer_len);
   if (s->code != 0) { /* OK leaves the status unset; others are ERROR */
     p = w_len(p, 15, status_len(s));
-    p = w_str(p, 2, s->message);
+    p = w_text(p, 2, s->message, s->message_len);
     p = w_uint(p, 3, STATUS_CODE_ERROR);
   }
   return w_fixed(p, 16, WT_I32, s->flags, 4);
@@ -248,30 +297,35 @@ static uint8_t *w_span(uint8_t *p, const grit_otlp_span *s, size_t len) {
 
 grit_err grit_otlp_encode(const grit_otlp_span *spans, size_t n,
                           const char *service_name, grit_buf *out) {
-  attr svc = {"service.name", KV_STR, service_name, 0};
-  size_t res = len_field(1, kv_len(svc.key, svc.kind, svc.s, 0));
-  size_t scope = len_field(1, 4) + len_field(2, strlen(GRIT_VERSION));
-  size_t ss = len_field(1, scope);
+  size_t svc_len = strlen(service_name);
+  size_t svc_kv = kv_str_len(KLEN("service.name"), svc_len);
+  size_t res = len_field(svc_kv);
+  size_t scope = len_field(4) + len_field(strlen(GRIT_VERSION));
+  size_t ss = len_field(scope);
   size_t lens[512]; /* the sizes of the first spans, kept for the write */
   for (size_t i = 0; i < n; i++) {
     size_t l = span_len(&spans[i]);
     if (i < 512)
       lens[i] = l;
-    ss += len_field(2, l);
+    ss += len_field(l);
   }
-  size_t rs = len_field(1, res) + len_field(2, ss);
-  size_t total = len_field(1, rs);
+  size_t rs = len_field(res) + len_field(ss);
+  size_t total = len_field(rs);
   grit_err rv = grit_buf_reserve(out, total);
   if (rv != GRIT_OK)
     return rv;
   uint8_t *p = out->data + out->len, *start = p;
   p = w_len(p, 1, rs);  /* ExportTraceServiceRequest.resource_spans */
   p = w_len(p, 1, res); /* ResourceSpans.resource */
-  p = w_kv(p, 1, &svc);
+  /* Resource.attributes (field 1) {service.name: string} */
+  p = w_len(p, 1, svc_kv);
+  p = w_bytes(p, 1, "service.name", KLEN("service.name"));
+  p = w_len(p, 2, len_field(svc_len));
+  p = w_text(p, 1, service_name, svc_len);
   p = w_len(p, 2, ss);    /* ResourceSpans.scope_spans */
   p = w_len(p, 1, scope); /* ScopeSpans.scope */
-  p = w_str(p, 1, "grit");
-  p = w_str(p, 2, GRIT_VERSION);
+  p = w_bytes(p, 1, "grit", 4);
+  p = w_bytes(p, 2, GRIT_VERSION, strlen(GRIT_VERSION));
   for (size_t i = 0; i < n; i++)
     p = w_span(p, &spans[i], i < 512 ? lens[i] : span_len(&spans[i]));
   GRIT_ASSERT((size_t)(p - start) == total);

@@ -548,6 +548,10 @@ static void test_ring_hash_connection_rules(void) {
   ASSERT_EQ(r.kind, GRIT_PICK_FAIL);
   ASSERT_EQ(r.code, GRIT_STATUS_UNAVAILABLE);
   ASSERT_NOT_NULL(strstr(r.message, "ring hash cannot find"));
+  /* Issue 28: every backend named, with why it is unusable. */
+  for (int i = 0; i < 3; i++)
+    ASSERT_NOT_NULL(strstr(r.message, addrs[i].text));
+  ASSERT_NOT_NULL(strstr(r.message, "no usable backend among 3 addresses"));
   /* One comes up: its sticky failure ends with READY, by itself. */
   raw_server live;
   raw_start_fd(&live, &f.loop, fd[2],
@@ -605,6 +609,45 @@ static void test_pf_happy_eyeballs(void) {
   fx_finish(&f);
 }
 
+/* Issue 28: when weighted_round_robin or least_request fail a pick (every
+ * address refused: TRANSIENT_FAILURE), the status message names every
+ * backend and why it is unusable, as round_robin and pick_first do. */
+static void check_fail_names_backends(const grit_lb_policy_vtable *vt) {
+  fixture f;
+  fx_init(&f);
+  int fd[2];
+  grit_addr addrs[2];
+  for (int i = 0; i < 2; i++) {
+    uint16_t port = dead_port_hold(&fd[i]);
+    ASSERT_NE(port, 0);
+    ASSERT_OK(grit_addr_from_ip(&addrs[i], "127.0.0.1", port));
+  }
+  grit_lb_helper h = {pol_state, pol_reresolve, &f};
+  grit_lb_policy *p = NULL;
+  ASSERT_OK(vt->create(&f.a, &h, &p));
+  ASSERT_OK(p->vt->update_addresses(p, addrs, 2, false));
+  p->vt->exit_idle(p);
+  ASSERT(fx_run(&f, state_is_tf, &f));
+  grit_pick_result r = p->vt->pick(p, NULL);
+  ASSERT_EQ(r.kind, GRIT_PICK_FAIL);
+  ASSERT_EQ(r.code, GRIT_STATUS_UNAVAILABLE);
+  ASSERT_NOT_NULL(strstr(r.message, "no usable backend among 2 addresses"));
+  for (int i = 0; i < 2; i++)
+    ASSERT_NOT_NULL(strstr(r.message, addrs[i].text));
+  p->vt->destroy(p);
+  fx_finish(&f);
+  close(fd[0]);
+  close(fd[1]);
+}
+
+static void test_wrr_fail_names_backends(void) {
+  check_fail_names_backends(&grit_lb_weighted_round_robin);
+}
+
+static void test_lr_fail_names_backends(void) {
+  check_fail_names_backends(&grit_lb_least_request);
+}
+
 int main(int argc, char **argv) {
   static const test_case tests[] = {
       {"backoff_sequence", test_backoff_sequence},
@@ -618,6 +661,8 @@ int main(int argc, char **argv) {
       {"pf_happy_eyeballs", test_pf_happy_eyeballs},
       {"pf_sticky_tf_recovers", test_pf_sticky_tf_recovers},
       {"ring_hash_connection_rules", test_ring_hash_connection_rules},
+      {"wrr_fail_names_backends", test_wrr_fail_names_backends},
+      {"lr_fail_names_backends", test_lr_fail_names_backends},
       {NULL, NULL},
   };
   return test_main(tests, argc, argv);

@@ -443,12 +443,20 @@ static void test_otlp_encode(void) {
                            .end_ns = 3000}};
   memset(sp[0].trace_id, 0xab, 16);
   memset(sp[0].span_id, 0x01, 8);
-  snprintf(sp[0].name, sizeof(sp[0].name), "Sent.a.B/C");
+  sp[0].method_len =
+      grit_otlp_put_text(sp[0].method, sizeof(sp[0].method), "a.B/C");
   memcpy(sp[1].trace_id, sp[0].trace_id, 16);
   memset(sp[1].span_id, 0x02, 8);
   memcpy(sp[1].parent_span_id, sp[0].span_id, 8);
-  snprintf(sp[1].name, sizeof(sp[1].name), "Attempt.a.B/C");
-  snprintf(sp[1].message, sizeof(sp[1].message), "down");
+  /* Raw bytes as the I/O thread copies them: the encoder makes them
+   * valid UTF-8 ("d\xffwn" is sent as "d?wn"). */
+  sp[1].method_len =
+      grit_otlp_put_text(sp[1].method, sizeof(sp[1].method), "a.B/C");
+  sp[1].message_len =
+      grit_otlp_put_text(sp[1].message, sizeof(sp[1].message), "d\xffwn");
+  sp[1].peer_len =
+      grit_otlp_put_text(sp[1].peer, sizeof(sp[1].peer), "127.0.0.1:1");
+  static const char *const names[2] = {"Sent.a.B/C", "Attempt.a.B/C"};
   grit_buf b;
   grit_buf_init(&b);
   ASSERT_OK(grit_otlp_encode(sp, 2, "svc", &b));
@@ -464,14 +472,15 @@ static void test_otlp_encode(void) {
   while (pb_next(&p, end, &span)) {
     if (span.field != 2)
       continue;
+    const char *want_name = names[nspans];
     const grit_otlp_span *want = &sp[nspans++];
     ASSERT(pb_find(span.data, span.len, 1, &f) && f.len == 16 &&
            memcmp(f.data, want->trace_id, 16) == 0);
     ASSERT(pb_find(span.data, span.len, 2, &f) && f.len == 8 &&
            memcmp(f.data, want->span_id, 8) == 0);
     ASSERT_EQ(pb_find(span.data, span.len, 4, &f), want->has_parent);
-    ASSERT(pb_find(span.data, span.len, 5, &f) && f.len == strlen(want->name) &&
-           memcmp(f.data, want->name, f.len) == 0);
+    ASSERT(pb_find(span.data, span.len, 5, &f) && f.len == strlen(want_name) &&
+           memcmp(f.data, want_name, f.len) == 0);
     ASSERT(pb_find(span.data, span.len, 6, &f));
     ASSERT_EQ(f.v, want->attempt ? 1u : 3u); /* INTERNAL / CLIENT */
     ASSERT(pb_find(span.data, span.len, 7, &f) && f.wt == 1);
@@ -485,28 +494,63 @@ static void test_otlp_encode(void) {
       pbf c;
       ASSERT(pb_find(f.data, f.len, 3, &c));
       ASSERT_EQ(c.v, 2u);
-      ASSERT(pb_find(f.data, f.len, 2, &c) && c.len == 4);
+      ASSERT(pb_find(f.data, f.len, 2, &c) && c.len == 4 &&
+             memcmp(c.data, "d?wn", 4) == 0);
     }
+    /* Attributes (field 9): the status code always, the peer when set. */
+    size_t nattr = 0;
+    bool peer_seen = false;
+    const uint8_t *q = span.data, *qend = span.data + span.len;
+    while (pb_next(&q, qend, &f)) {
+      if (f.field != 9)
+        continue;
+      nattr++;
+      pbf k, v;
+      ASSERT(pb_find(f.data, f.len, 1, &k));
+      ASSERT(pb_find(f.data, f.len, 2, &v));
+      if (k.len == 18 && memcmp(k.data, "net.sock.peer.addr", 18) == 0) {
+        pbf sv;
+        ASSERT(pb_find(v.data, v.len, 1, &sv) && sv.len == 11 &&
+               memcmp(sv.data, "127.0.0.1:1", 11) == 0);
+        peer_seen = true;
+      }
+      if (k.len == 20 && memcmp(k.data, "rpc.grpc.status_code", 20) == 0) {
+        pbf iv;
+        ASSERT(pb_find(v.data, v.len, 3, &iv));
+        ASSERT_EQ(iv.v, (uint64_t)want->code);
+      }
+    }
+    ASSERT_EQ(nattr, want->attempt ? 4u : 2u);
+    ASSERT_EQ(peer_seen, want->attempt);
   }
   ASSERT_EQ(nspans, 2u);
   grit_buf_free(&b);
 }
 
-/* OP-02: span text is valid UTF-8, cut at a character boundary. */
+/* OP-02: span text is made valid UTF-8 in place, length kept; the call
+ * path copies at most the room there is. */
+static void fix(const char *in, const char *want) {
+  char buf[16];
+  size_t n = strlen(in);
+  memcpy(buf, in, n);
+  grit_otlp_fix_text(buf, n);
+  ASSERT(memcmp(buf, want, n) == 0 && strlen(want) == n);
+}
+
 static void test_otlp_text(void) {
+  fix("caf\xc3\xa9", "caf\xc3\xa9");
+  fix("a\xff\xc3(\xed\xa0\x80", "a?"
+                                "?("
+                                "???"); /* stray, truncated, surrogate */
+  fix("abcdef\xc3", "abcdef?");         /* a sequence cut by the end */
+  fix("\xc0\xaf", "??");                /* overlong */
+  fix("\xf0\x9f\x98\x80!", "\xf0\x9f\x98\x80!");
   char out[8];
-  grit_otlp_copy_text(out, sizeof(out), "caf\xc3\xa9");
-  ASSERT_STR_EQ(out, "caf\xc3\xa9");
-  grit_otlp_copy_text(out, sizeof(out), "a\xff\xc3(\xed\xa0\x80");
-  ASSERT_STR_EQ(out, "a?"
-                     "?("
-                     "???"); /* stray, truncated, surrogate */
-  grit_otlp_copy_text(out, sizeof(out), "abcdef\xc3\xa9");
-  ASSERT_STR_EQ(out, "abcdef"); /* the two-byte 'e' does not fit */
-  grit_otlp_copy_text(out, sizeof(out), "\xc0\xaf");
-  ASSERT_STR_EQ(out, "??"); /* overlong */
-  grit_otlp_copy_text(out, 1, "abc");
-  ASSERT_STR_EQ(out, "");
+  ASSERT_EQ(grit_otlp_put_text(out, sizeof(out), "abc"), 3u);
+  ASSERT(memcmp(out, "abc", 3) == 0);
+  ASSERT_EQ(grit_otlp_put_text(out, sizeof(out), "abcdefghij"), 8u);
+  ASSERT(memcmp(out, "abcdefgh", 8) == 0);
+  ASSERT_EQ(grit_otlp_put_text(out, sizeof(out), ""), 0u);
 }
 
 static const test_case tests[] = {
