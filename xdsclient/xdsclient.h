@@ -47,4 +47,12 @@ void grit_xdsc_unwatch(grit_xdsc *c, xds_kind k, const char *name, void *ud);
 void grit_xdsc_stats(grit_xdsc *c, xds_ads_stats *st, uint64_t *streams);
 void grit_xdsc_last_nack(grit_xdsc *c, xds_kind k, char *buf, size_t size);
 
+/* ---- xds_resolver.c: the xds resolver front (A27, A28) ----
+ * Register the "xds" scheme with channel/: afterwards grit_channel_create
+ * with "xds:///name" reads the bootstrap from GRPC_XDS_BOOTSTRAP or
+ * GRPC_XDS_BOOTSTRAP_CONFIG when first used and serves the listener
+ * |name| (one cluster per listener, round_robin over its endpoints; see
+ * docs/xds.md). Thread: any. Returns GRIT_OK or GRIT_ERR_NOMEM. */
+grit_err grit_xds_resolver_register(void);
+
 #endif

@@ -60,6 +60,12 @@ xcp *xcp_start(const char *scenario, int port) {
   char script[1024], portbuf[16];
   snprintf(script, sizeof(script), "%s/control_plane.js", dir);
   snprintf(portbuf, sizeof(portbuf), "%d", port);
+  char *const argv[] = {(char *)"node",   script,  (char *)scenario,
+                        (char *)"--port", portbuf, NULL};
+  return xcp_spawn(argv);
+}
+
+xcp *xcp_spawn(char *const argv[]) {
   int in[2], out[2];
   if (pipe(in) != 0 || pipe(out) != 0)
     return NULL;
@@ -73,7 +79,7 @@ xcp *xcp_start(const char *scenario, int port) {
     close(in[1]);
     close(out[0]);
     close(out[1]);
-    execlp("node", "node", script, scenario, "--port", portbuf, (char *)NULL);
+    execvp(argv[0], argv);
     _exit(127);
   }
   close(in[0]);

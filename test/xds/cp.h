@@ -13,6 +13,9 @@ typedef struct xcp xcp;
 /* Start node on control_plane.js with |scenario| (paths from the
  * environment: XDS_CP_DIR) on |port| (0: any). NULL on failure. */
 xcp *xcp_start(const char *scenario, int port);
+/* Start |argv| (a program printing "PORT n" first, stopping when its
+ * stdin closes) the same way. */
+xcp *xcp_spawn(char *const argv[]);
 int xcp_port(const xcp *c);
 /* Send one stdin command ("update NAME"). */
 void xcp_cmd(xcp *c, const char *line);
