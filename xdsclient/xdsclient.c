@@ -43,7 +43,11 @@ struct grit_xdsc {
 };
 
 static pthread_mutex_t clients_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t clients_cv = PTHREAD_COND_INITIALIZER;
 static grit_list clients = {&clients, &clients};
+static size_t live_clients; /* made and not yet freed by their worker */
+
+static void client_free(grit_xdsc *c);
 
 /* ---- the machine's callbacks, dispatched to the watchers (mu held) ---- */
 
@@ -200,13 +204,27 @@ static void *worker(void *arg) {
     pthread_cond_timedwait(&c->cv, &c->mu, &ts);
   }
   if (c->call) {
+    /* on_done may come after grit_call_destroy (grit keeps the call until
+     * then), and it touches |c|: cancel, wait for it, then let go. */
     grit_call *call = c->call;
+    pthread_mutex_unlock(&c->mu);
+    grit_call_cancel(call);
+    pthread_mutex_lock(&c->mu);
+    while (!c->call_done)
+      pthread_cond_wait(&c->cv, &c->mu);
     c->call = NULL;
     pthread_mutex_unlock(&c->mu);
-    grit_call_destroy(call); /* cancels it; on_done runs before it returns */
+    grit_call_destroy(call);
     pthread_mutex_lock(&c->mu);
   }
   pthread_mutex_unlock(&c->mu);
+  /* The last reference went (possibly on grit's I/O thread, which must not
+   * wait for us): the worker frees the client. */
+  client_free(c);
+  pthread_mutex_lock(&clients_mu);
+  live_clients--;
+  pthread_cond_broadcast(&clients_cv);
+  pthread_mutex_unlock(&clients_mu);
   return NULL;
 }
 
@@ -289,6 +307,10 @@ grit_err grit_xdsc_get(xds_bootstrap *b, grit_xdsc **out) {
     e = make_channel(c);
   if (e == GRIT_OK && pthread_create(&c->worker, NULL, worker, c) != 0)
     e = GRIT_ERR_NOMEM;
+  if (e == GRIT_OK) {
+    pthread_detach(c->worker);
+    live_clients++;
+  }
   if (e != GRIT_OK) {
     pthread_mutex_unlock(&clients_mu);
     client_free(c);
@@ -314,8 +336,28 @@ void grit_xdsc_release(grit_xdsc *c) {
   c->stop = true;
   pthread_cond_signal(&c->cv);
   pthread_mutex_unlock(&c->mu);
-  pthread_join(c->worker, NULL);
-  client_free(c);
+}
+
+bool grit_xdsc_wait_all_freed(uint64_t timeout_ms) {
+  uint64_t end = grit_clock_now_ms() + timeout_ms;
+  pthread_mutex_lock(&clients_mu);
+  while (live_clients > 0) {
+    uint64_t now = grit_clock_now_ms();
+    if (now >= end)
+      break;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t wait = end - now > 100 ? 100 : end - now;
+    ts.tv_nsec += (long)wait * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&clients_cv, &clients_mu, &ts);
+  }
+  bool done = live_clients == 0;
+  pthread_mutex_unlock(&clients_mu);
+  return done;
 }
 
 grit_err grit_xdsc_watch(grit_xdsc *c, xds_kind k, const char *name,

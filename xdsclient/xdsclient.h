@@ -31,9 +31,13 @@ typedef struct grit_xdsc_watcher {
  * a new reference. Returns GRIT_OK, GRIT_ERR_INVALID_ARG (no server),
  * GRIT_ERR_NOMEM, or what grit_channel_create returns for the server. */
 grit_err grit_xdsc_get(xds_bootstrap *b, grit_xdsc **out);
-/* Drop a reference; the last stops the stream and the worker (not from a
- * watcher callback). */
+/* Drop a reference; the last tells the worker to end the stream and free
+ * the client, and returns without waiting (so it may run on grit's I/O
+ * thread, as a channel's destruction does). Not from a watcher callback. */
 void grit_xdsc_release(grit_xdsc *c);
+/* Wait up to |timeout_ms| until every released client is freed (before a
+ * process stops grit's default runtime). Returns true when none is left. */
+bool grit_xdsc_wait_all_freed(uint64_t timeout_ms);
 
 /* Watch |name| of |k| for |w| (copied) and |ud|: a cached resource is
  * announced at once. Returns GRIT_OK or GRIT_ERR_NOMEM. */

@@ -221,6 +221,7 @@ int main(void) {
   if (cp)
     xcp_stop(cp);
   xcp_stop(backends);
+  CHECK(grit_xdsc_wait_all_freed(10000)); /* the ADS stream's worker */
   grit_default_runtime_shutdown();
   if (failures)
     fprintf(stderr, "%d failures\n", failures);

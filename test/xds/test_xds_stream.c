@@ -241,6 +241,7 @@ int main(void) {
     for (int i = 0; i < xcp_nlines(cp); i++)
       fprintf(stderr, "cp: %s\n", xcp_line(cp, i));
   xcp_stop(cp);
+  CHECK(grit_xdsc_wait_all_freed(10000)); /* the ADS stream's worker */
   grit_default_runtime_shutdown();
   if (failures)
     fprintf(stderr, "%d failures\n", failures);
