@@ -2,7 +2,8 @@
  * @grpc/grpc-js and three grpcio backends (test/peers/health_server.py)
  * (issue 27; SPEC XD-01, XD-02; gRFC A27, A28): 300 calls spread evenly
  * over a cluster of 3 endpoints; an EDS update moves traffic within one
- * second; an invalid Cluster is NACKed with its reason (the control
+ * second; all of priority 0 unhealthy sends calls to priority 1 and back
+ * when they recover; an invalid Cluster is NACKed with its reason (the control
  * plane's log) and calls go on with the previous one; the control plane
  * restarting mid-run loses no call that had a deadline to spare. */
 #include <pthread.h>
@@ -55,6 +56,21 @@ static grit_status_code call(grit_channel *ch, const char *method,
 
 static int backend_of(const char *answer) {
   return answer[0] == 'b' ? atoi(answer + 1) : -1;
+}
+
+/* Within 10 s, |n| calls in a row answered by backends in |mask| (bit i:
+ * bi). */
+static bool run_on(grit_channel *ch, unsigned mask, int n) {
+  uint64_t t0 = now_ms();
+  int run = 0;
+  char ans[32];
+  while (run < n && now_ms() - t0 < 10000) {
+    int b = -1;
+    if (call(ch, "/lb.Svc/Call", 10000, ans, sizeof(ans)) == GRIT_STATUS_OK)
+      b = backend_of(ans);
+    run = b >= 0 && b < 3 && (mask & (1u << b)) ? run + 1 : 0;
+  }
+  return run == n;
 }
 
 /* Calls made while the control plane restarts. */
@@ -172,6 +188,16 @@ int main(void) {
          (unsigned long long)moved_ms);
   CHECK(run == 20);
   CHECK(moved_ms < 1000);
+
+  /* Priorities (A27's EDS; without the failover timer): every endpoint
+   * of priority 0 UNHEALTHY or DRAINING sends every call to priority 1
+   * (b2), and calls go back to priority 0 (b0, b1) when they recover. */
+  xcp_cmd(cp, "update p0_unhealthy");
+  CHECK(run_on(ch, 4, 20)); /* b2 only */
+  xcp_cmd(cp, "update p0_recovered");
+  CHECK(run_on(ch, 3, 20)); /* b0 and b1 only */
+  xcp_cmd(cp, "update only_b2");
+  CHECK(run_on(ch, 4, 20));
 
   /* An invalid Cluster is NACKed with its reason; calls go on (b2). */
   int mark = xcp_nlines(cp) - 1;
