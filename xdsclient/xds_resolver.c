@@ -2,7 +2,8 @@
  * made with "xds:///name" watches the Listener |name|, its
  * RouteConfiguration, the cluster its routes name and that cluster's
  * ClusterLoadAssignment, and hands the channel the endpoints (HEALTHY or
- * UNKNOWN, of the first priority that has any) with round_robin, through
+ * UNKNOWN, of the first priority that has any) with round_robin (or
+ * least_request for a LEAST_REQUEST cluster), through
  * channel/'s ext resolver hook. This slice serves one cluster per
  * listener: routes naming more than one cluster (or weighted clusters)
  * fail the channel's calls with a message saying so (docs/xds.md). */
@@ -145,9 +146,12 @@ static void deliver(xres *x, xds_resource **res) {
     if (cl->type != XDS_CLUSTER_EDS)
       snprintf(err, sizeof(err),
                "xds: cluster %s: only EDS clusters are served yet", cluster);
-    else if (cl->lb.kind != XDS_LB_ROUND_ROBIN)
+    else if (cl->lb.kind != XDS_LB_ROUND_ROBIN &&
+             cl->lb.kind != XDS_LB_LEAST_REQUEST)
       snprintf(err, sizeof(err),
-               "xds: cluster %s: only ROUND_ROBIN is served yet", cluster);
+               "xds: cluster %s: only ROUND_ROBIN and LEAST_REQUEST are "
+               "served yet",
+               cluster);
     else
       eds = cl->eds_service_name ? cl->eds_service_name : cluster;
   }
@@ -155,6 +159,16 @@ static void deliver(xres *x, xds_resource **res) {
     snprintf(err, sizeof(err), "xds: out of memory");
   const xds_endpoints *e =
       eds && res[XDS_ENDPOINTS] ? &res[XDS_ENDPOINTS]->u.endpoints : NULL;
+  /* The cluster's policy onto lb/ where the mapping is direct. */
+  char config[128];
+  if (cl && cl->lb.kind == XDS_LB_LEAST_REQUEST)
+    snprintf(config, sizeof(config),
+             "{\"loadBalancingConfig\":[{\"least_request_experimental\":"
+             "{\"choiceCount\":%u}}]}",
+             cl->lb.choice_count);
+  else
+    snprintf(config, sizeof(config),
+             "{\"loadBalancingConfig\":[{\"round_robin\":{}}]}");
   pthread_mutex_lock(&x->mu);
   if (x->err[0] && !err[0])
     snprintf(err, sizeof(err), "%s", x->err);
@@ -195,9 +209,7 @@ static void deliver(xres *x, xds_resource **res) {
     grit_channel_ext_result(x->ch, NULL, 0, NULL,
                             "xds: no healthy endpoint in any priority");
   else
-    grit_channel_ext_result(x->ch, addrs, n,
-                            "{\"loadBalancingConfig\":[{\"round_robin\":{}}]}",
-                            NULL);
+    grit_channel_ext_result(x->ch, addrs, n, config, NULL);
   grit_free(addrs);
 }
 

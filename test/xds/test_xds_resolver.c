@@ -3,7 +3,8 @@
  * (issue 27; SPEC XD-01, XD-02; gRFC A27, A28): 300 calls spread evenly
  * over a cluster of 3 endpoints; an EDS update moves traffic within one
  * second; all of priority 0 unhealthy sends calls to priority 1 and back
- * when they recover; an invalid Cluster is NACKed with its reason (the control
+ * when they recover; a LEAST_REQUEST cluster runs least_request; an
+ * invalid Cluster is NACKed with its reason (the control
  * plane's log) and calls go on with the previous one; the control plane
  * restarting mid-run loses no call that had a deadline to spare. */
 #include <pthread.h>
@@ -212,6 +213,23 @@ int main(void) {
     CHECK(call(ch, "/lb.Svc/Call", 10000, ans, sizeof(ans)) == GRIT_STATUS_OK);
     CHECK(backend_of(ans) == 2);
   }
+
+  /* A LEAST_REQUEST cluster maps onto lb/'s least_request_experimental
+   * with its choice_count; calls go on. */
+  xcp_cmd(cp, "update least_request");
+  bool lr = false;
+  for (int i = 0; i < 1000 && !lr; i++) {
+    grit_service_config_info info = GRIT_SERVICE_CONFIG_INFO_INIT;
+    if (grit_channel_get_service_config(ch, &info) == GRIT_OK && info.json &&
+        strstr(info.json, "\"least_request_experimental\"") &&
+        strstr(info.json, "\"choiceCount\":3"))
+      lr = true;
+    grit_service_config_info_free(&info);
+    if (!lr)
+      usleep(10000);
+  }
+  CHECK(lr);
+  CHECK(call(ch, "/lb.Svc/Call", 10000, ans, sizeof(ans)) == GRIT_STATUS_OK);
 
   /* The control plane restarts mid-run: calls with a deadline to spare
    * (10 s) all succeed; the new control plane's EDS (all three) is
