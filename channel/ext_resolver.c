@@ -56,7 +56,6 @@ static void ext_on_kick(grit_task *t) {
 }
 
 void grit_channel_ext_kick(grit_channel *ch) {
-  ch->ext_task.fn = ext_on_kick;
   grit_channel_ref(ch);
   if (!grit_rt_post(ch->rt, &ch->ext_task))
     grit_channel_unref(ch); /* already queued (coalesced), or stopped */
@@ -67,6 +66,7 @@ void grit_channel_ext_start(grit_channel *ch) {
     ch->ext_ops->kick(ch->ext_state);
     return;
   }
+  ch->ext_task.fn = ext_on_kick; /* before the front can kick */
   grit_channel_set_state(ch, GRIT_STATE_CONNECTING);
   grit_err e = ch->ext_ops->start(ch, ch->cz_target ? ch->cz_target : "",
                                   &ch->ext_state);
