@@ -262,6 +262,10 @@ static void ch_on_resolved(void *ctx, const grit_resolver_result *r) {
   grit_channel_retry_queued(ch);
 }
 
+void grit_channel_on_resolved(grit_channel *ch, const grit_resolver_result *r) {
+  ch_on_resolved(ch, r);
+}
+
 void grit_channel_set_state(grit_channel *ch, grit_connectivity_state s) {
   if (ch->config_error && s != GRIT_STATE_SHUTDOWN)
     s = GRIT_STATE_TRANSIENT_FAILURE;
@@ -288,6 +292,10 @@ void grit_channel_request_reresolution(grit_channel *ch) {
 static void ch_start(grit_channel *ch) {
   if (ch->have_resolver_result || ch->resolver || ch->shutting_down)
     return;
+  if (ch->ext_ops) { /* a scheme served from above (ext_resolver.c) */
+    grit_channel_ext_start(ch);
+    return;
+  }
   if (ch->target.kind == GRIT_TARGET_DNS && ch->target.naddrs == 0) {
     grit_channel_set_state(ch, GRIT_STATE_CONNECTING);
     grit_resolver_opts ro = {
@@ -458,6 +466,7 @@ static void ch_destroy_on_loop(grit_task *t) {
   grit_channel_lb_destroy(ch);
   grit_resolver_destroy(ch->resolver);
   ch->resolver = NULL;
+  grit_channel_ext_stop(ch);
   __atomic_store_n(&ch->state, (uint32_t)GRIT_STATE_SHUTDOWN, __ATOMIC_RELEASE);
   ch_notify_watchers(ch);
   ch_set_config(ch, NULL);
@@ -567,7 +576,11 @@ static grit_err ch_init(grit_channel *ch, const char *target,
     rv = grit_chan_opts_security(&ch->o, d);
   if (rv != GRIT_OK)
     return rv;
-  rv = grit_target_parse(target, &ch->target, d);
+  /* A scheme served from above: the rest names the service, which is the
+   * authority (as grpc's xds resolver: "xds:///svc" -> "svc"). */
+  ch->ext_ops = grit_channel_ext_find(target);
+  rv = grit_target_parse(ch->ext_ops ? grit_channel_ext_name(target) : target,
+                         &ch->target, d);
   if (rv != GRIT_OK)
     return rv;
   if (ch->o.default_authority) {

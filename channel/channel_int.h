@@ -196,6 +196,12 @@ struct grit_channel {
   } last_find;
   bool have_resolver_result;
   grit_resolver *resolver;
+  /* A scheme served from above (ext_resolver.c): its ops, its state once
+   * started, the task its kicks post. */
+  const grit_ext_resolver_ops *ext_ops;
+  void *ext_state;
+  bool ext_started;
+  grit_task ext_task;
   grit_lb_slot lb_slots[2];
   grit_lb_slot *lb;         /* answers picks; NULL until the first result */
   grit_lb_slot *lb_pending; /* a policy switch under way (policy.c) */
@@ -245,6 +251,16 @@ struct grit_channel {
 };
 
 void grit_channel_ref(grit_channel *ch);
+/* ext_resolver.c: the ops serving |target|'s scheme, or NULL. */
+const grit_ext_resolver_ops *grit_channel_ext_find(const char *target);
+/* The name part of an ext target ("xds:///svc" -> "svc"). */
+const char *grit_channel_ext_name(const char *target);
+/* Loop thread: start the front (or, started, have it deliver again);
+ * stop it for good. */
+void grit_channel_ext_start(grit_channel *ch);
+void grit_channel_ext_stop(grit_channel *ch);
+/* The resolver's result, as ch_on_resolved takes it (channel.c). */
+void grit_channel_on_resolved(grit_channel *ch, const grit_resolver_result *r);
 void grit_channel_unref(grit_channel *ch);
 /* The current policy's state (or the channel's own: resolving, config
  * error, idle); watchers are told and queued calls pick again. */

@@ -37,7 +37,7 @@ FLOORS = {
     "runtime": 3, "resolver": 3,
     "channel": 4,
     "tools": 5, "interop": 5, "bench": 5, "pbjson": 5, "codegen": 5,
-    "h2server": 5, "examples": 5,
+    "h2server": 5, "examples": 5, "xdsclient": 5,
     "test": 6,
 }
 # Folders whose files may include any module's internals.

@@ -1,0 +1,62 @@
+/* The xDS client runtime (gRFC A27; SPEC XD-01): one ADS stream per xDS
+ * server per process, shared by every user, made with grit's own public
+ * API (a bidi streaming call on a grit channel to the bootstrap's
+ * server_uri, cleartext or TLS as its channel_creds say). It drives the
+ * pure machine of xds/ads.h: responses go in, the requests it hands out go
+ * on the stream, its does-not-exist timers run, and after the stream ends
+ * it reconnects with backoff (1 s, x1.6, at most 120 s, +-20 % jitter;
+ * back to 1 s once a stream received a response) and resubscribes.
+ * A worker thread per client owns the timers and the sends; responses are
+ * fed from grit's I/O thread. Watcher callbacks run with the client's lock
+ * held (on either thread) and must not call back into the client.
+ * Layout: floor 5 of docs/layout.md. */
+#ifndef GRIT_XDSCLIENT_H
+#define GRIT_XDSCLIENT_H
+
+#include "xds/ads.h"
+
+typedef struct grit_xdsc grit_xdsc;
+
+typedef struct grit_xdsc_watcher {
+  /* A new or changed resource (borrowed: take a reference to keep it). */
+  void (*on_resource)(void *ud, xds_kind k, const char *name, xds_resource *r);
+  /* An update of |name| was NACKed (the previous one stays in force). */
+  void (*on_error)(void *ud, xds_kind k, const char *name, const char *why);
+  /* |name| does not exist. */
+  void (*on_does_not_exist)(void *ud, xds_kind k, const char *name);
+} grit_xdsc_watcher;
+
+/* The client for the first server of |b| (taken: freed here when a client
+ * for that server already exists, else owned by the new client). |*out| is
+ * a new reference. Returns GRIT_OK, GRIT_ERR_INVALID_ARG (no server),
+ * GRIT_ERR_NOMEM, or what grit_channel_create returns for the server. */
+grit_err grit_xdsc_get(xds_bootstrap *b, grit_xdsc **out);
+/* Drop a reference; the last tells the worker to end the stream and free
+ * the client, and returns without waiting (so it may run on grit's I/O
+ * thread, as a channel's destruction does). Not from a watcher callback. */
+void grit_xdsc_release(grit_xdsc *c);
+/* Wait up to |timeout_ms| until every released client is freed (before a
+ * process stops grit's default runtime). Returns true when none is left. */
+bool grit_xdsc_wait_all_freed(uint64_t timeout_ms);
+
+/* Watch |name| of |k| for |w| (copied) and |ud|: a cached resource is
+ * announced at once. Returns GRIT_OK or GRIT_ERR_NOMEM. */
+grit_err grit_xdsc_watch(grit_xdsc *c, xds_kind k, const char *name,
+                         const grit_xdsc_watcher *w, void *ud);
+/* Remove the watch made with the same |k|, |name| and |ud|. */
+void grit_xdsc_unwatch(grit_xdsc *c, xds_kind k, const char *name, void *ud);
+
+/* What the operator sees: the stream's counters, the version ACKed last
+ * and the last NACK's reason of |k| (copied into |buf|, "" when none). */
+void grit_xdsc_stats(grit_xdsc *c, xds_ads_stats *st, uint64_t *streams);
+void grit_xdsc_last_nack(grit_xdsc *c, xds_kind k, char *buf, size_t size);
+
+/* ---- xds_resolver.c: the xds resolver front (A27, A28) ----
+ * Register the "xds" scheme with channel/: afterwards grit_channel_create
+ * with "xds:///name" reads the bootstrap from GRPC_XDS_BOOTSTRAP or
+ * GRPC_XDS_BOOTSTRAP_CONFIG when first used and serves the listener
+ * |name| (one cluster per listener, round_robin over its endpoints; see
+ * docs/xds.md). Thread: any. Returns GRIT_OK or GRIT_ERR_NOMEM. */
+grit_err grit_xds_resolver_register(void);
+
+#endif
