@@ -198,3 +198,43 @@ void grit_lb_sclist_free(grit_lb_sclist *l) {
   l->scs = NULL;
   l->n = 0;
 }
+
+grit_connectivity_state grit_lb_sclist_aggregate(const grit_lb_sclist *l) {
+  bool connecting = false, idle = false;
+  for (size_t i = 0; i < l->n; i++) {
+    switch (grit_subchannel_state(l->scs[i])) {
+    case GRIT_STATE_READY:
+      return GRIT_STATE_READY;
+    case GRIT_STATE_CONNECTING:
+      connecting = true;
+      break;
+    case GRIT_STATE_IDLE:
+      idle = true;
+      break;
+    case GRIT_STATE_TRANSIENT_FAILURE:
+    case GRIT_STATE_SHUTDOWN:
+      break;
+    }
+  }
+  if (connecting)
+    return GRIT_STATE_CONNECTING;
+  if (idle)
+    return GRIT_STATE_IDLE;
+  return l->n ? GRIT_STATE_TRANSIENT_FAILURE : GRIT_STATE_IDLE;
+}
+
+void grit_lb_sc_changed(grit_subchannel *sc, grit_connectivity_state s,
+                        const grit_lb_helper *h, bool started, char *error,
+                        size_t error_size) {
+  if (s == GRIT_STATE_TRANSIENT_FAILURE)
+    snprintf(error, error_size, "%s: %s", grit_subchannel_addr(sc)->text,
+             grit_subchannel_error(sc));
+  /* SPEC DNS-05: re-resolve on a failed connect, and on a lost connection
+   * (closed or GOAWAY) even if the address still answers: the name may
+   * have moved (as grpc-core, which re-resolves on IDLE too). */
+  if (s == GRIT_STATE_TRANSIENT_FAILURE ||
+      grit_subchannel_prev_state(sc) == GRIT_STATE_READY)
+    h->request_reresolution(h->ctx);
+  if (s == GRIT_STATE_IDLE && started)
+    grit_subchannel_connect(sc); /* after backoff or a dropped connection */
+}

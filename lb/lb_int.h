@@ -38,6 +38,16 @@ typedef struct grit_lb_skipcache {
 } grit_lb_skipcache;
 const char *grit_lb_skipped_cached(const grit_lb_sclist *l,
                                    grit_lb_skipcache *c);
+/* SPEC LB-02: a list's state: READY if any is, else CONNECTING if any,
+ * else IDLE if any, else TRANSIENT_FAILURE (an empty list is IDLE). */
+grit_connectivity_state grit_lb_sclist_aggregate(const grit_lb_sclist *l);
+/* What every list policy does when one of its subchannels changes state:
+ * keep the last failure text in |error|, ask for re-resolution on a
+ * failed connect or a lost connection (SPEC DNS-05), and reconnect an
+ * IDLE one once the policy has |started|. */
+void grit_lb_sc_changed(grit_subchannel *sc, grit_connectivity_state s,
+                        const grit_lb_helper *h, bool started, char *error,
+                        size_t error_size);
 /* Index of |sc| in |l|, or l->n. */
 size_t grit_lb_sclist_index(const grit_lb_sclist *l, const grit_subchannel *sc);
 

@@ -42,34 +42,10 @@ static void lr_collect_ready(least_request *lr) {
   lr->nready = nr;
 }
 
-static grit_connectivity_state lr_aggregate(const least_request *lr) {
-  bool connecting = false, idle = false;
-  for (size_t i = 0; i < lr->list.n; i++) {
-    switch (grit_subchannel_state(lr->list.scs[i])) {
-    case GRIT_STATE_READY:
-      return GRIT_STATE_READY;
-    case GRIT_STATE_CONNECTING:
-      connecting = true;
-      break;
-    case GRIT_STATE_IDLE:
-      idle = true;
-      break;
-    case GRIT_STATE_TRANSIENT_FAILURE:
-    case GRIT_STATE_SHUTDOWN:
-      break;
-    }
-  }
-  if (connecting)
-    return GRIT_STATE_CONNECTING;
-  if (idle)
-    return GRIT_STATE_IDLE;
-  return lr->list.n ? GRIT_STATE_TRANSIENT_FAILURE : GRIT_STATE_IDLE;
-}
-
 static void lr_publish(least_request *lr) {
   lr_collect_ready(lr);
   lr->skipped.valid = false;
-  grit_connectivity_state s = lr_aggregate(lr);
+  grit_connectivity_state s = grit_lb_sclist_aggregate(&lr->list);
   if (s == GRIT_STATE_IDLE && lr->started)
     s = GRIT_STATE_CONNECTING;
   lr->state = s;
@@ -79,14 +55,7 @@ static void lr_publish(least_request *lr) {
 static void lr_on_sc_state(grit_subchannel *sc, grit_connectivity_state s,
                            void *ud) {
   least_request *lr = ud;
-  if (s == GRIT_STATE_TRANSIENT_FAILURE)
-    snprintf(lr->error, sizeof(lr->error), "%s: %s",
-             grit_subchannel_addr(sc)->text, grit_subchannel_error(sc));
-  if (s == GRIT_STATE_TRANSIENT_FAILURE ||
-      grit_subchannel_prev_state(sc) == GRIT_STATE_READY)
-    lr->h.request_reresolution(lr->h.ctx);
-  if (s == GRIT_STATE_IDLE && lr->started)
-    grit_subchannel_connect(sc);
+  grit_lb_sc_changed(sc, s, &lr->h, lr->started, lr->error, sizeof(lr->error));
   lr_publish(lr);
 }
 

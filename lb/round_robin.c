@@ -19,32 +19,8 @@ typedef struct round_robin {
   char why[1024];            /* a failed pick's message, issue 28 */
 } round_robin;
 
-static grit_connectivity_state rr_aggregate(const round_robin *rr) {
-  bool connecting = false, idle = false;
-  for (size_t i = 0; i < rr->list.n; i++) {
-    switch (grit_subchannel_state(rr->list.scs[i])) {
-    case GRIT_STATE_READY:
-      return GRIT_STATE_READY;
-    case GRIT_STATE_CONNECTING:
-      connecting = true;
-      break;
-    case GRIT_STATE_IDLE:
-      idle = true;
-      break;
-    case GRIT_STATE_TRANSIENT_FAILURE:
-    case GRIT_STATE_SHUTDOWN:
-      break;
-    }
-  }
-  if (connecting)
-    return GRIT_STATE_CONNECTING;
-  if (idle)
-    return GRIT_STATE_IDLE;
-  return rr->list.n ? GRIT_STATE_TRANSIENT_FAILURE : GRIT_STATE_IDLE;
-}
-
 static void rr_publish(round_robin *rr) {
-  grit_connectivity_state s = rr_aggregate(rr);
+  grit_connectivity_state s = grit_lb_sclist_aggregate(&rr->list);
   rr->skipped.valid = false; /* a subchannel or the list changed */
   if (s == GRIT_STATE_IDLE && rr->started)
     s = GRIT_STATE_CONNECTING; /* idle ones are reconnecting right now */
@@ -57,17 +33,7 @@ static void rr_publish(round_robin *rr) {
 static void rr_on_sc_state(grit_subchannel *sc, grit_connectivity_state s,
                            void *ud) {
   round_robin *rr = ud;
-  if (s == GRIT_STATE_TRANSIENT_FAILURE)
-    snprintf(rr->error, sizeof(rr->error), "%s: %s",
-             grit_subchannel_addr(sc)->text, grit_subchannel_error(sc));
-  /* SPEC DNS-05: re-resolve on a failed connect, and on a lost connection
-   * (closed or GOAWAY) even if the address still answers: the name may
-   * have moved (as grpc-core, which re-resolves on IDLE too). */
-  if (s == GRIT_STATE_TRANSIENT_FAILURE ||
-      grit_subchannel_prev_state(sc) == GRIT_STATE_READY)
-    rr->h.request_reresolution(rr->h.ctx);
-  if (s == GRIT_STATE_IDLE && rr->started)
-    grit_subchannel_connect(sc); /* after backoff or a dropped connection */
+  grit_lb_sc_changed(sc, s, &rr->h, rr->started, rr->error, sizeof(rr->error));
   rr_publish(rr);
 }
 

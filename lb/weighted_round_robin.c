@@ -184,32 +184,8 @@ static void wrr_oob_update(wrr *w, size_t i) {
 
 /* ---- connections and state (as round_robin, LB-02) ---- */
 
-static grit_connectivity_state wrr_aggregate(const wrr *w) {
-  bool connecting = false, idle = false;
-  for (size_t i = 0; i < w->list.n; i++) {
-    switch (grit_subchannel_state(w->list.scs[i])) {
-    case GRIT_STATE_READY:
-      return GRIT_STATE_READY;
-    case GRIT_STATE_CONNECTING:
-      connecting = true;
-      break;
-    case GRIT_STATE_IDLE:
-      idle = true;
-      break;
-    case GRIT_STATE_TRANSIENT_FAILURE:
-    case GRIT_STATE_SHUTDOWN:
-      break;
-    }
-  }
-  if (connecting)
-    return GRIT_STATE_CONNECTING;
-  if (idle)
-    return GRIT_STATE_IDLE;
-  return w->list.n ? GRIT_STATE_TRANSIENT_FAILURE : GRIT_STATE_IDLE;
-}
-
 static void wrr_publish(wrr *w) {
-  grit_connectivity_state s = wrr_aggregate(w);
+  grit_connectivity_state s = grit_lb_sclist_aggregate(&w->list);
   w->skipped.valid = false;
   if (s == GRIT_STATE_IDLE && w->started)
     s = GRIT_STATE_CONNECTING;
@@ -221,20 +197,13 @@ static void wrr_on_sc_state(grit_subchannel *sc, grit_connectivity_state s,
                             void *ud) {
   wrr *w = ud;
   size_t i = grit_lb_sclist_index(&w->list, sc);
-  if (s == GRIT_STATE_TRANSIENT_FAILURE)
-    snprintf(w->error, sizeof(w->error), "%s: %s",
-             grit_subchannel_addr(sc)->text, grit_subchannel_error(sc));
-  if (s == GRIT_STATE_TRANSIENT_FAILURE ||
-      grit_subchannel_prev_state(sc) == GRIT_STATE_READY)
-    w->h.request_reresolution(w->h.ctx);
+  grit_lb_sc_changed(sc, s, &w->h, w->started, w->error, sizeof(w->error));
   if (i < w->list.n) {
     /* A58: a backend that becomes READY starts its blackout afresh. */
     if (s == GRIT_STATE_READY)
       w->eps[i].non_empty_since = WRR_NEVER;
     wrr_oob_update(w, i);
   }
-  if (s == GRIT_STATE_IDLE && w->started)
-    grit_subchannel_connect(sc);
   wrr_rebuild(w);
   wrr_publish(w);
 }
