@@ -656,6 +656,18 @@ static grit_err call_check_args(grit_channel *ch, const char *method,
   return GRIT_ERR_INVALID_ARG;
 }
 
+static const grit_call_hooks call_hooks = {
+    .feed = grit_call_sm_feed,
+    .attempt_event = grit_call_sm_attempt_event,
+    .fail = grit_call_fail_on_loop,
+    .deliver_headers = grit_call_deliver_headers,
+    .deliver_message = grit_call_deliver_message,
+    .loop_release = grit_call_loop_release,
+    .send_progress = grit_call_on_send_progress,
+    .config_ready = grit_call_config_ready,
+    .pick_ready = grit_attempt_on_pick_ready,
+};
+
 grit_err grit_call_create_internal(grit_channel *ch, const char *method,
                                    const grit_call_opts *opts, grit_call **out,
                                    const char **why) {
@@ -668,6 +680,7 @@ grit_err grit_call_create_internal(grit_channel *ch, const char *method,
   if (!c)
     return GRIT_ERR_NOMEM;
   c->ch = ch;
+  c->hooks = &call_hooks;
   grit_channel_ref(ch);
   c->refs = 1;
   c->loop_holds = 1; /* until the call ends (grit_call_end) */

@@ -409,8 +409,39 @@ typedef struct call_trace_part {
 #define CALL_TIMER_RETRY (1u << 1) /* retry_timer */
 #define CALL_TIMER_RECV (1u << 2)  /* recv_timer (perAttemptRecvTimeout) */
 
+/* The calls up into the call that channel/'s lower files make: attempt.c
+ * (stream events, delivery), call_auth.c (a failed fetch) and channel.c (its
+ * waiting lists, shutdown). call.c puts one table on every call
+ * (grit_call.hooks), so those files name no function of call.c or
+ * call_exec.c and the arrows among channel/'s files point one way: call.c
+ * and call_exec.c (the call and its machine) -> call_auth.c -> attempt.c
+ * (streams and picks) -> channel.c (the channel and its waiting lists) ->
+ * the rest. test/check_layers.py fails on a cycle of more than two files. */
+typedef struct grit_call_hooks {
+  /* call_exec.c: feed the machine one event (SPEC SM-01). */
+  void (*feed)(grit_call *c, grit_callsm_event *ev);
+  /* call_exec.c: an attempt's pick or stream start, fed now or after the
+   * list that runs (grit_call_sm_attempt_event). */
+  void (*attempt_event)(call_attempt *a, grit_callsm_event_kind kind,
+                        grit_status_code code, const char *msg);
+  /* call.c: a local error ends the call (grit_call_fail_on_loop). */
+  void (*fail)(grit_call *c, grit_status_code code, const char *msg);
+  /* call.c: the committed attempt's headers and messages to the app. */
+  void (*deliver_headers)(grit_call *c, const grit_metadata *md);
+  void (*deliver_message)(grit_call *c, grit_slice *msg);
+  /* call.c: drop one loop hold (grit_call_loop_release). */
+  void (*loop_release)(grit_call *c);
+  /* call.c: |out| request bytes handed to HTTP/2 (AP-03). */
+  void (*send_progress)(grit_call *c, uint64_t out);
+  /* call.c: the channel's first config came (or failed). */
+  void (*config_ready)(grit_call *c);
+  /* attempt.c: the channel's picker changed; pick again. */
+  void (*pick_ready)(call_attempt *a);
+} grit_call_hooks;
+
 struct grit_call {
   grit_channel *ch;
+  const grit_call_hooks *hooks; /* call.c's table: never NULL */
   uint32_t refs; /* atomic: user handle + loop side + queued task */
   uint64_t id;
   char *method; /* method_inline or allocated */
@@ -556,8 +587,6 @@ void grit_call_deliver_headers(grit_call *c, const grit_metadata *md);
 void grit_call_deliver_message(grit_call *c, grit_slice *msg);
 void grit_call_loop_release(grit_call *c);
 void grit_call_config_ready(grit_call *c);
-/* The committed attempt, or NULL. */
-call_attempt *grit_call_winner(const grit_call *c);
 
 /* call_exec.c: feeds the machine and runs its actions, never re-entering
  * it while a list runs (SPEC SM-01). */
@@ -572,6 +601,8 @@ void grit_call_sm_attempt_event(call_attempt *a, grit_callsm_event_kind kind,
 grit_err grit_call_sm_policy_init(grit_call *c, const grit_callsm_config *k);
 
 /* attempt.c: what call_exec.c runs for the machine's attempt actions. */
+/* The committed attempt, or NULL. */
+call_attempt *grit_call_winner(const grit_call *c);
 void grit_attempt_start(grit_call *c, const grit_callsm_action *act);
 void grit_attempt_repick(call_attempt *a);
 void grit_attempt_on_pick_ready(call_attempt *a);
