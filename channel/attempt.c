@@ -221,7 +221,9 @@ static void attempt_pick(call_attempt *a) {
   grit_pick_result r = grit_channel_pick(c->ch, &pa);
   grit_free(a->skipped); /* issue 15: kept only when the pick passed over */
   a->skipped = r.skipped && r.skipped[0] ? grit_strdup(r.skipped) : NULL;
-  if (r.detail) { /* only asked for with an observer (want_detail) */
+  /* Only an observer reads it (MX-03); a policy may name itself anyway
+   * (pick_first, round_robin): no copy per call without an observer. */
+  if (r.detail && pa.want_detail) {
     grit_free(a->picked);
     a->picked = grit_strdup(r.detail); /* NULL on out-of-memory: "" */
   }
