@@ -448,6 +448,10 @@ struct grit_call {
   grit_channel *ch;
   const grit_call_hooks *hooks; /* call.c's table: never NULL */
   uint32_t refs; /* atomic: user handle + loop side + queued task */
+  bool blocking;
+  /* grit_call_launch_unary: start, send |unary_req| and half-close in the
+   * first task run, without an op each (set before the post). */
+  bool unary_launch;
   uint64_t id;
   char *method; /* method_inline or allocated */
   char method_inline[CALL_METHOD_INLINE];
@@ -459,13 +463,9 @@ struct grit_call {
   grit_method_kind kind; /* UNARY, CLIENT_STREAMING: one response */
   grit_call_cbs cbs;
   void *user_data;
-  bool blocking;
   uint64_t send_limit;    /* GRIT_ARG_PER_CALL_SEND_BUFFER (AP-03) */
   grit_unary_cb unary_cb; /* grit_unary_call_async */
   grit_slice *unary_resp;
-  /* grit_call_launch_unary: start, send |unary_req| and half-close in the
-   * first task run, without an op each (set before the post). */
-  bool unary_launch;
   grit_slice *unary_req;
   size_t unary_req_raw; /* its uncompressed length */
   grit_codec codec;     /* request compression (CP-01), fixed at creation */
@@ -477,17 +477,17 @@ struct grit_call {
   bool cancel_requested; /* a cancel posted without an op (no memory) */
   bool send_closed_user;
   bool finish_taken;
+  bool send_ready_wanted; /* grit_call_try_send refused: on_send_ready */
   uint64_t send_queued;   /* framed request bytes accepted (AP-03) */
   uint64_t send_out;      /* of which handed to HTTP/2 by some attempt */
-  bool send_ready_wanted; /* grit_call_try_send refused: on_send_ready */
   grit_list recvq;
   size_t recv_bytes;     /* message bytes waiting in recvq */
   bool recv_paused;      /* FC-04: the reader lags; window withheld */
   bool recv_state_dirty; /* recv_paused changed off the loop */
   bool recv_discard;     /* grit_call_finish: drop what comes */
   bool headers_set;
-  grit_metadata *headers;
   bool done;
+  grit_metadata *headers;
   grit_status status;
   grit_call_info info;
   grit_task task;
@@ -501,7 +501,8 @@ struct grit_call {
   const grit_method_cfg *mcfg;
   grit_throttle_handle *throttle; /* NULL: no throttling */
   bool wait_for_ready;
-  bool setup_failed; /* out of memory adding the idempotency key */
+  bool setup_failed;  /* out of memory adding the idempotency key */
+  bool attempt0_used; /* attempt0 holds a live attempt */
   int64_t max_send;
   int64_t max_recv;
   uint64_t deadline_at_ms;    /* loop time; 0 = none */
@@ -510,7 +511,6 @@ struct grit_call {
   unsigned timers;            /* CALL_TIMER_* initialized */
   unsigned loop_holds;        /* the call until it ends, open timers, streams */
   call_attempt attempt0; /* the first attempt's storage, reused when free */
-  bool attempt0_used;
 
   grit_replay_buf sends; /* framed sends not yet dropped (RT-07) */
   size_t sends_dropped;  /* items freed from the front after commit */
