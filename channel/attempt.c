@@ -7,6 +7,11 @@
 
 #include <string.h>
 
+call_attempt *grit_call_winner(const grit_call *c) {
+  uint8_t w = grit_callsm_winner(&c->sm);
+  return w == GRIT_CALLSM_NO_SLOT ? NULL : c->att[w];
+}
+
 static void attempt_pick(call_attempt *a);
 
 static void attempt_free(call_attempt *a) {
@@ -77,9 +82,9 @@ static void attempt_on_headers(grit_stream *s, const grit_metadata *md,
   if (a->stream != s || a->ended)
     return;
   grit_callsm_event ev = {.kind = GRIT_CALLSM_EV_HEADERS, .slot = a->slot};
-  grit_call_sm_feed(c, &ev); /* RT-05, HG-02: commits */
+  c->hooks->feed(c, &ev); /* RT-05, HG-02: commits */
   if (grit_call_winner(c) == a && !grit_callsm_done(&c->sm))
-    grit_call_deliver_headers(c, md);
+    c->hooks->deliver_headers(c, md);
 }
 
 static void attempt_on_message(grit_stream *s, grit_slice *msg, void *ud) {
@@ -91,9 +96,9 @@ static void attempt_on_message(grit_stream *s, grit_slice *msg, void *ud) {
   }
   a->rcvd_msg_bytes += msg->len; /* A66 */
   grit_callsm_event ev = {.kind = GRIT_CALLSM_EV_MESSAGE, .slot = a->slot};
-  grit_call_sm_feed(c, &ev); /* RT-05 */
+  c->hooks->feed(c, &ev); /* RT-05 */
   if (grit_call_winner(c) == a && !grit_callsm_done(&c->sm))
-    grit_call_deliver_message(c, msg);
+    c->hooks->deliver_message(c, msg);
   else
     grit_slice_unref(msg);
 }
@@ -104,7 +109,7 @@ static void attempt_on_done(grit_stream *s, const grit_stream_result *r,
   grit_call *c = a->c;
   if (a->ended) { /* dropped earlier: the call let go of it */
     attempt_free(a);
-    grit_call_loop_release(c);
+    c->hooks->loop_release(c);
     return;
   }
   a->stream = NULL;
@@ -128,15 +133,15 @@ static void attempt_on_done(grit_stream *s, const grit_stream_result *r,
   };
   if (c->pol) /* RT-04, HG-05: only a policy reads it */
     ev.pushback = grit_retry_parse_pushback(r->trailers);
-  grit_call_sm_feed(c, &ev);
-  grit_call_loop_release(c); /* the stream's hold */
+  c->hooks->feed(c, &ev);
+  c->hooks->loop_release(c); /* the stream's hold */
 }
 
 /* AP-03: how far this attempt's request has gone out. */
 static void attempt_on_send_progress(grit_stream *s, void *ud) {
   call_attempt *a = ud;
   if (a->stream == s)
-    grit_call_on_send_progress(a->c,
+    a->c->hooks->send_progress(a->c,
                                a->handed_bytes - grit_stream_pending_bytes(s));
 }
 
@@ -195,7 +200,7 @@ static void attempt_start_stream(call_attempt *a, grit_transport *t) {
     return;
   }
   if (rv != GRIT_OK) {
-    grit_call_sm_attempt_event(a, GRIT_CALLSM_EV_PICK_FAILED,
+    a->c->hooks->attempt_event(a, GRIT_CALLSM_EV_PICK_FAILED,
                                GRIT_STATUS_RESOURCE_EXHAUSTED,
                                "out of memory starting a stream");
     return;
@@ -205,7 +210,7 @@ static void attempt_start_stream(call_attempt *a, grit_transport *t) {
   c->loop_holds++;
   grit_str_copy(a->peer, sizeof(a->peer), grit_transport_peer(t)->text);
   grit_attempt_flush(a);
-  grit_call_sm_attempt_event(a, GRIT_CALLSM_EV_STREAM_STARTED, GRIT_STATUS_OK,
+  a->c->hooks->attempt_event(a, GRIT_CALLSM_EV_STREAM_STARTED, GRIT_STATUS_OK,
                              NULL);
 }
 
@@ -216,7 +221,9 @@ static void attempt_pick(call_attempt *a) {
   grit_pick_result r = grit_channel_pick(c->ch, &pa);
   grit_free(a->skipped); /* issue 15: kept only when the pick passed over */
   a->skipped = r.skipped && r.skipped[0] ? grit_strdup(r.skipped) : NULL;
-  if (r.detail) { /* only asked for with an observer (want_detail) */
+  /* Only an observer reads it (MX-03); a policy may name itself anyway
+   * (pick_first, round_robin): no copy per call without an observer. */
+  if (r.detail && pa.want_detail) {
     grit_free(a->picked);
     a->picked = grit_strdup(r.detail); /* NULL on out-of-memory: "" */
   }
@@ -226,7 +233,7 @@ static void attempt_pick(call_attempt *a) {
   }
   if (r.kind == GRIT_PICK_FAIL && !c->wait_for_ready) {
     /* RT-12, LB-03: the attempt fails and the policy decides. */
-    grit_call_sm_attempt_event(a, GRIT_CALLSM_EV_PICK_FAILED, r.code,
+    a->c->hooks->attempt_event(a, GRIT_CALLSM_EV_PICK_FAILED, r.code,
                                r.message);
     return;
   }
@@ -246,8 +253,8 @@ void grit_attempt_on_pick_ready(call_attempt *a) {
 void grit_attempt_start(grit_call *c, const grit_callsm_action *act) {
   call_attempt *a = attempt_alloc(c);
   if (!a) {
-    grit_call_fail_on_loop(c, GRIT_STATUS_RESOURCE_EXHAUSTED,
-                           "out of memory starting an attempt");
+    c->hooks->fail(c, GRIT_STATUS_RESOURCE_EXHAUSTED,
+                   "out of memory starting an attempt");
     return;
   }
   a->c = c;

@@ -66,14 +66,13 @@ bool grit_call_auth_check_on_loop(grit_call *c) {
   if (!p)
     return true;
   if (p->fail_code != GRIT_STATUS_OK) {
-    grit_call_fail_on_loop(c, p->fail_code,
-                           p->fail_msg ? p->fail_msg
-                                       : "failed by an interceptor");
+    c->hooks->fail(c, p->fail_code,
+                   p->fail_msg ? p->fail_msg : "failed by an interceptor");
     return false;
   }
   if (p->creds && !c->ch->o.tls && !c->ch->o.allow_insecure_call_creds) {
     /* AP-05: a secret never goes out in cleartext. */
-    grit_call_fail_on_loop(
+    c->hooks->fail(
         c, GRIT_STATUS_UNAUTHENTICATED,
         "call credentials need a secure channel (TLS); "
         "GRIT_ARG_ALLOW_INSECURE_CALL_CREDENTIALS allows them in cleartext");
@@ -195,7 +194,7 @@ static void creds_task(grit_task *t) {
   if (ok)
     grit_attempt_pick_now(a);
   else /* CR-02: the attempt fails with the credential's status */
-    grit_call_sm_attempt_event(a, GRIT_CALLSM_EV_PICK_FAILED, code, copy);
+    a->c->hooks->attempt_event(a, GRIT_CALLSM_EV_PICK_FAILED, code, copy);
   grit_channel_unref(ch);
 }
 
@@ -240,7 +239,7 @@ void grit_attempt_begin(call_attempt *a) {
       a->creds_wait = NULL;
       creds_free(w);
     }
-    grit_call_sm_attempt_event(a, GRIT_CALLSM_EV_PICK_FAILED,
+    a->c->hooks->attempt_event(a, GRIT_CALLSM_EV_PICK_FAILED,
                                GRIT_STATUS_RESOURCE_EXHAUSTED,
                                "out of memory asking for call credentials");
     return;

@@ -9,11 +9,6 @@
 #include <stdio.h>
 #include <string.h>
 
-call_attempt *grit_call_winner(const grit_call *c) {
-  uint8_t w = grit_callsm_winner(&c->sm);
-  return w == GRIT_CALLSM_NO_SLOT ? NULL : c->att[w];
-}
-
 /* ---- timers (RT-03, RT-10, HG-01) ---- */
 
 static void call_retry_timer_fired(uv_timer_t *t) {

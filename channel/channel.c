@@ -25,6 +25,7 @@ static void ch_free(grit_channel *ch) {
   grit_free(ch->health_service);
   grit_free(ch->cz_target);
   grit_otlp_put(ch->otlp);
+  grit_free(ch->spare_call);
   pthread_mutex_destroy(&ch->mu);
   pthread_cond_destroy(&ch->cv);
   grit_runtime *rt = ch->rt;
@@ -367,15 +368,19 @@ void grit_channel_retry_queued(grit_channel *ch) {
     grit_list_init(&q);
     while ((e = grit_list_pop_head(&ch->config_waiters)) != NULL)
       grit_list_insert_tail(&q, e);
-    while ((e = grit_list_pop_head(&q)) != NULL)
-      grit_call_config_ready(GRIT_CONTAINER_OF(e, grit_call, link));
+    while ((e = grit_list_pop_head(&q)) != NULL) {
+      grit_call *c = GRIT_CONTAINER_OF(e, grit_call, link);
+      c->hooks->config_ready(c);
+    }
   }
   /* Take the queue first: an attempt may queue itself again. */
   grit_list_init(&q);
   while ((e = grit_list_pop_head(&ch->queued_attempts)) != NULL)
     grit_list_insert_tail(&q, e);
-  while ((e = grit_list_pop_head(&q)) != NULL)
-    grit_attempt_on_pick_ready(GRIT_CONTAINER_OF(e, call_attempt, qlink));
+  while ((e = grit_list_pop_head(&q)) != NULL) {
+    call_attempt *a = GRIT_CONTAINER_OF(e, call_attempt, qlink);
+    a->c->hooks->pick_ready(a);
+  }
 }
 
 grit_throttle_handle *grit_channel_throttle(grit_channel *ch,
@@ -460,7 +465,7 @@ static void ch_destroy_on_loop(grit_task *t) {
   /* Cancel every call; each removes itself from the lists. */
   while (!grit_list_empty(&ch->live_calls)) {
     grit_call *c = GRIT_CONTAINER_OF(ch->live_calls.next, grit_call, live_link);
-    grit_call_fail_on_loop(c, GRIT_STATUS_CANCELLED, "channel destroyed");
+    c->hooks->fail(c, GRIT_STATUS_CANCELLED, "channel destroyed");
   }
   grit_channel_idle_close(ch);
   grit_channel_lb_destroy(ch);

@@ -237,6 +237,11 @@ struct grit_channel {
   pthread_cond_t cv;
   bool destroy_done;
 
+  /* The memory of the last call freed, kept for the next call (atomic
+   * exchange; NULL: none): a steady call rate then takes no big block from
+   * malloc per call (issue 24). Freed with the channel. */
+  grit_call *spare_call;
+
   grit_obs_target *obs; /* OB-01 series of this target; NULL: none (OOM) */
   grit_list obs_link;   /* in observe.c's live channels; next NULL: not */
   /* OP-03 (channelz.c): the target as given, a process-wide id, and the
@@ -433,9 +438,44 @@ typedef struct call_trace_part {
 #define CALL_TIMER_RETRY (1u << 1) /* retry_timer */
 #define CALL_TIMER_RECV (1u << 2)  /* recv_timer (perAttemptRecvTimeout) */
 
+/* The calls up into the call that channel/'s lower files make: attempt.c
+ * (stream events, delivery), call_auth.c (a failed fetch) and channel.c (its
+ * waiting lists, shutdown). call.c puts one table on every call
+ * (grit_call.hooks), so those files name no function of call.c or
+ * call_exec.c and the arrows among channel/'s files point one way: call.c
+ * and call_exec.c (the call and its machine) -> call_auth.c -> attempt.c
+ * (streams and picks) -> channel.c (the channel and its waiting lists) ->
+ * the rest. test/check_layers.py fails on a cycle of more than two files. */
+typedef struct grit_call_hooks {
+  /* call_exec.c: feed the machine one event (SPEC SM-01). */
+  void (*feed)(grit_call *c, grit_callsm_event *ev);
+  /* call_exec.c: an attempt's pick or stream start, fed now or after the
+   * list that runs (grit_call_sm_attempt_event). */
+  void (*attempt_event)(call_attempt *a, grit_callsm_event_kind kind,
+                        grit_status_code code, const char *msg);
+  /* call.c: a local error ends the call (grit_call_fail_on_loop). */
+  void (*fail)(grit_call *c, grit_status_code code, const char *msg);
+  /* call.c: the committed attempt's headers and messages to the app. */
+  void (*deliver_headers)(grit_call *c, const grit_metadata *md);
+  void (*deliver_message)(grit_call *c, grit_slice *msg);
+  /* call.c: drop one loop hold (grit_call_loop_release). */
+  void (*loop_release)(grit_call *c);
+  /* call.c: |out| request bytes handed to HTTP/2 (AP-03). */
+  void (*send_progress)(grit_call *c, uint64_t out);
+  /* call.c: the channel's first config came (or failed). */
+  void (*config_ready)(grit_call *c);
+  /* attempt.c: the channel's picker changed; pick again. */
+  void (*pick_ready)(call_attempt *a);
+} grit_call_hooks;
+
 struct grit_call {
   grit_channel *ch;
+  const grit_call_hooks *hooks; /* call.c's table: never NULL */
   uint32_t refs; /* atomic: user handle + loop side + queued task */
+  bool blocking;
+  /* grit_call_launch_unary: start, send |unary_req| and half-close in the
+   * first task run, without an op each (set before the post). */
+  bool unary_launch;
   uint64_t id;
   char *method; /* method_inline or allocated */
   char method_inline[CALL_METHOD_INLINE];
@@ -447,13 +487,9 @@ struct grit_call {
   grit_method_kind kind; /* UNARY, CLIENT_STREAMING: one response */
   grit_call_cbs cbs;
   void *user_data;
-  bool blocking;
   uint64_t send_limit;    /* GRIT_ARG_PER_CALL_SEND_BUFFER (AP-03) */
   grit_unary_cb unary_cb; /* grit_unary_call_async */
   grit_slice *unary_resp;
-  /* grit_call_launch_unary: start, send |unary_req| and half-close in the
-   * first task run, without an op each (set before the post). */
-  bool unary_launch;
   grit_slice *unary_req;
   size_t unary_req_raw; /* its uncompressed length */
   grit_codec codec;     /* request compression (CP-01), fixed at creation */
@@ -465,17 +501,17 @@ struct grit_call {
   bool cancel_requested; /* a cancel posted without an op (no memory) */
   bool send_closed_user;
   bool finish_taken;
+  bool send_ready_wanted; /* grit_call_try_send refused: on_send_ready */
   uint64_t send_queued;   /* framed request bytes accepted (AP-03) */
   uint64_t send_out;      /* of which handed to HTTP/2 by some attempt */
-  bool send_ready_wanted; /* grit_call_try_send refused: on_send_ready */
   grit_list recvq;
   size_t recv_bytes;     /* message bytes waiting in recvq */
   bool recv_paused;      /* FC-04: the reader lags; window withheld */
   bool recv_state_dirty; /* recv_paused changed off the loop */
   bool recv_discard;     /* grit_call_finish: drop what comes */
   bool headers_set;
-  grit_metadata *headers;
   bool done;
+  grit_metadata *headers;
   grit_status status;
   grit_call_info info;
   grit_task task;
@@ -489,7 +525,8 @@ struct grit_call {
   const grit_method_cfg *mcfg;
   grit_throttle_handle *throttle; /* NULL: no throttling */
   bool wait_for_ready;
-  bool setup_failed; /* out of memory adding the idempotency key */
+  bool setup_failed;  /* out of memory adding the idempotency key */
+  bool attempt0_used; /* attempt0 holds a live attempt */
   int64_t max_send;
   int64_t max_recv;
   uint64_t deadline_at_ms;    /* loop time; 0 = none */
@@ -498,7 +535,6 @@ struct grit_call {
   unsigned timers;            /* CALL_TIMER_* initialized */
   unsigned loop_holds;        /* the call until it ends, open timers, streams */
   call_attempt attempt0; /* the first attempt's storage, reused when free */
-  bool attempt0_used;
 
   grit_replay_buf sends; /* framed sends not yet dropped (RT-07) */
   size_t sends_dropped;  /* items freed from the front after commit */
@@ -580,8 +616,6 @@ void grit_call_deliver_headers(grit_call *c, const grit_metadata *md);
 void grit_call_deliver_message(grit_call *c, grit_slice *msg);
 void grit_call_loop_release(grit_call *c);
 void grit_call_config_ready(grit_call *c);
-/* The committed attempt, or NULL. */
-call_attempt *grit_call_winner(const grit_call *c);
 
 /* call_exec.c: feeds the machine and runs its actions, never re-entering
  * it while a list runs (SPEC SM-01). */
@@ -596,6 +630,8 @@ void grit_call_sm_attempt_event(call_attempt *a, grit_callsm_event_kind kind,
 grit_err grit_call_sm_policy_init(grit_call *c, const grit_callsm_config *k);
 
 /* attempt.c: what call_exec.c runs for the machine's attempt actions. */
+/* The committed attempt, or NULL. */
+call_attempt *grit_call_winner(const grit_call *c);
 void grit_attempt_start(grit_call *c, const grit_callsm_action *act);
 void grit_attempt_repick(call_attempt *a);
 void grit_attempt_on_pick_ready(call_attempt *a);

@@ -11,6 +11,7 @@ void grit_replay_init(grit_replay_buf *rb, size_t call_limit,
   rb->channel_bytes = channel_bytes;
   rb->channel_limit = channel_limit;
   rb->closed = false;
+  rb->first_used = false;
 }
 
 bool grit_replay_fits(const grit_replay_buf *rb, size_t len) {
@@ -24,9 +25,11 @@ bool grit_replay_fits(const grit_replay_buf *rb, size_t len) {
 }
 
 grit_err grit_replay_add(grit_replay_buf *rb, grit_slice *s) {
-  grit_replay_item *it = grit_malloc(sizeof(*it));
-  if (!it)
+  grit_replay_item *it = &rb->first;
+  if (rb->first_used && (it = grit_malloc(sizeof(*it))) == NULL)
     return GRIT_ERR_NOMEM;
+  if (it == &rb->first)
+    rb->first_used = true;
   it->slice = grit_slice_ref(s);
   grit_list_insert_tail(&rb->items, &it->link);
   rb->count++;
@@ -41,7 +44,10 @@ void grit_replay_free(grit_replay_buf *rb) {
   while ((e = grit_list_pop_head(&rb->items)) != NULL) {
     grit_replay_item *it = GRIT_CONTAINER_OF(e, grit_replay_item, link);
     grit_slice_unref(it->slice);
-    grit_free(it);
+    if (it == &rb->first)
+      rb->first_used = false;
+    else
+      grit_free(it);
   }
   if (rb->channel_bytes)
     __atomic_sub_fetch(rb->channel_bytes, rb->bytes, __ATOMIC_RELAXED);

@@ -75,6 +75,10 @@ typedef struct grit_replay_buf {
   size_t *channel_bytes; /* shared; may be NULL */
   size_t channel_limit;
   bool closed; /* half-close is part of the replay */
+  /* The first item lives here, so that a unary call's one message costs
+   * no allocation (issue 24); later ones are allocated. */
+  bool first_used;
+  grit_replay_item first;
 } grit_replay_buf;
 
 void grit_replay_init(grit_replay_buf *rb, size_t call_limit,

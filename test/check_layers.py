@@ -20,11 +20,16 @@ Rules:
      module's header comment, say what FLOORS says.
   7. Every relative link in README.md and docs/*.md names a file that
      exists, and a heading of it when it has a #fragment.
+  8. Within one module (FILE_CYCLE_MODULES), the .c files that call each
+     other's functions (non-static, declared in the module's own headers)
+     form no cycle of more than two files: the pieces have a direction
+     (a call up goes through a table of function pointers).
 """
 import os
 import re
 import sys
 import tempfile
+from collections import deque
 
 # Lower number = lower floor. Keep docs/layout.md's table in step.
 FLOORS = {
@@ -241,10 +246,112 @@ def check_doc_links(root, errors):
                 errors.append("%s: link to %s: no such heading" % (rel, target))
 
 
+# Modules whose .c files must not call each other in a circle of more than
+# two files (rule 8). channel/: docs/call-machine.md says the direction.
+FILE_CYCLE_MODULES = ("channel",)
+IDENT_RE = re.compile(r"\b[A-Za-z_]\w*\b")
+# A line that starts a function at column 0 (not static): its name is the
+# last identifier before the first "(".
+FUNC_START_RE = re.compile(r"^(?!static\b)[A-Za-z_][^;{}()=#]*?\b([A-Za-z_]\w*)"
+                           r"\s*\(", re.M)
+CALL_NAME_RE = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+
+
+def strip_c(text):
+    """|text| without comments and string contents (lines kept)."""
+    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"),
+                  text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    return re.sub(r'"(?:\\.|[^"\\\n])*"', '""', text)
+
+
+def defined_functions(text):
+    """Names of the non-static functions |text| (stripped) defines."""
+    out = set()
+    for m in FUNC_START_RE.finditer(text):
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            i += 1
+        if text[i:].lstrip().startswith("{"):
+            out.add(m.group(1))
+    return out
+
+
+def file_graph(moddir):
+    """{file: {file it references: first function named}} over the .c files
+    of |moddir|, counting only functions its own headers declare."""
+    texts, declared = {}, set()
+    for f in sorted(os.listdir(moddir)):
+        with open(os.path.join(moddir, f), encoding="utf-8",
+                  errors="replace") as fh:
+            if f.endswith(".c"):
+                texts[f] = strip_c(fh.read())
+            elif f.endswith(".h"):
+                declared |= set(CALL_NAME_RE.findall(strip_c(fh.read())))
+    owner = {}
+    for f, text in texts.items():
+        for name in defined_functions(text) & declared:
+            owner[name] = f
+    graph = {}
+    for f, text in texts.items():
+        for name in sorted(set(IDENT_RE.findall(text))):
+            o = owner.get(name)
+            if o and o != f:
+                graph.setdefault(f, {}).setdefault(o, name)
+    return graph
+
+
+def shortest_path(graph, src, dst, banned):
+    """A shortest path src..dst not using the edge |banned|, or None."""
+    prev, queue = {src: None}, deque([src])
+    while queue:
+        node = queue.popleft()
+        if node == dst:
+            path = []
+            while node is not None:
+                path.append(node)
+                node = prev[node]
+            return path[::-1]
+        for nxt in sorted(graph.get(node, {})):
+            if (node, nxt) != banned and nxt not in prev:
+                prev[nxt] = node
+                queue.append(nxt)
+    return None
+
+
+def check_file_cycles(root, errors):
+    """Rule 8. An edge u->v lies on a cycle of more than two files exactly
+    when v reaches u without the edge v->u (a mutual pair is allowed)."""
+    for mod in FILE_CYCLE_MODULES:
+        moddir = os.path.join(root, mod)
+        if not os.path.isdir(moddir):
+            continue
+        graph = file_graph(moddir)
+        seen = set()
+        for u in sorted(graph):
+            for v in sorted(graph[u]):
+                path = shortest_path(graph, v, u, (v, u))
+                if not path:
+                    continue
+                cycle = [u] + path
+                key = frozenset(cycle)
+                if key in seen:
+                    continue
+                seen.add(key)
+                steps = ", ".join("%s calls %s()" % (a, graph[a][b])
+                                  for a, b in zip(cycle, cycle[1:]))
+                errors.append("%s/: file cycle of %d: %s (%s): call up "
+                              "through a table of function pointers"
+                              % (mod, len(cycle) - 1, " -> ".join(cycle),
+                                 steps))
+
+
 def check(root):
     errors = []
     check_doc_links(root, errors)
     check_includes(root, errors)
+    check_file_cycles(root, errors)
     check_spec_ids(root, errors)
     check_documented_floors(root, errors)
     return errors
@@ -284,6 +391,9 @@ def self_test():
                       "b.md: no such file"),
         "dead anchor": ({"docs/a.md": "[y](spec.md#nope)\n"},
                         "no such heading"),
+        "file cycle": ({"channel/b.c": "void b(void) {\n  c();\n}\n",
+                        "channel/c.c": "void c(void) {\n  a();\n}\n"},
+                       "file cycle of 3: a.c -> b.c -> c.c -> a.c"),
         "layout table": ({"docs/layout.md": LAYOUT.replace("| 2 | `lb/`",
                                                            "| 1 | `lb/`")},
                          "lb/ is on floor 1 there"),
@@ -295,6 +405,15 @@ def self_test():
         "retry/retry.h": '#include "util/util.h"\n/* SPEC RT-01 */\n',
         "channel/channel.h": '#include "lb/lb.h"\n#include "retry/retry.h"\n',
         "channel/c.c": '#include "channel/channel.h"\n',
+        # Rule 8: a.c <-> m.c is a pair (allowed); b.c is called by a.c and
+        # calls a.c through a pointer only; s.c's x() is static, so b.c's
+        # x() is not s.c's (else a.c -> b.c -> s.c -> a.c).
+        "channel/ch_int.h": "void a(void);\nvoid b(void);\nvoid c(void);\n"
+                            "void m(void);\nvoid x(void);\n",
+        "channel/a.c": "void a(void) {\n  b();\n  m(); /* c() */\n}\n",
+        "channel/m.c": "void m(void) {\n  a();\n}\n",
+        "channel/b.c": "void b(void) {\n  up->a();\n  x();\n}\n",
+        "channel/s.c": "static void x(void) {\n  a();\n}\n",
         "h2server/h2server.h": "/* server */\n",
         "test/t.c": '#include "lb/lb_int.h"\n#include "channel/channel.h"\n',
         "docs/spec.md": "- RT-01 The first.\n",

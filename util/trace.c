@@ -11,6 +11,7 @@
 
 static pthread_once_t trace_once = PTHREAD_ONCE_INIT;
 static unsigned trace_flags;
+unsigned grit_trace_gate; /* util.h: trace_flags | READY, set once */
 static grit_trace_level trace_level = GRIT_LEVEL_INFO;
 static bool trace_silent; /* GRIT_VERBOSITY=none: not even NOTICE lines */
 
@@ -59,6 +60,8 @@ static void trace_init(void) {
     trace_level = GRIT_LEVEL_ERROR;
   else if (v && strcasecmp(v, "none") == 0)
     trace_silent = true;
+  __atomic_store_n(&grit_trace_gate, GRIT_TRACE_GATE_READY | trace_flags,
+                   __ATOMIC_RELEASE);
 }
 
 bool grit_trace_on(grit_trace_flag flag, grit_trace_level level) {

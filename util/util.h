@@ -142,9 +142,18 @@ size_t grit_trace_timestamp(const struct timespec *ts, char *buf, size_t len);
 void grit_trace_log(grit_trace_flag flag, grit_trace_level level,
                     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* The categories on (GRIT_TRACE), with GRIT_TRACE_GATE_READY once the
+ * environment was read: GRIT_TRACE reads it first, so a category that is
+ * off costs one load and no call on the call path (issue 24). */
+extern unsigned grit_trace_gate;
+#define GRIT_TRACE_GATE_READY (1u << 31)
+
 #define GRIT_TRACE(flag, level, ...)                                           \
   do {                                                                         \
-    if (grit_trace_on((flag), (level)))                                        \
+    unsigned grit_tg_ = __atomic_load_n(&grit_trace_gate, __ATOMIC_RELAXED);   \
+    if ((!(grit_tg_ & GRIT_TRACE_GATE_READY) ||                                \
+         (level) == GRIT_LEVEL_NOTICE || (grit_tg_ & (unsigned)(flag))) &&     \
+        grit_trace_on((flag), (level)))                                        \
       grit_trace_log((flag), (level), __VA_ARGS__);                            \
   } while (0)
 

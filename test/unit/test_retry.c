@@ -177,6 +177,80 @@ static void test_replay_limits(void) {
   grit_slice_unref(s);
 }
 
+/* A counting allocator that can refuse: the replay buffer's first item
+ * costs no allocation (issue 24), a later one does, and a refused one
+ * loses nothing (RT-07: the items stay, in order). */
+static int replay_allocs;
+static bool replay_refuse;
+static void *replay_malloc(size_t n, void *ud) {
+  (void)ud;
+  if (replay_refuse)
+    return NULL;
+  replay_allocs++;
+  return malloc(n);
+}
+static void replay_free(void *p, void *ud) {
+  (void)ud;
+  free(p);
+}
+static void *replay_calloc(size_t n, size_t m, void *ud) {
+  (void)ud;
+  if (replay_refuse)
+    return NULL;
+  replay_allocs++;
+  return calloc(n, m);
+}
+static void *replay_realloc(void *p, size_t n, void *ud) {
+  (void)ud;
+  if (replay_refuse)
+    return NULL;
+  replay_allocs++;
+  return realloc(p, n);
+}
+static const grit_allocator replay_alloc = {NULL, replay_malloc, replay_free,
+                                            replay_calloc, replay_realloc};
+
+static void test_replay_first_inline(void) {
+  grit_set_allocator(&replay_alloc); /* before any grit object exists */
+  grit_slice *s[3];
+  for (int i = 0; i < 3; i++) {
+    s[i] = grit_slice_new(10 + i);
+    ASSERT(s[i] != NULL);
+  }
+  grit_replay_buf rb;
+  grit_replay_init(&rb, 1000, NULL, 0);
+  for (int round = 0; round < 2; round++) { /* the first slot is reused */
+    replay_allocs = 0;
+    ASSERT_OK(grit_replay_add(&rb, s[0]));
+    ASSERT_EQ(replay_allocs, 0); /* a unary call's message: no malloc */
+    replay_refuse = true;
+    ASSERT_EQ(grit_replay_add(&rb, s[1]), GRIT_ERR_NOMEM);
+    replay_refuse = false;
+    ASSERT_EQ(rb.count, 1);
+    ASSERT_EQ(rb.bytes, 10);
+    ASSERT_OK(grit_replay_add(&rb, s[1]));
+    ASSERT_OK(grit_replay_add(&rb, s[2]));
+    ASSERT_EQ(replay_allocs, 2);
+    size_t i = 0;
+    grit_list *e;
+    GRIT_LIST_FOREACH(e, &rb.items) {
+      grit_replay_item *it = GRIT_CONTAINER_OF(e, grit_replay_item, link);
+      ASSERT(i < 3 && it->slice == s[i]); /* in the order sent */
+      i++;
+    }
+    ASSERT_EQ(i, 3);
+    ASSERT_EQ(rb.bytes, 33);
+    ASSERT_EQ(s[0]->refs, 2);
+    grit_replay_free(&rb);
+    ASSERT_EQ(rb.count, 0);
+    for (int k = 0; k < 3; k++)
+      ASSERT_EQ(s[k]->refs, 1);
+  }
+  for (int i = 0; i < 3; i++)
+    grit_slice_unref(s[i]);
+  grit_set_allocator(NULL);
+}
+
 static const test_case tests[] = {
     {"backoff_bounds", test_backoff_bounds},
     {"backoff_replay", test_backoff_replay},
@@ -185,6 +259,7 @@ static const test_case tests[] = {
     {"decide_throttle_first", test_decide_throttle_first},
     {"decide_pushback", test_decide_pushback},
     {"replay_limits", test_replay_limits},
+    {"replay_first_inline", test_replay_first_inline},
     {NULL, NULL},
 };
 
