@@ -19,7 +19,8 @@ static char *render(void) {
   if (grit_metrics_write_prometheus(NULL, &b) != GRIT_OK)
     return NULL;
   char *s = malloc(b.len + 1);
-  memcpy(s, b.data, b.len);
+  if (b.len) /* an empty exposition has no data at all */
+    memcpy(s, b.data, b.len);
   s[b.len] = '\0';
   grit_bytes_free(&b);
   return s;
