@@ -177,6 +177,14 @@ static void attempt_queue(call_attempt *a) {
 
 static void attempt_start_stream(call_attempt *a, grit_transport *t) {
   grit_call *c = a->c;
+  /* OB-02: this attempt's traceparent, made when its stream starts (the
+   * transport copies it) rather than kept in every attempt. */
+  char tp_text[GRIT_TRACEPARENT_LEN + 1];
+  if (c->tr) {
+    grit_traceparent tp = c->tr->tp;
+    memcpy(tp.span_id, a->span_raw, 8);
+    grit_traceparent_format(&tp, tp_text);
+  }
   grit_stream_head h = {
       .path = c->method,
       .authority = c->authority ? c->authority : c->ch->target.authority,
@@ -189,7 +197,7 @@ static void attempt_start_stream(call_attempt *a, grit_transport *t) {
                          (c->unary_cb || (!c->blocking && !c->cbs.on_headers)),
       .encoding = c->codec != GRIT_CODEC_IDENTITY ? grit_codec_name(c->codec)
                                                   : NULL, /* CP-01 */
-      .traceparent = c->tr ? a->traceparent : NULL,       /* OB-02 */
+      .traceparent = c->tr ? tp_text : NULL,              /* OB-02 */
   };
   grit_stream *s;
   const grit_stream_cbs *cbs =

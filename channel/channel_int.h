@@ -391,8 +391,7 @@ typedef struct call_attempt {
   uint64_t rcvd_msg_bytes;
   bool transparent_retry; /* A72: this stream replays one never sent */
   char span_id[17];       /* "" with trace context off */
-  uint8_t span_raw[8];    /* the same 8 bytes (OP-02 spans) */
-  char traceparent[GRIT_TRACEPARENT_LEN + 1];
+  uint8_t span_raw[8];    /* the same 8 bytes (OP-02 spans, the header) */
   /* CR-01: the fetch of this attempt's credentials while it runs, then
    * the request metadata with their pairs (NULL: the call's as it is). */
   struct attempt_creds *creds_wait;

@@ -266,8 +266,7 @@ void grit_obs_attempt_start(call_attempt *a) {
     random_bytes(&c->ch->rng, tp.span_id, 8);
   while (tp.span_id[0] == 0 && tp.span_id[7] == 0);
   grit_obs_hex(tp.span_id, 8, a->span_id);
-  memcpy(a->span_raw, tp.span_id, 8);
-  grit_traceparent_format(&tp, a->traceparent);
+  memcpy(a->span_raw, tp.span_id, 8); /* the header is made from it */
   GRIT_TRACE(GRIT_TRACE_CHANNEL, GRIT_LEVEL_INFO,
              "call %llu attempt %u: trace=%s span=%s%s",
              (unsigned long long)c->id, a->number, c->tr->trace_id, a->span_id,
