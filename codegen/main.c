@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "plugin.pb-c.h"
 
@@ -112,7 +113,39 @@ static char *check_parameters(const char *param) {
   return why;
 }
 
-int main(void) {
+static const char usage[] =
+    "usage: protoc --plugin=protoc-gen-grit=PATH --c_out=DIR --grit_out=DIR "
+    "FILE.proto\n"
+    "protoc-gen-grit is a protoc plugin: protoc runs it with a\n"
+    "CodeGeneratorRequest on stdin and reads the response on stdout.\n"
+    "For x.proto it writes x.grit.h and x.grit.c (next to protoc-c's\n"
+    "x.pb-c.h and x.pb-c.c). It takes no parameters; see docs/stubs.md.\n";
+
+/* The plugin takes no arguments of its own (protoc passes none); -h and
+ * --help print how it is run. Returns -1 to go on, else the exit status. */
+static int check_args(int argc, char **argv) {
+  if (argc == 2 &&
+      (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+    fputs(usage, stdout);
+    return 0;
+  }
+  if (argc > 1) {
+    fprintf(stderr, "protoc-gen-grit: unexpected argument '%s'\n%s", argv[1],
+            usage);
+    return 2;
+  }
+  if (isatty(STDIN_FILENO)) {
+    fprintf(stderr, "protoc-gen-grit: stdin is a terminal, not protoc\n%s",
+            usage);
+    return 2;
+  }
+  return -1;
+}
+
+int main(int argc, char **argv) {
+  int arc = check_args(argc, argv);
+  if (arc >= 0)
+    return arc;
   size_t len = 0;
   uint8_t *in = read_all(stdin, &len);
   if (!in) {

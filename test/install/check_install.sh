@@ -15,7 +15,8 @@
 #  2b. a library + plugin build (-Dtools=false -Dprotoc_plugin=true): it
 #     installs the above plus bin/protoc-gen-grit and nothing else; README's
 #     stubs recipe on a .proto with imports and a well-known type; the
-#     headers compile as C99; protoc-gen-grit refuses unknown parameters;
+#     headers compile as C99; protoc-gen-grit refuses unknown parameters
+#     and arguments, -h prints its usage;
 #     the stubs refuse NULL pointers (issue 23 points 4-6);
 #  3. every ```c block of README.md that holds `int main` (a complete
 #     program), built the same way with -Wall -Wextra -Werror, run with
@@ -215,6 +216,14 @@ PROTO
   fi
   grep -q "unknown parameter 'bogus=1'" "$work/param.err" ||
     { cat "$work/param.err" >&2; die "no clear error for an unknown parameter"; }
+  # Run by hand: -h says how protoc runs it; an argument is exit 2.
+  "$plugin" -h | grep -q "protoc-gen-grit is a protoc plugin" ||
+    die "protoc-gen-grit -h printed no usage"
+  if "$plugin" --bogus </dev/null 2>"$work/arg.err"; then
+    die "protoc-gen-grit accepted an argument"
+  fi
+  grep -q "unexpected argument '--bogus'" "$work/arg.err" ||
+    { cat "$work/arg.err" >&2; die "no clear error for an argument"; }
   # README's recipe: the user's files with both plugins, then protoc-c on
   # each well-known type they import.
   protoc --plugin=protoc-gen-grit="$plugin" --c_out="$gen" --grit_out="$gen" \
