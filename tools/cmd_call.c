@@ -18,12 +18,6 @@ enum {
   OPT_PROTO,
   OPT_IMPORT_PATH,
   /* issue 29: TLS, limits, output */
-  OPT_CERT,
-  OPT_KEY,
-  OPT_INSECURE,
-  OPT_TOKEN_FILE,     /* CR-01 */
-  OPT_INSECURE_CREDS, /* AP-05 */
-  OPT_SERVERNAME,
   OPT_MAX_RECV,
   OPT_CONNECT_TIMEOUT,
   OPT_EMIT_DEFAULTS,
@@ -77,21 +71,21 @@ static const opt_row OPTS[] = {
      "starts with '{'"},
     {"tls", 'T', NULL, "use TLS"},
     {"ca", 'c', "FILE", "root certificates (PEM; implies --tls)"},
-    {"cert", OPT_CERT, "FILE",
+    {"cert", TOOL_OPT_CERT, "FILE",
      "client certificate chain (PEM) for mutual TLS;\n"
      "with --key; implies --tls"},
-    {"key", OPT_KEY, "FILE", "the client certificate's private key (PEM)"},
-    {"insecure", OPT_INSECURE, NULL,
+    {"key", TOOL_OPT_KEY, "FILE", "the client certificate's private key (PEM)"},
+    {"insecure", TOOL_OPT_INSECURE, NULL,
      "TLS without checking the server's certificate\n"
      "(chain and name); warns on stderr. Tests only"},
-    {"servername", OPT_SERVERNAME, "NAME",
+    {"servername", TOOL_OPT_SERVERNAME, "NAME",
      "TLS server name (SNI, certificate check)\n"
      "instead of the target's host; implies --tls"},
-    {"token-file", OPT_TOKEN_FILE, "FILE",
+    {"token-file", TOOL_OPT_TOKEN_FILE, "FILE",
      "send 'authorization: Bearer <FILE's trimmed\n"
      "content>' on every attempt, read again when\n"
      "the file changes; refused over cleartext"},
-    {"insecure-credentials", OPT_INSECURE_CREDS, NULL,
+    {"insecure-credentials", TOOL_OPT_INSECURE_CREDS, NULL,
      "let --token-file go out over cleartext\n"
      "(local development only; warns)"},
     {"authority", 'a', "NAME",
@@ -378,24 +372,6 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
     case 'a':
       fl->conn.authority = optarg;
       break;
-    case OPT_CERT:
-      fl->conn.cert = optarg;
-      break;
-    case OPT_KEY:
-      fl->conn.key = optarg;
-      break;
-    case OPT_INSECURE:
-      fl->conn.insecure = true;
-      break;
-    case OPT_TOKEN_FILE:
-      fl->conn.token_file = optarg;
-      break;
-    case OPT_INSECURE_CREDS:
-      fl->conn.insecure_creds = true;
-      break;
-    case OPT_SERVERNAME:
-      fl->conn.servername = optarg;
-      break;
     case OPT_CONNECT_TIMEOUT:
       if (!number_arg("--connect-timeout", optarg,
                       &fl->conn.connect_timeout_ms))
@@ -488,6 +464,8 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
       call_usage(stdout);
       return 1;
     default:
+      if (tool_conn_option(&fl->conn, o, optarg))
+        break;
       call_usage(stderr);
       return 2;
     }

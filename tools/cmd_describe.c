@@ -17,12 +17,6 @@ enum {
   OPT_TLS,
   OPT_CA,
   OPT_AUTHORITY,
-  OPT_CERT,
-  OPT_KEY,
-  OPT_INSECURE,
-  OPT_TOKEN_FILE,     /* CR-01 */
-  OPT_INSECURE_CREDS, /* AP-05 */
-  OPT_SERVERNAME,
   OPT_CONNECT_TIMEOUT,
   OPT_METADATA,
   OPT_TIMEOUT,
@@ -35,12 +29,12 @@ static const struct option LONGOPTS[] = {
     {"import-path", required_argument, NULL, OPT_IMPORT_PATH},
     {"tls", no_argument, NULL, OPT_TLS},
     {"ca", required_argument, NULL, OPT_CA},
-    {"cert", required_argument, NULL, OPT_CERT},
-    {"key", required_argument, NULL, OPT_KEY},
-    {"insecure", no_argument, NULL, OPT_INSECURE},
-    {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
-    {"insecure-credentials", no_argument, NULL, OPT_INSECURE_CREDS},
-    {"servername", required_argument, NULL, OPT_SERVERNAME},
+    {"cert", required_argument, NULL, TOOL_OPT_CERT},
+    {"key", required_argument, NULL, TOOL_OPT_KEY},
+    {"insecure", no_argument, NULL, TOOL_OPT_INSECURE},
+    {"token-file", required_argument, NULL, TOOL_OPT_TOKEN_FILE},
+    {"insecure-credentials", no_argument, NULL, TOOL_OPT_INSECURE_CREDS},
+    {"servername", required_argument, NULL, TOOL_OPT_SERVERNAME},
     {"authority", required_argument, NULL, OPT_AUTHORITY},
     {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
     {"metadata", required_argument, NULL, OPT_METADATA},
@@ -136,24 +130,6 @@ static int parse(int argc, char **argv, desc_flags *fl, void (*usage)(FILE *)) {
     case OPT_CA:
       fl->conn.ca = optarg;
       break;
-    case OPT_CERT:
-      fl->conn.cert = optarg;
-      break;
-    case OPT_KEY:
-      fl->conn.key = optarg;
-      break;
-    case OPT_INSECURE:
-      fl->conn.insecure = true;
-      break;
-    case OPT_TOKEN_FILE:
-      fl->conn.token_file = optarg;
-      break;
-    case OPT_INSECURE_CREDS:
-      fl->conn.insecure_creds = true;
-      break;
-    case OPT_SERVERNAME:
-      fl->conn.servername = optarg;
-      break;
     case OPT_AUTHORITY:
       fl->conn.authority = optarg;
       break;
@@ -179,6 +155,8 @@ static int parse(int argc, char **argv, desc_flags *fl, void (*usage)(FILE *)) {
       usage(stdout);
       return 1;
     default:
+      if (tool_conn_option(&fl->conn, o, optarg))
+        break;
       usage(stderr);
       return 2;
     }

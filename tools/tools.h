@@ -53,6 +53,19 @@ typedef struct tool_conn_flags {
   const char *token_file;
   bool insecure_creds;
 } tool_conn_flags;
+/* Option keys of the connection flags call, list and describe share (past
+ * the char range and below each command's own keys). */
+enum {
+  TOOL_OPT_CERT = 1300,
+  TOOL_OPT_KEY,
+  TOOL_OPT_INSECURE,
+  TOOL_OPT_TOKEN_FILE,     /* CR-01 */
+  TOOL_OPT_INSECURE_CREDS, /* AP-05 */
+  TOOL_OPT_SERVERNAME,
+};
+/* Store option |key| (a TOOL_OPT_*) with its argument |arg| in |c|.
+ * False if |key| is not one of them. */
+bool tool_conn_option(tool_conn_flags *c, int key, const char *arg);
 /* Set the channel arguments for |c| on |a|; prints the --insecure warning
  * on stderr. --key without --cert (or the reverse) is a usage error,
  * returned as GRIT_ERR_INVALID_ARG with a message printed. */

@@ -225,6 +225,31 @@ int tool_exit_for_code(grit_status_code code) {
   return TOOL_EXIT_FAILED;
 }
 
+bool tool_conn_option(tool_conn_flags *c, int key, const char *arg) {
+  switch (key) {
+  case TOOL_OPT_CERT:
+    c->cert = arg;
+    return true;
+  case TOOL_OPT_KEY:
+    c->key = arg;
+    return true;
+  case TOOL_OPT_INSECURE:
+    c->insecure = true;
+    return true;
+  case TOOL_OPT_TOKEN_FILE:
+    c->token_file = arg;
+    return true;
+  case TOOL_OPT_INSECURE_CREDS:
+    c->insecure_creds = true;
+    return true;
+  case TOOL_OPT_SERVERNAME:
+    c->servername = arg;
+    return true;
+  default:
+    return false;
+  }
+}
+
 grit_err tool_conn_args(const tool_conn_flags *c, grit_channel_args *a) {
   if ((c->cert != NULL) != (c->key != NULL)) {
     fprintf(stderr, "grit: --cert and --key go together (a client "
