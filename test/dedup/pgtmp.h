@@ -5,11 +5,18 @@
  * server runs as the 'postgres' system user (runuser). Every step is
  * bounded (pg_ctl -t). pgtmp_start returns -1 when PostgreSQL's server
  * binaries are not installed (the caller skips).
+ *
+ * A test that dies (an assertion, a sanitizer abort, a timeout's kill)
+ * never reaches pgtmp_stop, and the postmaster would run on. So
+ * pgtmp_start also starts a watcher, a shell in its own session reading
+ * a pipe only the test holds: "done" from pgtmp_stop ends it; end of file
+ * (the test is gone) makes it stop the server and remove the directory.
  */
 #ifndef GRIT_TEST_PGTMP_H
 #define GRIT_TEST_PGTMP_H
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <netinet/in.h>
 #include <pwd.h>
@@ -17,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 typedef struct pgtmp {
@@ -25,6 +33,8 @@ typedef struct pgtmp {
   char as[48];   /* "runuser -u postgres --" as root, else "" */
   int port;
   char conninfo[160];
+  int watch_fd; /* the watcher's pipe, write end; -1 if none */
+  pid_t watch_pid;
 } pgtmp;
 
 static inline int pgtmp_free_port(void) {
@@ -68,8 +78,38 @@ static inline void pgtmp_down(pgtmp *p) {
     fprintf(stderr, "pgtmp: pg_ctl stop failed\n");
 }
 
+/* The watcher (see the top). exec right after fork: safe in a process
+ * with threads; setsid: outside the test's process group, which a
+ * timeout kills. */
+static inline void pgtmp_watch(pgtmp *p) {
+  char script[512];
+  snprintf(script, sizeof(script),
+           "read -r x; [ \"$x\" = done ] && exit 0; "
+           "%s %s/pg_ctl -D %s/data -m immediate -w -t 60 stop "
+           ">/dev/null 2>&1; rm -rf %s",
+           p->as, p->bin, p->dir, p->dir);
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    return;
+  pid_t pid = fork();
+  if (pid == 0) {
+    setsid();
+    if (dup2(fds[0], 0) == 0)
+      execl("/bin/sh", "sh", "-c", script, (char *)NULL);
+    _exit(127);
+  }
+  close(fds[0]);
+  if (pid < 0) {
+    close(fds[1]);
+    return;
+  }
+  p->watch_fd = fds[1];
+  p->watch_pid = pid;
+}
+
 static inline int pgtmp_start(pgtmp *p) {
   memset(p, 0, sizeof(*p));
+  p->watch_fd = -1;
   glob_t g;
   if (glob("/usr/lib/postgresql/*/bin/initdb", 0, NULL, &g) != 0)
     return -1;
@@ -85,6 +125,7 @@ static inline int pgtmp_start(pgtmp *p) {
       return -2;
     snprintf(p->as, sizeof(p->as), "runuser -u postgres --");
   }
+  pgtmp_watch(p);
   char cmd[512];
   snprintf(cmd, sizeof(cmd),
            "%s %s/initdb -D %s/data -A trust -U postgres --no-sync "
@@ -111,6 +152,13 @@ static inline void pgtmp_stop(pgtmp *p) {
   if (system(cmd) != 0)
     fprintf(stderr, "pgtmp: cannot remove %s\n", p->dir);
   p->dir[0] = '\0';
+  if (p->watch_fd >= 0) {
+    if (write(p->watch_fd, "done\n", 5) != 5)
+      fprintf(stderr, "pgtmp: cannot tell the watcher\n");
+    close(p->watch_fd);
+    p->watch_fd = -1;
+    waitpid(p->watch_pid, NULL, 0);
+  }
 }
 
 #endif
