@@ -3,6 +3,7 @@
 #include "resolver/resolver.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -174,6 +175,25 @@ static grit_err parse_any(const char *s, grit_target *t) {
   return parse_dns(s, t); /* a bare host:port means dns */
 }
 
+/* The length of a scheme grit does not know in "scheme://...", as
+ * "xds:///name" (RFC 3986: a letter, then letters, digits, + - .);
+ * 0 if |s| does not start that way or the scheme is one of grit's. */
+static size_t unknown_scheme_len(const char *s) {
+  size_t n = 0;
+  if (!isalpha((unsigned char)s[0]))
+    return 0;
+  while (isalnum((unsigned char)s[n]) || s[n] == '+' || s[n] == '-' ||
+         s[n] == '.')
+    n++;
+  if (strncmp(s + n, "://", 3) != 0)
+    return 0;
+  static const char *const known[] = {"dns", "unix", "ipv4", "ipv6"};
+  for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+    if (strlen(known[i]) == n && strncmp(known[i], s, n) == 0)
+      return 0; /* known, but the rest is wrong */
+  return n;
+}
+
 grit_err grit_target_parse(const char *s, grit_target *t,
                            grit_error_detail *d) {
   memset(t, 0, sizeof(*t));
@@ -184,7 +204,14 @@ grit_err grit_target_parse(const char *s, grit_target *t,
   grit_err rv = parse_any(s, t);
   if (rv != GRIT_OK) {
     grit_target_free(t);
-    grit_error_set(d, rv, "", "cannot parse target \"%s\"", s);
+    size_t n = unknown_scheme_len(s);
+    if (n)
+      grit_error_set(d, rv, "",
+                     "cannot parse target \"%s\": scheme \"%.*s\" is not "
+                     "supported (dns, ipv4, ipv6, unix)",
+                     s, (int)n, s);
+    else
+      grit_error_set(d, rv, "", "cannot parse target \"%s\"", s);
   }
   return rv;
 }

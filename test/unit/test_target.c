@@ -183,6 +183,16 @@ static void test_invalid(void) {
   }
   grit_target t;
   ASSERT_EQ(grit_target_parse(NULL, &t, NULL), GRIT_ERR_INVALID_TARGET);
+  /* A scheme grit does not serve is named as such (xDS is not in the
+   * installed library; docs/xds.md). */
+  grit_error_detail d = {0};
+  ASSERT_EQ(grit_target_parse("xds:///svc.example", &t, &d),
+            GRIT_ERR_INVALID_TARGET);
+  ASSERT(strstr(d.reason, "scheme \"xds\" is not supported") != NULL);
+  grit_error_detail d2 = {0};
+  ASSERT_EQ(grit_target_parse("dns://8.8.8.8", &t, &d2),
+            GRIT_ERR_INVALID_TARGET);
+  ASSERT(strstr(d2.reason, "scheme") == NULL);
   /* A unix path longer than sun_path. */
   char longp[300] = "unix:/";
   memset(longp + 6, 'a', sizeof(longp) - 7);
