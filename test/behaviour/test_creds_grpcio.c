@@ -249,7 +249,8 @@ static void test_hedge_carries_credentials(void) {
   ASSERT_EQ(call_unary(ch, key, sizeof(key), slow, NULL, NULL, 0),
             GRIT_STATUS_OK);
   server_log(ch, key, log, sizeof(log));
-  /* Both attempts reached the server with a token; the hedge won. */
+  /* Both attempts reached the server with a token; the hedge won (the
+   * server holds the original attempt, whichever arrived first). */
   ASSERT(strstr(log, "prev=- auth=Bearer tok-1") != NULL);
   ASSERT(strstr(log, "prev=1 auth=Bearer tok-2 ok") != NULL);
   grit_channel_destroy(ch);

@@ -17,8 +17,12 @@ Service creds.Svc, raw bytes (no protos), one method per call kind:
 Each attempt is logged under its "x-call-key" request metadata. Per call:
 
   x-fail N      the first N attempts of the key fail with UNAVAILABLE
-  x-delay-ms D  the first attempt of the key waits D ms (watching for
-                cancellation) before answering: hedges go past it
+  x-delay-ms D  the call's original attempt (the one without
+                grpc-previous-rpc-attempts) waits D ms, watching for
+                cancellation, before answering: hedges go past it. Keyed on
+                the header, not on arrival order: when both attempts wait
+                for the connection, the server's threads may take the
+                hedge first
 
 With --cert and --key it serves TLS, else cleartext. Listens on
 127.0.0.1 (ephemeral port) and prints "PORT n"; runs until its stdin
@@ -56,7 +60,8 @@ def attempt(context):
                                     auth)
         LOG.setdefault(key, []).append(line)
         idx = len(LOG[key]) - 1
-    if n == 1 and delay:
+    original = "grpc-previous-rpc-attempts" not in md
+    if original and delay:
         end = time.monotonic() + delay / 1000.0
         while time.monotonic() < end and context.is_active():
             time.sleep(0.01)
