@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+static void call_route_release(grit_call *c);
+
 static void call_free(grit_call *c) {
   grit_list *e;
   while ((e = grit_list_pop_head(&c->ops)) != NULL) {
@@ -243,6 +245,8 @@ void grit_call_end(grit_call *c, grit_status_code code, const char *msg,
   grit_svccfg_unref(c->config);
   c->config = NULL;
   c->mcfg = NULL;
+  if (c->route) /* issue 27: the route's cluster may go now */
+    call_route_release(c);
   if (was_started) {
     call_count(c, code);
     grit_obs_call_end(c, code, msg);
@@ -337,6 +341,40 @@ static grit_err call_add_idempotency_key(grit_call *c) {
                                      strlen(k));
 }
 
+/* Issue 27 (gRFC A28): an ext front (xDS) chooses the call's route before
+ * its first attempt: the cluster, the retry policy and timeout that replace
+ * the method config's, the ring_hash hash. False: the call was failed
+ * (no route, a non-forwarding route, out of memory). */
+static bool call_route_select(grit_call *c) {
+  grit_channel *ch = c->ch;
+  grit_ext_route *r = grit_calloc(1, sizeof(*r));
+  if (!r) {
+    grit_call_fail_on_loop(c, GRIT_STATUS_RESOURCE_EXHAUSTED,
+                           "out of memory choosing the route");
+    return false;
+  }
+  char msg[256] = "";
+  grit_status_code code = GRIT_STATUS_UNAVAILABLE;
+  if (ch->ext_started)
+    code = ch->ext_ops->select(ch->ext_state, c->method, c->metadata, r, msg,
+                               sizeof(msg));
+  else
+    grit_str_copy(msg, sizeof(msg), ch->resolve_error);
+  if (code != GRIT_STATUS_OK) {
+    grit_free(r);
+    grit_call_fail_on_loop(c, code, msg);
+    return false;
+  }
+  c->route = r;
+  return true;
+}
+
+static void call_route_release(grit_call *c) {
+  c->ch->ext_ops->release(c->route);
+  grit_free(c->route);
+  c->route = NULL;
+}
+
 /* What the machine is told of the config: the policy (RT-01: none when
  * retries are off, which also stops transparent retries), the throttle
  * bucket for the server name (TH-01), the deadline. */
@@ -352,7 +390,10 @@ static void call_policy_setup(grit_call *c, grit_callsm_config *k) {
       .transparent = enabled,
       .deadline_at_ms = c->deadline_at_ms,
   };
-  if (m && enabled && m->policy == GRIT_POLICY_RETRY)
+  if (c->route) { /* issue 27: the route's policy (A44), never hedging */
+    k->policy_disabled = !enabled && c->route->retry;
+    k->retry = enabled ? c->route->retry : NULL;
+  } else if (m && enabled && m->policy == GRIT_POLICY_RETRY)
     k->retry = &m->retry;
   else if (m && enabled && m->policy == GRIT_POLICY_HEDGING)
     k->hedge = &m->hedging;
@@ -368,9 +409,11 @@ static void call_policy_setup(grit_call *c, grit_callsm_config *k) {
 static void call_apply_config(grit_call *c, uint64_t start_ms,
                               grit_callsm_config *k) {
   c->config = grit_channel_config_ref(c->ch);
-  c->mcfg = call_find_method(c);
+  c->mcfg = c->route ? NULL : call_find_method(c);
   const grit_method_cfg *m = c->mcfg;
   uint64_t timeout_ms = c->timeout_ms;
+  if (c->route) /* A31: max_stream_duration caps the deadline */
+    timeout_ms = min_nonzero(timeout_ms, c->route->timeout_ms);
   if (m && m->has_timeout) {
     uint64_t cfg_ms = grit_ns_to_ms_ceil(m->timeout_ns);
     timeout_ms = min_nonzero(timeout_ms, cfg_ms ? cfg_ms : 1);
@@ -417,6 +460,8 @@ static void call_fail_oversize(grit_call *c, size_t len) {
 /* The config is known: fix the deadline and send the first attempt(s). */
 void grit_call_config_ready(grit_call *c) {
   if (c->state == CALL_DONE)
+    return;
+  if (c->ch->ext_ops && c->ch->ext_ops->select && !call_route_select(c))
     return;
   grit_callsm_config k;
   call_apply_config(c, c->start_ms, &k);

@@ -209,8 +209,9 @@ static void ch_apply_resolver_config(grit_channel *ch,
   ch->config_error = grit_strdup(buf);
 }
 
-static void ch_on_resolved(void *ctx, const grit_resolver_result *r) {
-  grit_channel *ch = ctx;
+/* |kids|: an ext front's clusters (issue 27), or NULL: |r|'s addresses. */
+static void ch_on_resolved_lb(grit_channel *ch, const grit_resolver_result *r,
+                              const grit_lb_cm_child *kids, size_t nkids) {
   if (ch->shutting_down)
     return;
   if (ch->resolver) {
@@ -239,10 +240,13 @@ static void ch_on_resolved(void *ctx, const grit_resolver_result *r) {
   }
   ch->resolve_error[0] = '\0';
   grit_lb_policy *p = NULL;
-  if (grit_channel_lb_select(ch, ch_lb_choice(ch->config), &p) != GRIT_OK ||
+  const grit_lb_policy_vtable *vt =
+      kids ? &grit_lb_cluster_manager : ch_lb_choice(ch->config);
+  if (grit_channel_lb_select(ch, vt, &p) != GRIT_OK ||
       grit_channel_lb_configure(ch, p) != GRIT_OK ||
-      p->vt->update_addresses(p, r->addrs, r->naddrs, ch_shuffle(ch)) !=
-          GRIT_OK) {
+      (kids ? grit_lb_cm_update(p, kids, nkids)
+            : p->vt->update_addresses(p, r->addrs, r->naddrs,
+                                      ch_shuffle(ch))) != GRIT_OK) {
     snprintf(ch->resolve_error, sizeof(ch->resolve_error),
              "out of memory applying resolver result");
     grit_channel_set_state(ch, GRIT_STATE_TRANSIENT_FAILURE);
@@ -263,8 +267,19 @@ static void ch_on_resolved(void *ctx, const grit_resolver_result *r) {
   grit_channel_retry_queued(ch);
 }
 
+static void ch_on_resolved(void *ctx, const grit_resolver_result *r) {
+  ch_on_resolved_lb(ctx, r, NULL, 0);
+}
+
 void grit_channel_on_resolved(grit_channel *ch, const grit_resolver_result *r) {
   ch_on_resolved(ch, r);
+}
+
+void grit_channel_on_resolved_clusters(grit_channel *ch,
+                                       const grit_resolver_result *r,
+                                       const grit_lb_cm_child *kids, size_t n) {
+  static const grit_lb_cm_child none;
+  ch_on_resolved_lb(ch, r, kids ? kids : &none, n);
 }
 
 void grit_channel_set_state(grit_channel *ch, grit_connectivity_state s) {
@@ -356,15 +371,19 @@ grit_svccfg *grit_channel_config_ref(grit_channel *ch) {
 
 bool grit_channel_config_pending(grit_channel *ch) {
   ch_start(ch);
-  return !ch->have_resolver_result && ch->resolver &&
-         !ch->o.ignore_resolver_config;
+  if (ch->have_resolver_result)
+    return false;
+  if (ch->ext_ops) /* issue 27: a route is chosen from the front's result */
+    return ch->ext_started;
+  return ch->resolver && !ch->o.ignore_resolver_config;
 }
 
 void grit_channel_retry_queued(grit_channel *ch) {
   grit_list q;
   grit_list *e;
   /* Calls waiting for the first config, once it has come (or failed). */
-  if (ch->have_resolver_result || !ch->resolver) {
+  if (ch->have_resolver_result ||
+      (!ch->resolver && !(ch->ext_ops && ch->ext_started))) {
     grit_list_init(&q);
     while ((e = grit_list_pop_head(&ch->config_waiters)) != NULL)
       grit_list_insert_tail(&q, e);

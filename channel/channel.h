@@ -10,8 +10,10 @@
 #ifndef GRIT_CHANNEL_H
 #define GRIT_CHANNEL_H
 
+#include "lb/lb.h"
 #include "resolver/resolver.h"
 #include "runtime/runtime.h"
+#include "service_config/service_config.h"
 
 /* ---- ext_resolver.c: a target scheme served by a layer above ----
  * A module above channel/ (xdsclient/'s xds front, issue 27) serves a
@@ -19,9 +21,23 @@
  * and grit_channel_create with "scheme:..." parses the rest of the target
  * as a DNS name for the authority, then starts the front instead of DNS.
  * The front hands the channel results (addresses + a service config, as a
- * resolver does) on the channel's loop. Later, per-call choices (the
- * route's cluster, retry policy, timeout) enter here too (docs/xds.md). */
+ * resolver does) on the channel's loop, or one address list and policy
+ * per cluster (grit_channel_ext_result_clusters); with |select| it also
+ * chooses each call's route: its cluster, retry policy, timeout and hash
+ * (docs/xds.md). */
 typedef struct grit_channel grit_channel;
+
+/* One call's route (issue 27; gRFC A28, A31, A42, A44), as |select|
+ * answers it. Everything it points to lives until |release|. */
+typedef struct grit_ext_route {
+  const char *cluster;            /* the cluster manager's child to pick in */
+  const grit_retry_policy *retry; /* the route's retry policy; NULL: none */
+  uint64_t timeout_ms;            /* caps the call's deadline; 0: none */
+  bool has_hash;                  /* a hash policy gave |hash| (ring_hash) */
+  uint64_t hash;
+  void *hold[2]; /* the front's, for |release| */
+} grit_ext_route;
+
 typedef struct grit_ext_resolver_ops {
   const char *scheme; /* without the ':' */
   /* Loop thread, first use of the channel: start serving |target| (the
@@ -34,6 +50,17 @@ typedef struct grit_ext_resolver_ops {
   /* Loop thread, the channel is going: nothing of the front may touch the
    * channel after it returns. */
   void (*stop)(void *state);
+  /* Optional (NULL: calls are not routed). Loop thread, a call starts,
+   * before its first attempt: the route for |path| ("/svc/Method") and the
+   * call's request metadata |md| (may be NULL). Returns GRIT_STATUS_OK
+   * with |*out| filled (released with |release| when the call ends, also
+   * after |stop|), or the status the call fails with (UNAVAILABLE: no
+   * route matches, or its action does not forward) and its message in
+   * |msg| (|msg_size| bytes). */
+  grit_status_code (*select)(void *state, const char *path,
+                             const grit_metadata *md, grit_ext_route *out,
+                             char *msg, size_t msg_size);
+  void (*release)(grit_ext_route *r);
 } grit_ext_resolver_ops;
 
 /* Register |ops| (static storage) for its scheme; at most 4 schemes.
@@ -48,5 +75,12 @@ void grit_channel_ext_kick(grit_channel *ch);
  * channel has no addresses). */
 void grit_channel_ext_result(grit_channel *ch, const grit_addr *addrs, size_t n,
                              const char *config_json, const char *error);
+/* Loop thread: the front's result as one child policy per cluster (the
+ * channel's policy becomes grit_lb_cluster_manager, fed with |kids|,
+ * copied); |config_json| as above. Calls pick in the cluster their route
+ * chose. */
+void grit_channel_ext_result_clusters(grit_channel *ch,
+                                      const grit_lb_cm_child *kids, size_t n,
+                                      const char *config_json);
 
 #endif

@@ -266,6 +266,11 @@ void grit_channel_ext_start(grit_channel *ch);
 void grit_channel_ext_stop(grit_channel *ch);
 /* The resolver's result, as ch_on_resolved takes it (channel.c). */
 void grit_channel_on_resolved(grit_channel *ch, const grit_resolver_result *r);
+/* The same with one child policy per cluster (grit_lb_cluster_manager)
+ * instead of |r|'s address list (issue 27). */
+void grit_channel_on_resolved_clusters(grit_channel *ch,
+                                       const grit_resolver_result *r,
+                                       const grit_lb_cm_child *kids, size_t n);
 void grit_channel_unref(grit_channel *ch);
 /* The current policy's state (or the channel's own: resolving, config
  * error, idle); watchers are told and queued calls pick again. */
@@ -522,6 +527,9 @@ struct grit_call {
   grit_list live_link; /* in ch->live_calls */
   grit_svccfg *config;
   const grit_method_cfg *mcfg;
+  /* Issue 27: the route an ext front chose (its retry policy and timeout
+   * replace the method config's), or NULL on other channels. */
+  grit_ext_route *route;
   grit_throttle_handle *throttle; /* NULL: no throttling */
   bool wait_for_ready;
   bool setup_failed;  /* out of memory adding the idempotency key */

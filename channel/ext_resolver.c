@@ -100,3 +100,14 @@ void grit_channel_ext_result(grit_channel *ch, const grit_addr *addrs, size_t n,
   };
   grit_channel_on_resolved(ch, &r);
 }
+
+void grit_channel_ext_result_clusters(grit_channel *ch,
+                                      const grit_lb_cm_child *kids, size_t n,
+                                      const char *config_json) {
+  grit_resolver_result r = {
+      .txt = config_json ? GRIT_TXT_CONFIG : GRIT_TXT_NONE,
+      .config_json = config_json,
+      .config_len = config_json ? strlen(config_json) : 0,
+  };
+  grit_channel_on_resolved_clusters(ch, &r, kids, n);
+}

@@ -124,6 +124,12 @@ typedef struct grit_pick_args {
   /* Someone reads grit_pick_result.detail (an attempt observer): policies
    * whose detail costs formatting write it only then. */
   bool want_detail;
+  /* Issue 27 (gRFC A28, A42): the cluster the call's xDS route chose (the
+   * cluster manager's child; NULL on other channels), and the route's
+   * request hash for ring_hash (has_hash false: none). */
+  const char *cluster;
+  bool has_hash;
+  uint64_t hash;
 } grit_pick_args;
 
 /* Results of a pick (SPEC LB-03, RT-12). */
@@ -196,6 +202,30 @@ extern const grit_lb_policy_vtable grit_lb_outlier_detection;
 extern const grit_lb_policy_vtable grit_lb_weighted_round_robin;
 extern const grit_lb_policy_vtable grit_lb_ring_hash;
 extern const grit_lb_policy_vtable grit_lb_least_request;
+/* xds_cluster_manager_experimental (issue 27; gRFC A28, cluster_manager.c):
+ * one child policy per cluster in use; a pick goes to the child named by
+ * grit_pick_args.cluster. It is fed with grit_lb_cm_update, never with
+ * update_addresses (that returns GRIT_ERR_INVALID_ARG). */
+extern const grit_lb_policy_vtable grit_lb_cluster_manager;
+typedef struct grit_lb_cm_child {
+  const char *name; /* the cluster's name, as routes name it */
+  /* The cluster is not usable yet (its resources are on their way): picks
+   * for it queue. Otherwise |error| non-NULL fails them UNAVAILABLE with
+   * it, else |vt| with |params| serves |addrs|. */
+  bool waiting;
+  const char *error;
+  const grit_lb_policy_vtable *vt;
+  grit_lb_params params;
+  const grit_addr *addrs; /* copied */
+  size_t naddrs;
+} grit_lb_cm_child;
+/* Make |p|'s children |kids|: a child whose name is in |kids| keeps its
+ * policy (and its connections) when the vtable is the same, else gets a
+ * new one; a child not in |kids| is destroyed (its connections drain).
+ * Loop thread. Returns GRIT_OK or GRIT_ERR_NOMEM (children already
+ * updated stay updated; the rest keep their previous state). */
+grit_err grit_lb_cm_update(grit_lb_policy *p, const grit_lb_cm_child *kids,
+                           size_t n);
 /* Set |p|'s (an outlier_detection policy) child policy and parameters.
  * A different child replaces the current one (its connections drain).
  * Returns GRIT_OK or GRIT_ERR_NOMEM (the old settings stay). */

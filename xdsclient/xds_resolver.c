@@ -1,28 +1,91 @@
-/* The xds resolver front (gRFC A27, A28; SPEC XD-01, XD-02): a channel
- * made with "xds:///name" watches the Listener |name|, its
- * RouteConfiguration, the cluster its routes name and that cluster's
- * ClusterLoadAssignment, and hands the channel the endpoints (HEALTHY or
- * UNKNOWN, of the first priority that has any) with round_robin (or
- * least_request for a LEAST_REQUEST cluster), through
- * channel/'s ext resolver hook. This slice serves one cluster per
- * listener: routes naming more than one cluster (or weighted clusters)
- * fail the channel's calls with a message saying so (docs/xds.md). */
+/* The xds resolver front (gRFC A27, A28, A31, A42, A44; SPEC XD-01,
+ * XD-02): a channel made with "xds:///name" watches the Listener |name|,
+ * its RouteConfiguration, every cluster its routes name (and every cluster
+ * a running call still uses) and each cluster's ClusterLoadAssignment. It
+ * hands the channel one child policy per cluster (grit_lb_cluster_manager:
+ * round_robin, or least_request for a LEAST_REQUEST cluster, over the
+ * endpoints HEALTHY or UNKNOWN of the first priority that has any) and
+ * chooses each call's route (select): its cluster (a weighted_clusters
+ * pick per call), retry policy, max_stream_duration and hash. As in
+ * grpc-core, a route table (xsnap) holds a reference on each cluster it
+ * names and every call one on its route table and its cluster; a cluster
+ * nobody references any more is unwatched and dropped from the channel's
+ * policy (docs/xds.md). Everything but the watcher callbacks runs on the
+ * channel's loop. */
 #include <stdio.h>
 #include <string.h>
 
 #include "channel/channel.h"
+#include "xdsclient/route_choice.h"
 #include "xdsclient/xdsclient.h"
 
-typedef struct xres {
+typedef struct xres xres;
+
+/* A cluster the channel keeps a child policy for. */
+typedef struct xcl {
+  struct xcl *next;
+  xres *x;
+  char *name;
+  char *eds_name; /* the EDS name watched, or NULL (loop) */
+  uint32_t refs;  /* route tables naming it + calls using it (loop) */
+  /* Written by the watchers, under x->mu. */
+  xds_resource *cds, *eds;
+  char err[200]; /* a does-not-exist, or "" */
+} xcl;
+
+/* One route of a route table, with what it gives a call. */
+typedef struct xroute {
+  bool has_retry;
+  grit_retry_policy retry;
+  uint64_t timeout_ms;
+} xroute;
+
+/* A route table: the virtual host of one Listener/RouteConfiguration
+ * pair, with a reference on each cluster its routes name (loop only). */
+typedef struct xsnap {
+  uint32_t refs;
+  xres *x;
+  xds_resource *lds, *rds; /* references (rds NULL: inline) */
+  const xds_vhost *vh;
+  xroute *routes; /* one per vh->routes */
+  xcl **cls;      /* the clusters referenced, with repeats */
+  size_t ncls;
+} xsnap;
+
+struct xres {
+  uint32_t refs; /* the channel's (until stop) + route tables (loop) */
+  bool stopped;
   grit_channel *ch;
   grit_xdsc *c;
   char *name;
-  pthread_mutex_t mu; /* the slots below: written by the watchers */
-  xds_resource *res[XDS_KINDS];
-  char *watched[XDS_KINDS]; /* the name watched of each kind */
-  char err[256];            /* a does-not-exist, or "" */
-  bool pending;
-} xres;
+  grit_rng rng;         /* runtime fractions and weighted picks (loop) */
+  uint64_t channel_id;  /* A42's io.grpc.channel_id hash */
+  xsnap *snap;          /* the route table in force, or NULL (loop) */
+  pthread_mutex_t mu;   /* what the watchers write, and the cluster list */
+  xds_resource *res[2]; /* the Listener and RouteConfiguration */
+  char *watched[2];     /* the name watched of each */
+  char err[256];        /* a does-not-exist of either, or "" */
+  uint64_t gen;         /* bumped by every watcher write */
+  xcl *clusters;        /* changed on the loop only, under mu */
+};
+
+static const grit_xdsc_watcher watcher;
+static const grit_xdsc_watcher cl_watcher;
+
+static void x_unref(xres *x) {
+  if (--x->refs)
+    return;
+  pthread_mutex_destroy(&x->mu);
+  grit_free(x->name);
+  grit_free(x);
+}
+
+static void kick(xres *x) {
+  if (!x->stopped)
+    grit_channel_ext_kick(x->ch);
+}
+
+/* ---- the watchers (any thread, the client's lock held) ---- */
 
 static void slot_set(xres *x, xds_kind k, const char *name, xds_resource *r,
                      const char *err) {
@@ -37,10 +100,14 @@ static void slot_set(xres *x, xds_kind k, const char *name, xds_resource *r,
       snprintf(x->err, sizeof(x->err), "%s", err);
     else if (r)
       x->err[0] = '\0';
+    x->gen++;
   }
   pthread_mutex_unlock(&x->mu);
   grit_channel_ext_kick(x->ch);
 }
+
+static const char *const kind_names[] = {"listener", "route configuration",
+                                         "cluster", "endpoints"};
 
 static void w_resource(void *ud, xds_kind k, const char *name,
                        xds_resource *r) {
@@ -56,14 +123,47 @@ static void w_error(void *ud, xds_kind k, const char *name, const char *why) {
 }
 
 static void w_dne(void *ud, xds_kind k, const char *name) {
-  static const char *const kinds[] = {"listener", "route configuration",
-                                      "cluster", "endpoints"};
   char buf[256];
-  snprintf(buf, sizeof(buf), "xds: %s %s does not exist", kinds[k], name);
+  snprintf(buf, sizeof(buf), "xds: %s %s does not exist", kind_names[k], name);
   slot_set(ud, k, name, NULL, buf);
 }
 
 static const grit_xdsc_watcher watcher = {w_resource, w_error, w_dne};
+
+/* A cluster's CDS (|k| CLUSTER) or EDS resource. */
+static void cl_set(xcl *cl, xds_kind k, xds_resource *r, const char *err) {
+  xres *x = cl->x;
+  pthread_mutex_lock(&x->mu);
+  xds_resource **slot = k == XDS_CLUSTER ? &cl->cds : &cl->eds;
+  if (r)
+    grit_xds_resource_ref(r);
+  if (*slot)
+    grit_xds_resource_unref(*slot);
+  *slot = r;
+  if (err)
+    snprintf(cl->err, sizeof(cl->err), "%s", err);
+  else if (r)
+    cl->err[0] = '\0';
+  x->gen++;
+  pthread_mutex_unlock(&x->mu);
+  grit_channel_ext_kick(x->ch);
+}
+
+static void cw_resource(void *ud, xds_kind k, const char *name,
+                        xds_resource *r) {
+  (void)name;
+  cl_set(ud, k, r, NULL);
+}
+
+static void cw_dne(void *ud, xds_kind k, const char *name) {
+  char buf[200];
+  snprintf(buf, sizeof(buf), "xds: %s %s does not exist", kind_names[k], name);
+  cl_set(ud, k, NULL, buf);
+}
+
+static const grit_xdsc_watcher cl_watcher = {cw_resource, w_error, cw_dne};
+
+/* ---- clusters (loop) ---- */
 
 /* Watch |name| of |k| instead of what was (loop thread; NULL: nothing). */
 static grit_err rewatch(xres *x, xds_kind k, const char *name) {
@@ -88,107 +188,212 @@ static grit_err rewatch(xres *x, xds_kind k, const char *name) {
   return name ? grit_xdsc_watch(x->c, k, name, &watcher, x) : GRIT_OK;
 }
 
-/* The one cluster the default virtual host's routes name, or an error. */
-static const char *one_cluster(const xds_vhost *vh, char *err, size_t n) {
-  const char *one = NULL;
-  for (size_t i = 0; i < vh->nroutes; i++) {
-    const xds_route *r = &vh->routes[i];
-    if (r->action == XDS_ACTION_NON_FORWARDING)
-      continue;
-    size_t m = r->action == XDS_ACTION_WEIGHTED ? r->nweighted : 1;
-    for (size_t j = 0; j < m; j++) {
-      const char *c =
-          r->action == XDS_ACTION_WEIGHTED ? r->weighted[j].name : r->cluster;
-      if (!one)
-        one = c;
-      else if (strcmp(one, c) != 0) {
-        snprintf(err, n,
-                 "xds: the routes name clusters %s and %s; this grit serves "
-                 "one cluster per listener (docs/xds.md)",
-                 one, c);
-        return NULL;
-      }
-    }
-  }
-  if (!one)
-    snprintf(err, n, "xds: no route names a cluster");
-  return one;
+/* The cluster's EDS watch: |name| instead of what was. */
+static grit_err cl_rewatch_eds(xcl *cl, const char *name) {
+  xres *x = cl->x;
+  char *old = cl->eds_name;
+  if ((!old && !name) || (old && name && strcmp(old, name) == 0))
+    return GRIT_OK;
+  char *copy = name ? grit_strdup(name) : NULL;
+  if (name && !copy)
+    return GRIT_ERR_NOMEM;
+  if (old)
+    grit_xdsc_unwatch(x->c, XDS_ENDPOINTS, old, cl);
+  grit_free(old);
+  cl->eds_name = copy;
+  pthread_mutex_lock(&x->mu);
+  if (cl->eds)
+    grit_xds_resource_unref(cl->eds);
+  cl->eds = NULL;
+  pthread_mutex_unlock(&x->mu);
+  return copy ? grit_xdsc_watch(x->c, XDS_ENDPOINTS, copy, &cl_watcher, cl)
+              : GRIT_OK;
 }
 
-static void deliver(xres *x, xds_resource **res) {
-  char err[512];
-  err[0] = '\0';
-  /* Listener -> its RouteConfiguration (inline or RDS). */
-  const xds_listener *l =
-      res[XDS_LISTENER] ? &res[XDS_LISTENER]->u.listener : NULL;
-  if (l && rewatch(x, XDS_ROUTE_CONFIG, l->rds_name) != GRIT_OK)
-    snprintf(err, sizeof(err), "xds: out of memory");
-  const xds_route_config *rc = NULL;
-  if (l)
-    rc = l->rds_name
-             ? (res[XDS_ROUTE_CONFIG] ? &res[XDS_ROUTE_CONFIG]->u.route_config
-                                      : NULL)
-             : l->route_config;
-  const char *cluster = NULL;
-  if (rc) {
-    const xds_vhost *vh = grit_xds_vhost_find(rc, x->name);
-    if (!vh)
-      snprintf(err, sizeof(err), "xds: no virtual host matches %s", x->name);
-    else
-      cluster = one_cluster(vh, err, sizeof(err));
+/* The watches of |cl| end (before stop's release of the client). */
+static void cl_unwatch(xcl *cl) {
+  grit_xdsc_unwatch(cl->x->c, XDS_CLUSTER, cl->name, cl);
+  if (cl->eds_name)
+    grit_xdsc_unwatch(cl->x->c, XDS_ENDPOINTS, cl->eds_name, cl);
+}
+
+/* The cluster |name|, with a new reference; made and watched if new. */
+static xcl *cl_get(xres *x, const char *name) {
+  for (xcl *cl = x->clusters; cl; cl = cl->next)
+    if (strcmp(cl->name, name) == 0) {
+      cl->refs++;
+      return cl;
+    }
+  xcl *cl = grit_calloc(1, sizeof(*cl));
+  if (!cl || !(cl->name = grit_strdup(name))) {
+    grit_free(cl);
+    return NULL;
   }
-  if (rc && rewatch(x, XDS_CLUSTER, cluster) != GRIT_OK)
-    snprintf(err, sizeof(err), "xds: out of memory");
-  const xds_cluster *cl =
-      cluster && res[XDS_CLUSTER] ? &res[XDS_CLUSTER]->u.cluster : NULL;
-  const char *eds = NULL;
-  if (cl) {
-    if (cl->type != XDS_CLUSTER_EDS)
-      snprintf(err, sizeof(err),
-               "xds: cluster %s: only EDS clusters are served yet", cluster);
-    else if (cl->lb.kind != XDS_LB_ROUND_ROBIN &&
-             cl->lb.kind != XDS_LB_LEAST_REQUEST)
-      snprintf(err, sizeof(err),
-               "xds: cluster %s: only ROUND_ROBIN and LEAST_REQUEST are "
-               "served yet",
-               cluster);
-    else
-      eds = cl->eds_service_name ? cl->eds_service_name : cluster;
-  }
-  if (cl && rewatch(x, XDS_ENDPOINTS, eds) != GRIT_OK)
-    snprintf(err, sizeof(err), "xds: out of memory");
-  const xds_endpoints *e =
-      eds && res[XDS_ENDPOINTS] ? &res[XDS_ENDPOINTS]->u.endpoints : NULL;
-  /* The cluster's policy onto lb/ where the mapping is direct. */
-  char config[128];
-  if (cl && cl->lb.kind == XDS_LB_LEAST_REQUEST)
-    snprintf(config, sizeof(config),
-             "{\"loadBalancingConfig\":[{\"least_request_experimental\":"
-             "{\"choiceCount\":%u}}]}",
-             cl->lb.choice_count);
-  else
-    snprintf(config, sizeof(config),
-             "{\"loadBalancingConfig\":[{\"round_robin\":{}}]}");
+  cl->x = x;
+  cl->refs = 1;
   pthread_mutex_lock(&x->mu);
-  if (x->err[0] && !err[0])
-    snprintf(err, sizeof(err), "%s", x->err);
+  cl->next = x->clusters;
+  x->clusters = cl;
   pthread_mutex_unlock(&x->mu);
-  if (err[0]) {
-    grit_channel_ext_result(x->ch, NULL, 0, NULL, err);
+  if (grit_xdsc_watch(x->c, XDS_CLUSTER, name, &cl_watcher, cl) != GRIT_OK)
+    snprintf(cl->err, sizeof(cl->err), "xds: out of memory");
+  return cl;
+}
+
+/* Nobody uses |cl| any more: it goes, and the channel's policy with it. */
+static void cl_unref(xcl *cl) {
+  if (--cl->refs)
     return;
-  }
-  if (!e)
-    return; /* not all there yet: the channel stays CONNECTING */
-  /* The first priority with a usable endpoint; within it every locality's
-   * HEALTHY and UNKNOWN endpoints (UNHEALTHY, DRAINING and the rest out). */
-  size_t total = 0;
-  for (size_t i = 0; i < e->nlocalities; i++)
-    total += e->localities[i].nendpoints;
-  grit_addr *addrs = total ? grit_calloc(total, sizeof(*addrs)) : NULL;
-  if (total && !addrs) {
-    grit_channel_ext_result(x->ch, NULL, 0, NULL, "xds: out of memory");
+  xres *x = cl->x;
+  if (!x->stopped)
+    cl_unwatch(cl);
+  pthread_mutex_lock(&x->mu);
+  for (xcl **pp = &x->clusters; *pp; pp = &(*pp)->next)
+    if (*pp == cl) {
+      *pp = cl->next;
+      break;
+    }
+  if (cl->cds)
+    grit_xds_resource_unref(cl->cds);
+  if (cl->eds)
+    grit_xds_resource_unref(cl->eds);
+  pthread_mutex_unlock(&x->mu);
+  grit_free(cl->eds_name);
+  grit_free(cl->name);
+  grit_free(cl);
+  kick(x);
+}
+
+/* ---- route tables (loop) ---- */
+
+static void snap_unref(xsnap *s) {
+  if (!s || --s->refs)
     return;
+  for (size_t i = 0; i < s->ncls; i++)
+    cl_unref(s->cls[i]);
+  if (s->lds)
+    grit_xds_resource_unref(s->lds);
+  if (s->rds)
+    grit_xds_resource_unref(s->rds);
+  xres *x = s->x;
+  grit_free(s->cls);
+  grit_free(s->routes);
+  grit_free(s);
+  x_unref(x);
+}
+
+static xcl *snap_cluster(const xsnap *s, const char *name) {
+  for (size_t i = 0; i < s->ncls; i++)
+    if (strcmp(s->cls[i]->name, name) == 0)
+      return s->cls[i];
+  return NULL;
+}
+
+/* The route table of |vh| (a virtual host of |lds| or |rds|). */
+static xsnap *snap_build(xres *x, xds_resource *lds, xds_resource *rds,
+                         const xds_vhost *vh) {
+  xsnap *s = grit_calloc(1, sizeof(*s));
+  size_t want = 0;
+  for (size_t i = 0; i < vh->nroutes; i++)
+    want += vh->routes[i].action == XDS_ACTION_WEIGHTED
+                ? vh->routes[i].nweighted
+                : vh->routes[i].action == XDS_ACTION_CLUSTER;
+  if (s) {
+    s->routes = grit_calloc(vh->nroutes ? vh->nroutes : 1, sizeof(xroute));
+    s->cls = grit_calloc(want ? want : 1, sizeof(xcl *));
   }
+  if (!s || !s->routes || !s->cls) {
+    if (s) {
+      grit_free(s->routes);
+      grit_free(s->cls);
+    }
+    grit_free(s);
+    return NULL;
+  }
+  s->refs = 1;
+  s->x = x;
+  x->refs++;
+  s->lds = lds;
+  grit_xds_resource_ref(lds);
+  s->rds = rds;
+  if (rds)
+    grit_xds_resource_ref(rds);
+  s->vh = vh;
+  const xds_listener *l = &lds->u.listener;
+  bool ok = true;
+  for (size_t i = 0; i < vh->nroutes; i++) {
+    const xds_route *r = &vh->routes[i];
+    xroute *xr = &s->routes[i];
+    const xds_retry_policy *rp = r->has_retry    ? &r->retry
+                                 : vh->has_retry ? &vh->retry
+                                                 : NULL;
+    xr->has_retry = rp && grit_xds_retry_convert(rp, &xr->retry);
+    xr->timeout_ms = grit_xds_route_timeout_ms(r, l->has_max_stream_duration,
+                                               l->max_stream_duration_ns);
+    size_t m = r->action == XDS_ACTION_WEIGHTED  ? r->nweighted
+               : r->action == XDS_ACTION_CLUSTER ? 1
+                                                 : 0;
+    for (size_t j = 0; j < m && ok; j++) {
+      const char *name =
+          r->action == XDS_ACTION_WEIGHTED ? r->weighted[j].name : r->cluster;
+      xcl *cl = cl_get(x, name);
+      if (cl)
+        s->cls[s->ncls++] = cl;
+      ok = cl != NULL;
+    }
+  }
+  if (!ok) {
+    snap_unref(s);
+    return NULL;
+  }
+  return s;
+}
+
+/* ---- select / release (loop) ---- */
+
+static grit_status_code xr_select(void *state, const char *path,
+                                  const grit_metadata *md, grit_ext_route *out,
+                                  char *msg, size_t msg_size) {
+  xres *x = state;
+  xsnap *s = x->snap;
+  if (!s) {
+    pthread_mutex_lock(&x->mu);
+    snprintf(msg, msg_size, "%s",
+             x->err[0] ? x->err : "xds: no route configuration");
+    pthread_mutex_unlock(&x->mu);
+    return GRIT_STATUS_UNAVAILABLE;
+  }
+  xds_choice ch;
+  grit_status_code code = grit_xds_choose(s->vh, path, md, &x->rng,
+                                          x->channel_id, &ch, msg, msg_size);
+  if (code != GRIT_STATUS_OK)
+    return code;
+  xcl *cl = snap_cluster(s, ch.cluster);
+  const xroute *xr = &s->routes[ch.index];
+  out->cluster = cl->name;
+  out->retry = xr->has_retry ? &xr->retry : NULL;
+  out->timeout_ms = xr->timeout_ms;
+  out->has_hash = ch.has_hash;
+  out->hash = ch.hash;
+  out->hold[0] = s;
+  out->hold[1] = cl;
+  s->refs++;
+  cl->refs++;
+  return GRIT_STATUS_OK;
+}
+
+static void xr_release(grit_ext_route *r) {
+  xcl *cl = r->hold[1];
+  xsnap *s = r->hold[0];
+  cl_unref(cl);
+  snap_unref(s);
+}
+
+/* ---- delivery (loop) ---- */
+
+/* The endpoints of |e| the channel uses: the first priority with a
+ * HEALTHY or UNKNOWN endpoint, every locality of weight > 0 in it. */
+static size_t usable_endpoints(const xds_endpoints *e, grit_addr *addrs) {
   size_t n = 0;
   for (uint32_t prio = 0; prio < e->npriorities && n == 0; prio++) {
     for (size_t i = 0; i < e->nlocalities; i++) {
@@ -205,12 +410,167 @@ static void deliver(xres *x, xds_resource **res) {
       }
     }
   }
-  if (n == 0)
-    grit_channel_ext_result(x->ch, NULL, 0, NULL,
-                            "xds: no healthy endpoint in any priority");
-  else
-    grit_channel_ext_result(x->ch, addrs, n, config, NULL);
+  return n;
+}
+
+/* One cluster's child: its policy and addresses (|*addrs| allocated). */
+static void cl_child(xcl *cl, grit_lb_cm_child *k, grit_addr **addrs, char *err,
+                     size_t err_size, char *cfg, size_t cfg_size) {
+  *k = (grit_lb_cm_child){.name = cl->name};
+  grit_lb_params_default(&k->params);
+  *addrs = NULL;
+  pthread_mutex_lock(&cl->x->mu);
+  xds_resource *cds = cl->cds, *eds = cl->eds;
+  if (cds)
+    grit_xds_resource_ref(cds);
+  if (eds)
+    grit_xds_resource_ref(eds);
+  snprintf(err, err_size, "%s", cl->err);
+  pthread_mutex_unlock(&cl->x->mu);
+  const xds_cluster *c = cds ? &cds->u.cluster : NULL;
+  snprintf(cfg, cfg_size, "{\"round_robin\":{}}");
+  if (!err[0] && c && c->type != XDS_CLUSTER_EDS)
+    snprintf(err, err_size, "xds: cluster %s: only EDS clusters are served yet",
+             cl->name);
+  else if (!err[0] && c && c->lb.kind != XDS_LB_ROUND_ROBIN &&
+           c->lb.kind != XDS_LB_LEAST_REQUEST)
+    snprintf(err, err_size,
+             "xds: cluster %s: only ROUND_ROBIN and LEAST_REQUEST are "
+             "served yet",
+             cl->name);
+  if (!err[0] && c &&
+      cl_rewatch_eds(cl, c->eds_service_name ? c->eds_service_name
+                                             : cl->name) != GRIT_OK)
+    snprintf(err, err_size, "xds: out of memory");
+  if (err[0]) {
+    k->error = err;
+  } else if (!c || !eds || cl->eds_name == NULL) {
+    k->waiting = true;
+  } else {
+    const xds_endpoints *e = &eds->u.endpoints;
+    size_t total = 0;
+    for (size_t i = 0; i < e->nlocalities; i++)
+      total += e->localities[i].nendpoints;
+    *addrs = total ? grit_calloc(total, sizeof(grit_addr)) : NULL;
+    size_t n = *addrs ? usable_endpoints(e, *addrs) : 0;
+    if (total && !*addrs)
+      snprintf(err, err_size, "xds: out of memory");
+    else if (n == 0)
+      snprintf(err, err_size,
+               "xds: cluster %s: no healthy endpoint in any "
+               "priority",
+               cl->name);
+    if (err[0]) {
+      k->error = err;
+    } else if (c->lb.kind == XDS_LB_LEAST_REQUEST) {
+      k->vt = &grit_lb_least_request;
+      k->params.choice_count = c->lb.choice_count;
+      snprintf(cfg, cfg_size,
+               "{\"least_request_experimental\":{\"choiceCount\":%u}}",
+               c->lb.choice_count);
+    } else {
+      k->vt = &grit_lb_round_robin;
+    }
+    k->addrs = *addrs;
+    k->naddrs = n;
+  }
+  if (cds)
+    grit_xds_resource_unref(cds);
+  if (eds)
+    grit_xds_resource_unref(eds);
+}
+
+/* Give the channel one child per cluster in use, and the service config
+ * that shows them. */
+static void deliver_clusters(xres *x) {
+  size_t n = 0;
+  for (xcl *cl = x->clusters; cl; cl = cl->next)
+    n++;
+  grit_lb_cm_child *kids = grit_calloc(n ? n : 1, sizeof(*kids));
+  grit_addr **addrs = grit_calloc(n ? n : 1, sizeof(*addrs));
+  char(*errs)[256] = grit_calloc(n ? n : 1, sizeof(*errs));
+  size_t cfg_len = 160;
+  for (xcl *cl = x->clusters; cl; cl = cl->next)
+    cfg_len += strlen(cl->name) + 120;
+  char *json = grit_malloc(cfg_len);
+  if (!kids || !addrs || !errs || !json) {
+    grit_channel_ext_result(x->ch, NULL, 0, NULL, "xds: out of memory");
+    goto done;
+  }
+  /* The cluster manager as grpc-core's service config names it; round_robin
+   * after it because grit's service config parser needs a policy it knows
+   * (the channel runs grit_lb_cluster_manager for this result). */
+  size_t at = (size_t)snprintf(
+      json, cfg_len,
+      "{\"loadBalancingConfig\":[{\"xds_cluster_manager_experimental\":"
+      "{\"children\":{");
+  size_t i = 0;
+  for (xcl *cl = x->clusters; cl; cl = cl->next, i++) {
+    char cfg[96];
+    cl_child(cl, &kids[i], &addrs[i], errs[i], sizeof(errs[i]), cfg,
+             sizeof(cfg));
+    at += (size_t)snprintf(json + at, cfg_len - at,
+                           "%s\"%s\":{\"childPolicy\":[%s]}", i ? "," : "",
+                           cl->name, cfg);
+  }
+  snprintf(json + at, cfg_len - at, "}}},{\"round_robin\":{}}]}");
+  grit_channel_ext_result_clusters(x->ch, kids, n, json);
+done:
+  for (size_t j = 0; addrs && j < n; j++)
+    grit_free(addrs[j]);
   grit_free(addrs);
+  grit_free(kids);
+  grit_free(errs);
+  grit_free(json);
+}
+
+static void deliver(xres *x) {
+  char err[512];
+  err[0] = '\0';
+  xds_resource *lds, *rds;
+  pthread_mutex_lock(&x->mu);
+  lds = x->res[XDS_LISTENER];
+  if (lds)
+    grit_xds_resource_ref(lds);
+  pthread_mutex_unlock(&x->mu);
+  /* Listener -> its RouteConfiguration (inline or RDS). */
+  const xds_listener *l = lds ? &lds->u.listener : NULL;
+  if (l && rewatch(x, XDS_ROUTE_CONFIG, l->rds_name) != GRIT_OK)
+    snprintf(err, sizeof(err), "xds: out of memory");
+  pthread_mutex_lock(&x->mu);
+  rds = l && l->rds_name ? x->res[XDS_ROUTE_CONFIG] : NULL;
+  if (rds)
+    grit_xds_resource_ref(rds);
+  if (x->err[0] && !err[0])
+    snprintf(err, sizeof(err), "%s", x->err);
+  pthread_mutex_unlock(&x->mu);
+  const xds_route_config *rc = NULL;
+  if (l)
+    rc = l->rds_name ? (rds ? &rds->u.route_config : NULL) : l->route_config;
+  const xds_vhost *vh = rc ? grit_xds_vhost_find(rc, x->name) : NULL;
+  if (rc && !vh && !err[0])
+    snprintf(err, sizeof(err), "xds: no virtual host matches %s", x->name);
+  if (err[0]) {
+    /* Calls fail with the error (gRFC A27: the resource is gone). */
+    snap_unref(x->snap);
+    x->snap = NULL;
+    grit_channel_ext_result(x->ch, NULL, 0, NULL, err);
+  } else if (vh && (!x->snap || x->snap->lds != lds || x->snap->rds != rds)) {
+    xsnap *s = snap_build(x, lds, rds, vh);
+    if (!s) {
+      grit_channel_ext_result(x->ch, NULL, 0, NULL, "xds: out of memory");
+    } else {
+      xsnap *old = x->snap;
+      x->snap = s;
+      snap_unref(old); /* clusters only it named go when no call uses them */
+    }
+  }
+  if (!err[0] && x->snap)
+    deliver_clusters(x);
+  if (lds)
+    grit_xds_resource_unref(lds);
+  if (rds)
+    grit_xds_resource_unref(rds);
 }
 
 static void xr_kick(void *state) {
@@ -218,22 +578,12 @@ static void xr_kick(void *state) {
   /* Resolve the chain until it stops changing (each step may watch the
    * next resource, whose cached value arrives at once). */
   for (int round = 0; round < 4; round++) {
-    xds_resource *res[XDS_KINDS];
     pthread_mutex_lock(&x->mu);
-    for (int k = 0; k < XDS_KINDS; k++) {
-      res[k] = x->res[k];
-      if (res[k])
-        grit_xds_resource_ref(res[k]);
-    }
+    uint64_t gen = x->gen;
     pthread_mutex_unlock(&x->mu);
-    deliver(x, res);
-    bool same = true;
+    deliver(x);
     pthread_mutex_lock(&x->mu);
-    for (int k = 0; k < XDS_KINDS; k++) {
-      same = same && res[k] == x->res[k];
-      if (res[k])
-        grit_xds_resource_unref(res[k]);
-    }
+    bool same = gen == x->gen;
     pthread_mutex_unlock(&x->mu);
     if (same)
       break;
@@ -242,12 +592,17 @@ static void xr_kick(void *state) {
 
 static void xr_stop(void *state) {
   xres *x = state;
-  for (int k = XDS_KINDS - 1; k >= 0; k--)
-    (void)rewatch(x, (xds_kind)k, NULL);
+  for (xcl *cl = x->clusters; cl; cl = cl->next)
+    cl_unwatch(cl);
+  (void)rewatch(x, XDS_ROUTE_CONFIG, NULL);
+  (void)rewatch(x, XDS_LISTENER, NULL);
+  x->stopped = true;
   grit_xdsc_release(x->c);
-  pthread_mutex_destroy(&x->mu);
-  grit_free(x->name);
-  grit_free(x);
+  x->c = NULL;
+  xsnap *s = x->snap;
+  x->snap = NULL;
+  snap_unref(s); /* calls still running keep theirs */
+  x_unref(x);
 }
 
 static grit_err xr_start(grit_channel *ch, const char *target, void **state) {
@@ -267,8 +622,11 @@ static grit_err xr_start(grit_channel *ch, const char *target, void **state) {
     const char *slash = strchr(p + 2, '/');
     p = slash ? slash + 1 : p + 2;
   }
+  x->refs = 1;
   x->name = grit_strdup(p);
   x->ch = ch;
+  grit_rng_seed_os(&x->rng);
+  x->channel_id = grit_rng_next(&x->rng);
   pthread_mutex_init(&x->mu, NULL);
   e = x->name ? grit_xdsc_get(b, &x->c) : GRIT_ERR_NOMEM;
   if (!x->name)
@@ -278,11 +636,8 @@ static grit_err xr_start(grit_channel *ch, const char *target, void **state) {
   if (e != GRIT_OK) {
     if (x->c)
       xr_stop(x);
-    else {
-      pthread_mutex_destroy(&x->mu);
-      grit_free(x->name);
-      grit_free(x);
-    }
+    else
+      x_unref(x);
     return e;
   }
   *state = x;
@@ -294,6 +649,8 @@ static const grit_ext_resolver_ops xds_ops = {
     .start = xr_start,
     .kick = xr_kick,
     .stop = xr_stop,
+    .select = xr_select,
+    .release = xr_release,
 };
 
 grit_err grit_xds_resolver_register(void) {
