@@ -1,0 +1,246 @@
+/* The per-call xDS route choice against the test control plane
+ * (test/xds/routes.json) with grpcio backends (issue 27; SPEC XD-02;
+ * gRFC A28, A44): a header-matched route sends calls with the header to
+ * cluster cb (backend b1) and the rest to ca (b0); weighted_clusters 80/20
+ * over ca and cb splits 1 000 calls within 6 sigma of a binomial; a path
+ * with no route and a non-forwarding route fail UNAVAILABLE with
+ * grpc-core's messages; a route with a retry policy (retry_on unavailable,
+ * num_retries 2) retries a call the backend (test/peers/retry_server.py)
+ * fails once and gives up after 3 attempts, and a route without one does
+ * not retry; a route config no longer naming cb makes the client drop its
+ * CDS watch of cb, and calls with the header go to ca. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "grit/grit.h"
+#include "test/xds/cp.h"
+#include "xdsclient/xdsclient.h"
+
+static int failures;
+#define CHECK(c)                                                               \
+  do {                                                                         \
+    if (!(c)) {                                                                \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);    \
+      failures++;                                                              \
+    }                                                                          \
+  } while (0)
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* One unary call with the metadata pairs |kv| (NULL-terminated key,
+ * value list; NULL: none); its answer into |out| and its status message
+ * into |msg|. */
+static grit_status_code call(grit_channel *ch, const char *method,
+                             const char *req, const char *const *kv, char *out,
+                             size_t size, char *msg, size_t msg_size) {
+  grit_metadata *md = NULL;
+  if (grit_metadata_create(&md) != GRIT_OK)
+    return GRIT_STATUS_INTERNAL;
+  for (size_t i = 0; kv && kv[i]; i += 2)
+    grit_metadata_add(md, kv[i], kv[i + 1], strlen(kv[i + 1]));
+  grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION,
+                      .timeout_ms = 20000,
+                      .metadata = md,
+                      .wait_for_ready = GRIT_WFR_ON};
+  grit_status st = {0};
+  grit_bytes resp = {0};
+  grit_err e =
+      grit_unary_call(ch, method, req, strlen(req), &o, &resp, &st, NULL);
+  grit_metadata_destroy(md);
+  if (e != GRIT_OK)
+    return GRIT_STATUS_INTERNAL;
+  if (out)
+    snprintf(out, size, "%.*s", (int)resp.len,
+             resp.data ? (const char *)resp.data : "");
+  if (msg)
+    snprintf(msg, msg_size, "%s", st.message ? st.message : "");
+  grit_bytes_free(&resp);
+  grit_status_code code = st.code;
+  grit_status_free(&st);
+  return code;
+}
+
+/* |n| calls of /lb.Svc/Call with |k|: |v| (NULL: none); how many each of
+ * b0, b1 answered, and how many failed. */
+static void run_lb(grit_channel *ch, int n, const char *k, const char *v,
+                   int count[2], int *failed) {
+  count[0] = count[1] = 0;
+  *failed = 0;
+  for (int i = 0; i < n; i++) {
+    char ans[32], msg[256];
+    const char *kv[] = {k, v, NULL};
+    if (call(ch, "/lb.Svc/Call", "", k ? kv : NULL, ans, sizeof(ans), msg,
+             sizeof(msg)) != GRIT_STATUS_OK) {
+      fprintf(stderr, "call failed: %s\n", msg);
+      ++*failed;
+    } else if (strcmp(ans, "b0") == 0) {
+      count[0]++;
+    } else if (strcmp(ans, "b1") == 0) {
+      count[1]++;
+    } else {
+      ++*failed;
+    }
+  }
+}
+
+/* The attempts the retry server saw for |key| (lines of its Log). */
+static int attempts_of(grit_channel *ch, const char *key) {
+  char log[512];
+  if (call(ch, "/retry.Svc/Log", key, NULL, log, sizeof(log), NULL, 0) !=
+      GRIT_STATUS_OK)
+    return -1;
+  int n = 0;
+  for (const char *p = log; *p; p++)
+    n += *p == '\n';
+  return n;
+}
+
+static bool cds_names_cb(const char *line) {
+  return strstr(line, "\"event\":\"request\"") &&
+         strstr(line, "envoy.config.cluster.v3.Cluster") &&
+         strstr(line, "\"cb\"");
+}
+
+int main(void) {
+  const char *src = getenv("XDS_SCENARIOS");
+  char script[1024], rscript[1024], scenario[1024];
+  snprintf(script, sizeof(script), "%s/../peers/health_server.py", src);
+  snprintf(rscript, sizeof(rscript), "%s/../peers/retry_server.py", src);
+  snprintf(scenario, sizeof(scenario), "%s/routes.json", src);
+  char *const argv[] = {(char *)"/usr/bin/python3", script, NULL};
+  char *const rargv[] = {(char *)"/usr/bin/python3", rscript, NULL};
+  xcp *backends = xcp_spawn(argv);
+  xcp *retry = xcp_spawn(rargv);
+  if (!backends || !retry) {
+    fprintf(stderr, "cannot start the grpcio backends\n");
+    return 1;
+  }
+  char target[64], buf[16];
+  snprintf(target, sizeof(target), "ipv4:127.0.0.1:%d", xcp_port(backends));
+  grit_channel *ctl = NULL;
+  CHECK(grit_channel_create(NULL, target, NULL, NULL, &ctl) == GRIT_OK);
+  char ports[64] = "";
+  CHECK(call(ctl, "/ctl.Ctl/Ports", "", NULL, ports, sizeof(ports), NULL, 0) ==
+        GRIT_STATUS_OK);
+  int p[3];
+  CHECK(sscanf(ports, "%d %d %d", &p[0], &p[1], &p[2]) == 3);
+  for (int i = 0; i < 2; i++) {
+    char name[4] = {'B', (char)('0' + i), 0};
+    snprintf(buf, sizeof(buf), "%d", p[i]);
+    setenv(name, buf, 1);
+  }
+  snprintf(buf, sizeof(buf), "%d", xcp_port(retry));
+  setenv("R", buf, 1);
+  xcp *cp = xcp_start(scenario, 0);
+  if (!cp) {
+    fprintf(stderr, "cannot start the control plane\n");
+    return 1;
+  }
+  char boot[512];
+  snprintf(boot, sizeof(boot),
+           "{\"xds_servers\": [{\"server_uri\": \"127.0.0.1:%d\", "
+           "\"channel_creds\": [{\"type\": \"insecure\"}]}], "
+           "\"node\": {\"id\": \"grit-xds-route-test\"}}",
+           xcp_port(cp));
+  setenv("GRPC_XDS_BOOTSTRAP_CONFIG", boot, 1);
+  unsetenv("GRPC_XDS_BOOTSTRAP");
+  CHECK(grit_xds_resolver_register() == GRIT_OK);
+  grit_channel *ch = NULL;
+  CHECK(grit_channel_create(NULL, "xds:///svc", NULL, NULL, &ch) == GRIT_OK);
+  if (!ch)
+    return 1;
+
+  /* Header routing (A28): x-cluster: b -> cb (b1), anything else -> ca. */
+  int count[2], failed;
+  run_lb(ch, 50, "x-cluster", "b", count, &failed);
+  printf("x-cluster: b: b0 %d, b1 %d, failed %d\n", count[0], count[1], failed);
+  CHECK(count[1] == 50);
+  run_lb(ch, 50, "x-cluster", "c", count, &failed);
+  printf("x-cluster: c: b0 %d, b1 %d, failed %d\n", count[0], count[1], failed);
+  CHECK(count[0] == 50);
+  run_lb(ch, 50, NULL, NULL, count, &failed);
+  CHECK(count[0] == 50);
+
+  /* weighted_clusters 80/20: 1 000 calls; b1's share is binomial(1000,
+   * 0.2): mean 200, sigma 12.6, so 6 sigma is [124, 276]. */
+  run_lb(ch, 1000, "x-split", "1", count, &failed);
+  printf("weighted 80/20: b0 %d, b1 %d, failed %d\n", count[0], count[1],
+         failed);
+  CHECK(failed == 0);
+  CHECK(count[0] + count[1] == 1000);
+  CHECK(count[1] >= 124 && count[1] <= 276);
+
+  /* No route, and a non-forwarding route: UNAVAILABLE (grpc-core's
+   * messages). */
+  char msg[256];
+  CHECK(call(ch, "/other.Svc/Call", "", NULL, NULL, 0, msg, sizeof(msg)) ==
+        GRIT_STATUS_UNAVAILABLE);
+  printf("no route: %s\n", msg);
+  CHECK(strcmp(msg, "No matching route found in xDS route config") == 0);
+  CHECK(call(ch, "/nf.Svc/Call", "", NULL, NULL, 0, msg, sizeof(msg)) ==
+        GRIT_STATUS_UNAVAILABLE);
+  printf("non-forwarding: %s\n", msg);
+  CHECK(strcmp(msg, "Matching route has inappropriate action") == 0);
+
+  /* A44: the route with retry_policy retries UNAVAILABLE (the server fails
+   * the first attempt: 2 attempts, OK); 3 attempts at most (num_retries
+   * 2); the route without one makes one attempt. */
+  const char *retry1[] = {"x-retry",    "1",  "x-fail", "1",
+                          "x-call-key", "r1", NULL};
+  CHECK(call(ch, "/retry.Svc/Call", "x", retry1, NULL, 0, msg, sizeof(msg)) ==
+        GRIT_STATUS_OK);
+  int n1 = attempts_of(ch, "r1");
+  const char *retry5[] = {"x-retry",    "1",  "x-fail", "5",
+                          "x-call-key", "r5", NULL};
+  CHECK(call(ch, "/retry.Svc/Call", "x", retry5, NULL, 0, msg, sizeof(msg)) ==
+        GRIT_STATUS_UNAVAILABLE);
+  int n5 = attempts_of(ch, "r5");
+  const char *plain[] = {"x-fail", "1", "x-call-key", "p1", NULL};
+  CHECK(call(ch, "/retry.Svc/Call", "x", plain, NULL, 0, msg, sizeof(msg)) ==
+        GRIT_STATUS_UNAVAILABLE);
+  int np = attempts_of(ch, "p1");
+  printf("retry route: 1 failure -> %d attempts, 5 failures -> %d attempts; "
+         "plain route: %d attempt (%s)\n",
+         n1, n5, np, msg);
+  CHECK(n1 == 2);
+  CHECK(n5 == 3);
+  CHECK(np == 1);
+
+  /* A route config no longer naming cb: the client stops watching cb (its
+   * next CDS request leaves it out) and x-cluster: b goes to ca. */
+  int mark = xcp_nlines(cp);
+  xcp_cmd(cp, "update drop_cb");
+  bool dropped = false;
+  uint64_t t0 = now_ms();
+  while (!dropped && now_ms() - t0 < 10000) {
+    for (int i = mark; i < xcp_nlines(cp) && !dropped; i++) {
+      const char *l = xcp_line(cp, i);
+      dropped = strstr(l, "\"event\":\"request\"") &&
+                strstr(l, "envoy.config.cluster.v3.Cluster") &&
+                !cds_names_cb(l);
+    }
+    if (!dropped)
+      usleep(20000);
+  }
+  CHECK(dropped);
+  run_lb(ch, 20, "x-cluster", "b", count, &failed);
+  printf("after drop_cb: x-cluster: b: b0 %d, b1 %d, failed %d\n", count[0],
+         count[1], failed);
+  CHECK(count[0] == 20);
+  if (failures)
+    for (int i = 0; i < xcp_nlines(cp); i++)
+      fprintf(stderr, "cp: %s\n", xcp_line(cp, i));
+  grit_channel_destroy(ch);
+  grit_channel_destroy(ctl);
+  xcp_stop(cp);
+  xcp_stop(retry);
+  xcp_stop(backends);
+  return failures ? 1 : 0;
+}
