@@ -7,11 +7,11 @@
  * endpoints HEALTHY or UNKNOWN of the first priority that has any) and
  * chooses each call's route (select): its cluster (a weighted_clusters
  * pick per call), retry policy, max_stream_duration and hash. As in
- * grpc-core, a route table (xsnap) holds a reference on each cluster it
- * names and every call one on its route table and its cluster; a cluster
- * nobody references any more is unwatched and dropped from the channel's
- * policy (docs/xds.md). Everything but the watcher callbacks runs on the
- * channel's loop. */
+ * grpc-core, the route table in force (xsnap) holds a reference on each
+ * cluster it names and every call one on its cluster (and on its route
+ * table's memory, for the retry policy); a cluster nobody references any
+ * more is unwatched and dropped from the channel's policy (docs/xds.md).
+ * Everything but the watcher callbacks runs on the channel's loop. */
 #include <stdio.h>
 #include <string.h>
 
@@ -41,7 +41,8 @@ typedef struct xroute {
 } xroute;
 
 /* A route table: the virtual host of one Listener/RouteConfiguration
- * pair, with a reference on each cluster its routes name (loop only). */
+ * pair, with a reference on each cluster its routes name while it is in
+ * force (loop only). */
 typedef struct xsnap {
   uint32_t refs;
   xres *x;
@@ -266,11 +267,22 @@ static void cl_unref(xcl *cl) {
 
 /* ---- route tables (loop) ---- */
 
+/* |s| is no longer in force: its clusters go unless other tables or calls
+ * hold them (a call holds its own cluster, not its table's others, as in
+ * grpc-core); the calls keep |s| itself for their retry policy. */
+static void snap_retire(xsnap *s) {
+  if (!s)
+    return;
+  size_t n = s->ncls;
+  s->ncls = 0;
+  for (size_t i = 0; i < n; i++)
+    cl_unref(s->cls[i]);
+}
+
 static void snap_unref(xsnap *s) {
   if (!s || --s->refs)
     return;
-  for (size_t i = 0; i < s->ncls; i++)
-    cl_unref(s->cls[i]);
+  snap_retire(s);
   if (s->lds)
     grit_xds_resource_unref(s->lds);
   if (s->rds)
@@ -552,8 +564,10 @@ static void deliver(xres *x) {
     snprintf(err, sizeof(err), "xds: no virtual host matches %s", x->name);
   if (err[0]) {
     /* Calls fail with the error (gRFC A27: the resource is gone). */
-    snap_unref(x->snap);
+    xsnap *old = x->snap;
     x->snap = NULL;
+    snap_retire(old);
+    snap_unref(old);
     grit_channel_ext_result(x->ch, NULL, 0, NULL, err);
   } else if (vh && (!x->snap || x->snap->lds != lds || x->snap->rds != rds)) {
     xsnap *s = snap_build(x, lds, rds, vh);
@@ -562,7 +576,8 @@ static void deliver(xres *x) {
     } else {
       xsnap *old = x->snap;
       x->snap = s;
-      snap_unref(old); /* clusters only it named go when no call uses them */
+      snap_retire(old); /* clusters only it named go when no call uses them */
+      snap_unref(old);
     }
   }
   if (!err[0] && x->snap)
@@ -601,6 +616,7 @@ static void xr_stop(void *state) {
   x->c = NULL;
   xsnap *s = x->snap;
   x->snap = NULL;
+  snap_retire(s);
   snap_unref(s); /* calls still running keep theirs */
   x_unref(x);
 }

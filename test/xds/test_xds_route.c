@@ -7,10 +7,16 @@
  * grpc-core's messages; a route with a retry policy (retry_on unavailable,
  * num_retries 2) retries a call the backend (test/peers/retry_server.py)
  * fails once and gives up after 3 attempts, and a route without one does
- * not retry; a route config no longer naming cb makes the client drop its
- * CDS watch of cb, and calls with the header go to ca. */
+ * not retry; max_stream_duration (and grpc_timeout_header_max over it, A31)
+ * caps a call's deadline; a route config no longer naming cb and cslow
+ * makes the client drop its CDS watch of cb at once but of cslow only when
+ * the call that chose cslow ends, and calls with the header go to ca. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -102,10 +108,67 @@ static int attempts_of(grit_channel *ch, const char *key) {
   return n;
 }
 
-static bool cds_names_cb(const char *line) {
-  return strstr(line, "\"event\":\"request\"") &&
-         strstr(line, "envoy.config.cluster.v3.Cluster") &&
-         strstr(line, "\"cb\"");
+/* Within 10 s, the first CDS request after log line |from| whose names
+ * lack |gone|; its index, or -1. */
+static int cds_without(xcp *cp, int from, const char *gone) {
+  uint64_t t0 = now_ms();
+  char quoted[32];
+  snprintf(quoted, sizeof(quoted), "\"%s\"", gone);
+  while (now_ms() - t0 < 10000) {
+    for (int i = from; i < xcp_nlines(cp); i++) {
+      const char *l = xcp_line(cp, i);
+      if (strstr(l, "\"event\":\"request\"") &&
+          strstr(l, "envoy.config.cluster.v3.Cluster") && !strstr(l, quoted))
+        return i;
+    }
+    usleep(20000);
+  }
+  return -1;
+}
+
+/* A listening socket nobody accepts on: a connection to it never gets
+ * HTTP/2 settings, so calls routed there wait. Its port, or -1. */
+static int dead_listener(int *fd) {
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  *fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (*fd < 0 || bind(*fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+      listen(*fd, 64) != 0 ||
+      getsockname(*fd, (struct sockaddr *)&a, &len) != 0)
+    return -1;
+  return ntohs(a.sin_port);
+}
+
+/* A call held on cslow (no cap) until its own 8 s deadline. */
+typedef struct held {
+  grit_channel *ch;
+  grit_status_code code;
+} held;
+
+static void *hold_call(void *arg) {
+  held *h = arg;
+  grit_metadata *md = NULL;
+  grit_metadata_create(&md);
+  grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION,
+                      .timeout_ms = 8000,
+                      .metadata = md,
+                      .wait_for_ready = GRIT_WFR_ON};
+  grit_status st = {0};
+  grit_bytes resp = {0};
+  if (grit_unary_call(h->ch, "/slow.Svc/Hold", "", 0, &o, &resp, &st, NULL) ==
+      GRIT_OK)
+    h->code = st.code;
+  grit_metadata_destroy(md);
+  grit_bytes_free(&resp);
+  grit_status_free(&st);
+  return NULL;
+}
+
+static uint64_t calls_started(grit_channel *ch) {
+  grit_channel_stats st = GRIT_CHANNEL_STATS_INIT;
+  grit_channel_get_stats(ch, &st);
+  return st.calls_started;
 }
 
 int main(void) {
@@ -138,6 +201,11 @@ int main(void) {
   }
   snprintf(buf, sizeof(buf), "%d", xcp_port(retry));
   setenv("R", buf, 1);
+  int dead_fd;
+  int dead = dead_listener(&dead_fd);
+  CHECK(dead > 0);
+  snprintf(buf, sizeof(buf), "%d", dead);
+  setenv("DEAD", buf, 1);
   xcp *cp = xcp_start(scenario, 0);
   if (!cp) {
     fprintf(stderr, "cannot start the control plane\n");
@@ -213,23 +281,48 @@ int main(void) {
   CHECK(n5 == 3);
   CHECK(np == 1);
 
-  /* A route config no longer naming cb: the client stops watching cb (its
-   * next CDS request leaves it out) and x-cluster: b goes to ca. */
+  /* A31: max_stream_duration 300 ms caps a call whose own deadline is 20 s
+   * (the cluster never becomes usable); grpc_timeout_header_max 300 ms wins
+   * over max_stream_duration 60 s. */
+  const char *paths[] = {"/slow.Svc/Cap", "/slow.Svc/HeaderMax"};
+  for (int i = 0; i < 2; i++) {
+    uint64_t t0 = now_ms();
+    grit_status_code code =
+        call(ch, paths[i], "", NULL, NULL, 0, msg, sizeof(msg));
+    uint64_t took = now_ms() - t0;
+    printf("%s: %s after %llu ms\n", paths[i], grit_status_code_name(code),
+           (unsigned long long)took);
+    CHECK(code == GRIT_STATUS_DEADLINE_EXCEEDED);
+    CHECK(took >= 290 && took < 15000);
+  }
+
+  /* A route config no longer naming cb and cslow: the client stops
+   * watching cb at once, but cslow only once the call that chose it ends
+   * (grpc-core keeps a cluster while a call uses it); x-cluster: b then
+   * goes to ca. */
+  held h = {.ch = ch, .code = GRIT_STATUS_OK};
+  uint64_t held_t0 = now_ms();
+  uint64_t before = calls_started(ch);
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, hold_call, &h) == 0);
+  for (int i = 0; i < 1000 && calls_started(ch) == before; i++)
+    usleep(10000); /* started on the loop: its route is chosen */
   int mark = xcp_nlines(cp);
   xcp_cmd(cp, "update drop_cb");
-  bool dropped = false;
-  uint64_t t0 = now_ms();
-  while (!dropped && now_ms() - t0 < 10000) {
-    for (int i = mark; i < xcp_nlines(cp) && !dropped; i++) {
-      const char *l = xcp_line(cp, i);
-      dropped = strstr(l, "\"event\":\"request\"") &&
-                strstr(l, "envoy.config.cluster.v3.Cluster") &&
-                !cds_names_cb(l);
-    }
-    if (!dropped)
-      usleep(20000);
+  int no_cb = cds_without(cp, mark, "cb");
+  CHECK(no_cb >= 0);
+  if (no_cb >= 0) {
+    printf("after the update: %s\n", xcp_line(cp, no_cb));
+    CHECK(strstr(xcp_line(cp, no_cb), "\"cslow\"") != NULL);
   }
-  CHECK(dropped);
+  pthread_join(th, NULL);
+  printf("held call: %s after %llu ms\n", grit_status_code_name(h.code),
+         (unsigned long long)(now_ms() - held_t0));
+  CHECK(h.code == GRIT_STATUS_DEADLINE_EXCEEDED);
+  int no_slow = cds_without(cp, no_cb >= 0 ? no_cb : mark, "cslow");
+  CHECK(no_slow >= 0);
+  if (no_slow >= 0)
+    printf("after the held call ended: %s\n", xcp_line(cp, no_slow));
   run_lb(ch, 20, "x-cluster", "b", count, &failed);
   printf("after drop_cb: x-cluster: b: b0 %d, b1 %d, failed %d\n", count[0],
          count[1], failed);
@@ -242,5 +335,6 @@ int main(void) {
   xcp_stop(cp);
   xcp_stop(retry);
   xcp_stop(backends);
+  close(dead_fd);
   return failures ? 1 : 0;
 }
