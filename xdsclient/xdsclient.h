@@ -55,7 +55,7 @@ void grit_xdsc_last_nack(grit_xdsc *c, xds_kind k, char *buf, size_t size);
  * Register the "xds" scheme with channel/: afterwards grit_channel_create
  * with "xds:///name" reads the bootstrap from GRPC_XDS_BOOTSTRAP or
  * GRPC_XDS_BOOTSTRAP_CONFIG when first used and serves the listener
- * |name| (one cluster per listener, round_robin over its endpoints; see
+ * |name| (a route per call, one child policy per cluster; see
  * docs/xds.md). Thread: any. Returns GRIT_OK or GRIT_ERR_NOMEM. */
 grit_err grit_xds_resolver_register(void);
 
