@@ -225,12 +225,8 @@ static void attempt_start_stream(call_attempt *a, grit_transport *t) {
 static void attempt_pick(call_attempt *a) {
   grit_call *c = a->c;
   grit_pick_args pa = {.metadata = c->metadata, /* LP-03 */
-                       .want_detail = c->ch->o.observer != NULL};
-  if (c->route) { /* issue 27: the route's cluster and hash (A28, A42) */
-    pa.cluster = c->route->cluster;
-    pa.has_hash = c->route->has_hash;
-    pa.hash = c->route->hash;
-  }
+                       .want_detail = c->ch->o.observer != NULL,
+                       .route = c->route ? &c->route->pick : NULL};
   grit_pick_result r = grit_channel_pick(c->ch, &pa);
   grit_free(a->skipped); /* issue 15: kept only when the pick passed over */
   a->skipped = r.skipped && r.skipped[0] ? grit_strdup(r.skipped) : NULL;

@@ -344,9 +344,12 @@ static grit_err call_add_idempotency_key(grit_call *c) {
 /* Issue 27 (gRFC A28): an ext front (xDS) chooses the call's route before
  * its first attempt: the cluster, the retry policy and timeout that replace
  * the method config's, the ring_hash hash. False: the call was failed
- * (no route, a non-forwarding route, out of memory). */
-static bool call_route_select(grit_call *c) {
+ * (no route, a non-forwarding route, out of memory). Kept out of line: its
+ * message buffer must not cost the calls of other channels a frame. */
+__attribute__((noinline)) static bool call_route_select(grit_call *c) {
   grit_channel *ch = c->ch;
+  if (!ch->ext_ops->select)
+    return true; /* the front does not route calls */
   grit_ext_route *r = grit_calloc(1, sizeof(*r));
   if (!r) {
     grit_call_fail_on_loop(c, GRIT_STATUS_RESOURCE_EXHAUSTED,
@@ -366,6 +369,9 @@ static bool call_route_select(grit_call *c) {
     return false;
   }
   c->route = r;
+  /* A31: max_stream_duration caps the deadline (the call's own timeout is
+   * only ever read to set the deadline). */
+  c->timeout_ms = min_nonzero(c->timeout_ms, r->timeout_ms);
   return true;
 }
 
@@ -409,11 +415,10 @@ static void call_policy_setup(grit_call *c, grit_callsm_config *k) {
 static void call_apply_config(grit_call *c, uint64_t start_ms,
                               grit_callsm_config *k) {
   c->config = grit_channel_config_ref(c->ch);
+  /* Issue 27: a routed call has no method config (its route replaces it). */
   c->mcfg = c->route ? NULL : call_find_method(c);
   const grit_method_cfg *m = c->mcfg;
   uint64_t timeout_ms = c->timeout_ms;
-  if (c->route) /* A31: max_stream_duration caps the deadline */
-    timeout_ms = min_nonzero(timeout_ms, c->route->timeout_ms);
   if (m && m->has_timeout) {
     uint64_t cfg_ms = grit_ns_to_ms_ceil(m->timeout_ns);
     timeout_ms = min_nonzero(timeout_ms, cfg_ms ? cfg_ms : 1);
@@ -461,7 +466,7 @@ static void call_fail_oversize(grit_call *c, size_t len) {
 void grit_call_config_ready(grit_call *c) {
   if (c->state == CALL_DONE)
     return;
-  if (c->ch->ext_ops && c->ch->ext_ops->select && !call_route_select(c))
+  if (c->ch->ext_ops && !call_route_select(c))
     return;
   grit_callsm_config k;
   call_apply_config(c, c->start_ms, &k);

@@ -371,11 +371,10 @@ grit_svccfg *grit_channel_config_ref(grit_channel *ch) {
 
 bool grit_channel_config_pending(grit_channel *ch) {
   ch_start(ch);
-  if (ch->have_resolver_result)
-    return false;
   if (ch->ext_ops) /* issue 27: a route is chosen from the front's result */
-    return ch->ext_started;
-  return ch->resolver && !ch->o.ignore_resolver_config;
+    return !ch->have_resolver_result && ch->ext_started;
+  return !ch->have_resolver_result && ch->resolver &&
+         !ch->o.ignore_resolver_config;
 }
 
 void grit_channel_retry_queued(grit_channel *ch) {

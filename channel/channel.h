@@ -30,12 +30,13 @@ typedef struct grit_channel grit_channel;
 /* One call's route (issue 27; gRFC A28, A31, A42, A44), as |select|
  * answers it. Everything it points to lives until |release|. */
 typedef struct grit_ext_route {
-  const char *cluster;            /* the cluster manager's child to pick in */
+  /* What the pick sees: the cluster (the cluster manager's child to pick
+   * in) and the hash a hash policy gave (ring_hash). First, so that the
+   * pick arguments take the route as it is. */
+  grit_pick_route pick;
   const grit_retry_policy *retry; /* the route's retry policy; NULL: none */
   uint64_t timeout_ms;            /* caps the call's deadline; 0: none */
-  bool has_hash;                  /* a hash policy gave |hash| (ring_hash) */
-  uint64_t hash;
-  void *hold[2]; /* the front's, for |release| */
+  void *hold[2];                  /* the front's, for |release| */
 } grit_ext_route;
 
 typedef struct grit_ext_resolver_ops {

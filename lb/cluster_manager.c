@@ -208,7 +208,7 @@ static grit_pick_result cm_pick(grit_lb_policy *p, const grit_pick_args *args) {
   cm_policy *cm = (cm_policy *)p;
   grit_pick_result r = {.kind = GRIT_PICK_FAIL,
                         .code = GRIT_STATUS_UNAVAILABLE};
-  const char *name = args ? args->cluster : NULL;
+  const char *name = args && args->route ? args->route->cluster : NULL;
   cm_child *k = name ? cm_find(cm, name) : NULL;
   if (!k) {
     r.message = name ? "xds cluster manager picker: unknown cluster"

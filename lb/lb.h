@@ -117,6 +117,15 @@ typedef struct grit_subchannel_args {
   bool health_applies;    /* set by round_robin: honour A17 health */
 } grit_subchannel_args;
 
+/* What a pick learns of the call's xDS route (issue 27; gRFC A28, A42):
+ * the cluster it chose (the cluster manager's child) and the route's
+ * request hash for ring_hash (has_hash false: none). */
+typedef struct grit_pick_route {
+  const char *cluster;
+  bool has_hash;
+  uint64_t hash;
+} grit_pick_route;
+
 /* What a pick may look at (SPEC LP-03): the call's request metadata, for
  * ring_hash's requestHashHeader (A76). Borrowed for the pick. */
 typedef struct grit_pick_args {
@@ -124,12 +133,8 @@ typedef struct grit_pick_args {
   /* Someone reads grit_pick_result.detail (an attempt observer): policies
    * whose detail costs formatting write it only then. */
   bool want_detail;
-  /* Issue 27 (gRFC A28, A42): the cluster the call's xDS route chose (the
-   * cluster manager's child; NULL on other channels), and the route's
-   * request hash for ring_hash (has_hash false: none). */
-  const char *cluster;
-  bool has_hash;
-  uint64_t hash;
+  /* Issue 27: the call's xDS route, or NULL on other channels. */
+  const struct grit_pick_route *route;
 } grit_pick_args;
 
 /* Results of a pick (SPEC LB-03, RT-12). */

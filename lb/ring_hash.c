@@ -365,9 +365,10 @@ static grit_pick_result rh_pick(grit_lb_policy *p, const grit_pick_args *args) {
         rh->list.n ? "ring hash: out of memory building the ring" : rh->error;
     return r;
   }
-  uint64_t hash = args && args->has_hash ? args->hash : 0;
+  const grit_pick_route *route = args ? args->route : NULL;
+  uint64_t hash = route && route->has_hash ? route->hash : 0;
   /* A42: the xDS route's hash policy, else A76's header, else random. */
-  bool random = !(args && args->has_hash) &&
+  bool random = !(route && route->has_hash) &&
                 (!rh->header || !args || !rh_header_hash(rh, args, &hash));
   if (random)
     hash = grit_rng_next(rh->a.rng);

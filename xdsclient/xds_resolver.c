@@ -382,11 +382,11 @@ static grit_status_code xr_select(void *state, const char *path,
     return code;
   xcl *cl = snap_cluster(s, ch.cluster);
   const xroute *xr = &s->routes[ch.index];
-  out->cluster = cl->name;
+  out->pick.cluster = cl->name;
+  out->pick.has_hash = ch.has_hash;
+  out->pick.hash = ch.hash;
   out->retry = xr->has_retry ? &xr->retry : NULL;
   out->timeout_ms = xr->timeout_ms;
-  out->has_hash = ch.has_hash;
-  out->hash = ch.hash;
   out->hold[0] = s;
   out->hold[1] = cl;
   s->refs++;

@@ -307,21 +307,22 @@ static void test_cluster_manager(void) {
   ASSERT_OK(grit_lb_cm_update(p, kids, 2));
   ASSERT_EQ(cm_state, GRIT_STATE_CONNECTING);
   p->vt->exit_idle(p);
-  grit_pick_args pa = {.cluster = "wait"};
+  grit_pick_route pr = {.cluster = "wait"};
+  grit_pick_args pa = {.route = &pr};
   ASSERT_EQ(p->vt->pick(p, &pa).kind, GRIT_PICK_QUEUE);
-  pa.cluster = "bad";
+  pr.cluster = "bad";
   grit_pick_result r = p->vt->pick(p, &pa);
   ASSERT_EQ(r.kind, GRIT_PICK_FAIL);
   ASSERT_EQ(r.code, GRIT_STATUS_UNAVAILABLE);
   ASSERT_STR_EQ(r.message, "xds: cluster bad does not exist");
-  pa.cluster = "nope";
+  pr.cluster = "nope";
   r = p->vt->pick(p, &pa);
   ASSERT_EQ(r.kind, GRIT_PICK_FAIL);
   ASSERT_STR_EQ(r.message, "xds cluster manager picker: unknown cluster");
   /* Only the failed one left: TRANSIENT_FAILURE; "wait" is gone. */
   ASSERT_OK(grit_lb_cm_update(p, &kids[1], 1));
   ASSERT_EQ(cm_state, GRIT_STATE_TRANSIENT_FAILURE);
-  pa.cluster = "wait";
+  pr.cluster = "wait";
   ASSERT_EQ(p->vt->pick(p, &pa).kind, GRIT_PICK_FAIL);
   ASSERT_OK(grit_lb_cm_update(p, NULL, 0));
   ASSERT_EQ(cm_state, GRIT_STATE_IDLE);
