@@ -153,7 +153,17 @@ grit_err grit_lb_cm_update(grit_lb_policy *p, const grit_lb_cm_child *kids,
     return GRIT_ERR_NOMEM;
   grit_err rv = GRIT_OK;
   size_t made = 0;
+  const grit_lb_cm_child **src = grit_calloc(n ? n : 1, sizeof(*src));
+  if (!src) {
+    grit_free(next);
+    return GRIT_ERR_NOMEM;
+  }
   for (size_t i = 0; i < n; i++) {
+    bool dup = false; /* a name listed twice: its first entry counts */
+    for (size_t j = 0; j < made && !dup; j++)
+      dup = strcmp(next[j]->name, kids[i].name) == 0;
+    if (dup)
+      continue;
     cm_child *k = cm_find(cm, kids[i].name);
     if (!k) {
       k = grit_calloc(1, sizeof(*k));
@@ -165,6 +175,7 @@ grit_err grit_lb_cm_update(grit_lb_policy *p, const grit_lb_cm_child *kids,
       k->cm = cm;
       k->state = GRIT_STATE_CONNECTING;
     }
+    src[made] = &kids[i];
     next[made++] = k;
   }
   if (rv != GRIT_OK) { /* free the new ones only; the old list stays */
@@ -172,6 +183,7 @@ grit_err grit_lb_cm_update(grit_lb_policy *p, const grit_lb_cm_child *kids,
       if (!cm_find(cm, next[i]->name))
         kid_free(next[i]);
     grit_free(next);
+    grit_free(src);
     return rv;
   }
   /* Children no longer listed go (their connections drain). */
@@ -186,11 +198,12 @@ grit_err grit_lb_cm_update(grit_lb_policy *p, const grit_lb_cm_child *kids,
   cm->kids = next;
   cm->n = made;
   cm->updating = true;
-  for (size_t i = 0; i < n; i++) {
-    grit_err e = kid_apply(cm, next[i], &kids[i]);
+  for (size_t i = 0; i < made; i++) {
+    grit_err e = kid_apply(cm, next[i], src[i]);
     if (e != GRIT_OK)
       rv = e;
   }
+  grit_free(src);
   cm->updating = false;
   cm_publish(cm);
   return rv;
