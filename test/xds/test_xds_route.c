@@ -336,5 +336,11 @@ int main(void) {
   xcp_stop(retry);
   xcp_stop(backends);
   close(dead_fd);
+  CHECK(grit_xdsc_wait_all_freed(10000)); /* the ADS stream's worker */
+  grit_default_runtime_shutdown();
+  if (failures)
+    fprintf(stderr, "%d failures\n", failures);
+  else
+    printf("ok\n");
   return failures ? 1 : 0;
 }
