@@ -361,8 +361,10 @@ __attribute__((noinline)) static bool call_route_select(grit_call *c) {
   if (ch->ext_started)
     code = ch->ext_ops->select(ch->ext_state, c->method, c->metadata, r, msg,
                                sizeof(msg));
-  else
-    grit_str_copy(msg, sizeof(msg), ch->resolve_error);
+  else /* its start failed (resolve_error says why) */
+    snprintf(msg, sizeof(msg), "%s",
+             ch->resolve_error[0] ? ch->resolve_error
+                                  : "the target's resolver is not running");
   if (code != GRIT_STATUS_OK) {
     grit_free(r);
     grit_call_fail_on_loop(c, code, msg);
