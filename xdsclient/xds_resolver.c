@@ -62,6 +62,7 @@ struct xres {
   grit_rng rng;         /* runtime fractions and weighted picks (loop) */
   uint64_t channel_id;  /* A42's io.grpc.channel_id hash */
   xsnap *snap;          /* the route table in force, or NULL (loop) */
+  char why[512];        /* why there is none (loop), or "" */
   pthread_mutex_t mu;   /* what the watchers write, and the cluster list */
   xds_resource *res[2]; /* the Listener and RouteConfiguration */
   char *watched[2];     /* the name watched of each */
@@ -369,10 +370,8 @@ static grit_status_code xr_select(void *state, const char *path,
   xres *x = state;
   xsnap *s = x->snap;
   if (!s) {
-    pthread_mutex_lock(&x->mu);
     snprintf(msg, msg_size, "%s",
-             x->err[0] ? x->err : "xds: no route configuration");
-    pthread_mutex_unlock(&x->mu);
+             x->why[0] ? x->why : "xds: no route configuration yet");
     return GRIT_STATUS_UNAVAILABLE;
   }
   xds_choice ch;
@@ -568,12 +567,14 @@ static void deliver(xres *x) {
     x->snap = NULL;
     snap_retire(old);
     snap_unref(old);
+    snprintf(x->why, sizeof(x->why), "%s", err);
     grit_channel_ext_result(x->ch, NULL, 0, NULL, err);
   } else if (vh && (!x->snap || x->snap->lds != lds || x->snap->rds != rds)) {
     xsnap *s = snap_build(x, lds, rds, vh);
     if (!s) {
       grit_channel_ext_result(x->ch, NULL, 0, NULL, "xds: out of memory");
     } else {
+      x->why[0] = '\0';
       xsnap *old = x->snap;
       x->snap = s;
       snap_retire(old); /* clusters only it named go when no call uses them */
