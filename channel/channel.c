@@ -239,10 +239,14 @@ static void ch_on_resolved(void *ctx, const grit_resolver_result *r) {
   }
   ch->resolve_error[0] = '\0';
   grit_lb_policy *p = NULL;
-  if (grit_channel_lb_select(ch, ch_lb_choice(ch->config), &p) != GRIT_OK ||
+  const grit_lb_node *tree = ch->ext_tree; /* issue 27: an xDS cluster */
+  if (grit_channel_lb_select(
+          ch, tree ? grit_lb_node_vt(tree) : ch_lb_choice(ch->config), &p) !=
+          GRIT_OK ||
       grit_channel_lb_configure(ch, p) != GRIT_OK ||
       p->vt->update_addresses(p, r->addrs, r->naddrs, ch_shuffle(ch)) !=
-          GRIT_OK) {
+          GRIT_OK ||
+      (tree && p->vt->update_node(p, tree) != GRIT_OK)) {
     snprintf(ch->resolve_error, sizeof(ch->resolve_error),
              "out of memory applying resolver result");
     grit_channel_set_state(ch, GRIT_STATE_TRANSIENT_FAILURE);

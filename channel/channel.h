@@ -48,5 +48,12 @@ void grit_channel_ext_kick(grit_channel *ch);
  * channel has no addresses). */
 void grit_channel_ext_result(grit_channel *ch, const grit_addr *addrs, size_t n,
                              const char *config_json, const char *error);
+/* Loop thread: a result whose LB policy is a tree (an xDS cluster, issue
+ * 27): the channel's policy becomes grit_lb_node_vt(|root|), given |root|
+ * (borrowed for the call) with update_node; |config_json| as above. */
+struct grit_lb_node;
+void grit_channel_ext_result_tree(grit_channel *ch,
+                                  const struct grit_lb_node *root,
+                                  const char *config_json);
 
 #endif

@@ -202,6 +202,9 @@ struct grit_channel {
   void *ext_state;
   bool ext_started;
   grit_task ext_task;
+  /* During grit_channel_ext_result_tree only: the tree the policy is made
+   * of (issue 27). */
+  const grit_lb_node *ext_tree;
   grit_lb_slot lb_slots[2];
   grit_lb_slot *lb;         /* answers picks; NULL until the first result */
   grit_lb_slot *lb_pending; /* a policy switch under way (policy.c) */
@@ -367,6 +370,10 @@ typedef struct call_attempt {
   struct grit_call *c;
   grit_stream *stream;
   grit_transport *transport;
+  /* The pick's done hook (xds_cluster_impl's calls in flight, issue 27):
+   * called once when the picked stream ends or cannot start. */
+  void (*pick_done)(void *ctx);
+  void *pick_done_ctx;
   uint32_t number; /* 1-based; what grpc-previous-rpc-attempts counts */
   uint8_t slot;    /* in c->sm and c->att */
   grit_attempt_kind kind;

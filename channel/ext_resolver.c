@@ -100,3 +100,11 @@ void grit_channel_ext_result(grit_channel *ch, const grit_addr *addrs, size_t n,
   };
   grit_channel_on_resolved(ch, &r);
 }
+
+void grit_channel_ext_result_tree(grit_channel *ch,
+                                  const struct grit_lb_node *root,
+                                  const char *config_json) {
+  ch->ext_tree = root;
+  grit_channel_ext_result(ch, NULL, 0, config_json, NULL);
+  ch->ext_tree = NULL;
+}

@@ -1,10 +1,10 @@
 /* The xds resolver front (gRFC A27, A28; SPEC XD-01, XD-02): a channel
  * made with "xds:///name" watches the Listener |name|, its
  * RouteConfiguration, the cluster its routes name and that cluster's
- * ClusterLoadAssignment, and hands the channel the endpoints (HEALTHY or
- * UNKNOWN, of the first priority that has any) with round_robin (or
- * least_request for a LEAST_REQUEST cluster), through
- * channel/'s ext resolver hook. This slice serves one cluster per
+ * ClusterLoadAssignment, and hands the channel the cluster's LB policy
+ * tree (priorities, localities, drops, circuit breaker, the cluster's
+ * policy; xdsclient/cluster_lb.c, issue 27) through channel/'s ext
+ * resolver hook. This slice serves one cluster per
  * listener: routes naming more than one cluster (or weighted clusters)
  * fail the channel's calls with a message saying so (docs/xds.md). */
 #include <stdio.h>
@@ -146,12 +146,6 @@ static void deliver(xres *x, xds_resource **res) {
     if (cl->type != XDS_CLUSTER_EDS)
       snprintf(err, sizeof(err),
                "xds: cluster %s: only EDS clusters are served yet", cluster);
-    else if (cl->lb.kind != XDS_LB_ROUND_ROBIN &&
-             cl->lb.kind != XDS_LB_LEAST_REQUEST)
-      snprintf(err, sizeof(err),
-               "xds: cluster %s: only ROUND_ROBIN and LEAST_REQUEST are "
-               "served yet",
-               cluster);
     else
       eds = cl->eds_service_name ? cl->eds_service_name : cluster;
   }
@@ -159,16 +153,6 @@ static void deliver(xres *x, xds_resource **res) {
     snprintf(err, sizeof(err), "xds: out of memory");
   const xds_endpoints *e =
       eds && res[XDS_ENDPOINTS] ? &res[XDS_ENDPOINTS]->u.endpoints : NULL;
-  /* The cluster's policy onto lb/ where the mapping is direct. */
-  char config[128];
-  if (cl && cl->lb.kind == XDS_LB_LEAST_REQUEST)
-    snprintf(config, sizeof(config),
-             "{\"loadBalancingConfig\":[{\"least_request_experimental\":"
-             "{\"choiceCount\":%u}}]}",
-             cl->lb.choice_count);
-  else
-    snprintf(config, sizeof(config),
-             "{\"loadBalancingConfig\":[{\"round_robin\":{}}]}");
   pthread_mutex_lock(&x->mu);
   if (x->err[0] && !err[0])
     snprintf(err, sizeof(err), "%s", x->err);
@@ -179,38 +163,19 @@ static void deliver(xres *x, xds_resource **res) {
   }
   if (!e)
     return; /* not all there yet: the channel stays CONNECTING */
-  /* The first priority with a usable endpoint; within it every locality's
-   * HEALTHY and UNKNOWN endpoints (UNHEALTHY, DRAINING and the rest out). */
-  size_t total = 0;
-  for (size_t i = 0; i < e->nlocalities; i++)
-    total += e->localities[i].nendpoints;
-  grit_addr *addrs = total ? grit_calloc(total, sizeof(*addrs)) : NULL;
-  if (total && !addrs) {
+  /* Issue 27: the cluster's policy tree (xdsclient/cluster_lb.c). */
+  grit_xds_lb_tree *t = NULL;
+  if (grit_xds_lb_tree_build(cluster, cl, e, &t) != GRIT_OK) {
     grit_channel_ext_result(x->ch, NULL, 0, NULL, "xds: out of memory");
     return;
   }
-  size_t n = 0;
-  for (uint32_t prio = 0; prio < e->npriorities && n == 0; prio++) {
-    for (size_t i = 0; i < e->nlocalities; i++) {
-      const xds_locality *loc = &e->localities[i];
-      if (loc->priority != prio || loc->weight == 0)
-        continue;
-      for (size_t j = 0; j < loc->nendpoints; j++) {
-        const xds_endpoint *ep = &loc->endpoints[j];
-        if (ep->health != XDS_HEALTH_HEALTHY &&
-            ep->health != XDS_HEALTH_UNKNOWN)
-          continue;
-        if (grit_addr_from_ip(&addrs[n], ep->host, ep->port) == GRIT_OK)
-          n++;
-      }
-    }
-  }
-  if (n == 0)
+  if (grit_xds_lb_tree_addresses(t) == 0)
     grit_channel_ext_result(x->ch, NULL, 0, NULL,
                             "xds: no healthy endpoint in any priority");
   else
-    grit_channel_ext_result(x->ch, addrs, n, config, NULL);
-  grit_free(addrs);
+    grit_channel_ext_result_tree(x->ch, grit_xds_lb_tree_root(t),
+                                 grit_xds_lb_tree_config_json(t));
+  grit_xds_lb_tree_free(t);
 }
 
 static void xr_kick(void *state) {

@@ -59,4 +59,22 @@ void grit_xdsc_last_nack(grit_xdsc *c, xds_kind k, char *buf, size_t size);
  * docs/xds.md). Thread: any. Returns GRIT_OK or GRIT_ERR_NOMEM. */
 grit_err grit_xds_resolver_register(void);
 
+/* ---- cluster_lb.c: a cluster's LB policy tree (issue 27; SPEC XD-03) ----
+ * xds_cluster_impl over priority over weighted_target (localities) over
+ * the cluster's policy, from the Cluster |cl| named |cluster_name| and its
+ * ClusterLoadAssignment |e|. The tree borrows |cluster_name| and |e|'s
+ * drop categories: use it while they live. Returns GRIT_OK or
+ * GRIT_ERR_NOMEM. */
+typedef struct grit_xds_lb_tree grit_xds_lb_tree;
+struct grit_lb_node;
+grit_err grit_xds_lb_tree_build(const char *cluster_name, const xds_cluster *cl,
+                                const xds_endpoints *e, grit_xds_lb_tree **out);
+const struct grit_lb_node *grit_xds_lb_tree_root(const grit_xds_lb_tree *t);
+/* The cluster's endpoint-picking policy as a service config (what the
+ * channel's config observers see); lives as long as |t|. */
+const char *grit_xds_lb_tree_config_json(const grit_xds_lb_tree *t);
+/* How many usable endpoints (HEALTHY or UNKNOWN) the tree holds. */
+size_t grit_xds_lb_tree_addresses(const grit_xds_lb_tree *t);
+void grit_xds_lb_tree_free(grit_xds_lb_tree *t);
+
 #endif
