@@ -108,3 +108,7 @@ void grit_channel_ext_result_tree(grit_channel *ch,
   grit_channel_ext_result(ch, NULL, 0, config_json, NULL);
   ch->ext_tree = NULL;
 }
+
+uv_loop_t *grit_channel_ext_loop(grit_channel *ch) {
+  return &ch->rt->loop;
+}

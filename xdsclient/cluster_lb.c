@@ -256,3 +256,48 @@ grit_err grit_xds_lb_tree_build(const char *cluster_name, const xds_cluster *cl,
   *out = t;
   return GRIT_OK;
 }
+
+/* LOGICAL_DNS (A27): one priority, pick_first over the resolved
+ * addresses, under the cluster's circuit breaker. */
+grit_err grit_xds_lb_tree_build_dns(const char *cluster_name,
+                                    const xds_cluster *cl,
+                                    const grit_addr *addrs, size_t n,
+                                    grit_xds_lb_tree **out) {
+  *out = NULL;
+  grit_xds_lb_tree *t = grit_calloc(1, sizeof(*t));
+  if (!t)
+    return GRIT_ERR_NOMEM;
+  t->nodes = grit_calloc(1, sizeof(*t->nodes));
+  t->cfgs = grit_calloc(1, sizeof(*t->cfgs));
+  t->names = grit_calloc(1, sizeof(*t->names));
+  t->addrs = n ? grit_calloc(n, sizeof(*t->addrs)) : NULL;
+  if (!t->nodes || !t->cfgs || !t->names || (n && !t->addrs)) {
+    grit_xds_lb_tree_free(t);
+    return GRIT_ERR_NOMEM;
+  }
+  if (n)
+    memcpy(t->addrs, addrs, n * sizeof(*addrs));
+  t->naddrs = n;
+  grit_lb_params_default(&t->params);
+  snprintf(t->json, sizeof(t->json),
+           "{\"loadBalancingConfig\":[{\"pick_first\":{}}]}");
+  t->nodes[0] = (grit_lb_node){.kind = GRIT_LB_NODE_LEAF,
+                               .policy = &grit_lb_pick_first,
+                               .params = &t->params,
+                               .addrs = t->addrs,
+                               .naddrs = n};
+  snprintf(t->names[0], NAME_LEN, "priority-0");
+  t->cfgs[0] =
+      (grit_lb_child_cfg){.name = t->names[0], .weight = 1, .node = t->nodes};
+  t->prio = (grit_lb_node){
+      .kind = GRIT_LB_NODE_PRIORITY, .children = t->cfgs, .nchildren = 1};
+  t->root_child =
+      (grit_lb_child_cfg){.name = "priority", .weight = 1, .node = &t->prio};
+  t->root = (grit_lb_node){.kind = GRIT_LB_NODE_CLUSTER_IMPL,
+                           .children = &t->root_child,
+                           .nchildren = 1,
+                           .cluster = cluster_name,
+                           .max_requests = cl->max_requests};
+  *out = t;
+  return GRIT_OK;
+}

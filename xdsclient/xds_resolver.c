@@ -22,7 +22,13 @@ typedef struct xres {
   char *watched[XDS_KINDS]; /* the name watched of each kind */
   char err[256];            /* a does-not-exist, or "" */
   bool pending;
+  grit_xds_dns *dns; /* a LOGICAL_DNS cluster's resolver (loop thread) */
 } xres;
+
+static void dns_changed(void *ud) {
+  xres *x = ud;
+  grit_channel_ext_kick(x->ch);
+}
 
 static void slot_set(xres *x, xds_kind k, const char *name, xds_resource *r,
                      const char *err) {
@@ -143,12 +149,20 @@ static void deliver(xres *x, xds_resource **res) {
       cluster && res[XDS_CLUSTER] ? &res[XDS_CLUSTER]->u.cluster : NULL;
   const char *eds = NULL;
   if (cl) {
-    if (cl->type != XDS_CLUSTER_EDS)
-      snprintf(err, sizeof(err),
-               "xds: cluster %s: only EDS clusters are served yet", cluster);
-    else
+    if (cl->type == XDS_CLUSTER_EDS)
       eds = cl->eds_service_name ? cl->eds_service_name : cluster;
   }
+  /* Issue 27: a LOGICAL_DNS cluster's name through grit's DNS resolver. */
+  bool dns = cl && cl->type == XDS_CLUSTER_LOGICAL_DNS;
+  if (!dns || !grit_xds_dns_is(x->dns, cl->dns_host, cl->dns_port)) {
+    grit_xds_dns_stop(x->dns);
+    x->dns = NULL;
+  }
+  if (dns && !x->dns &&
+      grit_xds_dns_start(grit_channel_ext_loop(x->ch), cl->dns_host,
+                         cl->dns_port, dns_changed, x, &x->dns) != GRIT_OK)
+    snprintf(err, sizeof(err), "xds: cluster %s: cannot resolve %s", cluster,
+             cl->dns_host);
   if (cl && rewatch(x, XDS_ENDPOINTS, eds) != GRIT_OK)
     snprintf(err, sizeof(err), "xds: out of memory");
   const xds_endpoints *e =
@@ -161,17 +175,29 @@ static void deliver(xres *x, xds_resource **res) {
     grit_channel_ext_result(x->ch, NULL, 0, NULL, err);
     return;
   }
-  if (!e)
+  const grit_addr *da = NULL;
+  size_t dn = 0;
+  if (dns) {
+    const char *derr;
+    da = grit_xds_dns_addrs(x->dns, &dn, &derr);
+    if (!da && derr) {
+      grit_channel_ext_result(x->ch, NULL, 0, NULL, derr);
+      return;
+    }
+  }
+  if (dns ? !da : !e)
     return; /* not all there yet: the channel stays CONNECTING */
   /* Issue 27: the cluster's policy tree (xdsclient/cluster_lb.c). */
   grit_xds_lb_tree *t = NULL;
-  if (grit_xds_lb_tree_build(cluster, cl, e, &t) != GRIT_OK) {
+  if ((dns ? grit_xds_lb_tree_build_dns(cluster, cl, da, dn, &t)
+           : grit_xds_lb_tree_build(cluster, cl, e, &t)) != GRIT_OK) {
     grit_channel_ext_result(x->ch, NULL, 0, NULL, "xds: out of memory");
     return;
   }
   if (grit_xds_lb_tree_addresses(t) == 0)
     grit_channel_ext_result(x->ch, NULL, 0, NULL,
-                            "xds: no healthy endpoint in any priority");
+                            dns ? "xds: LOGICAL_DNS name has no address"
+                                : "xds: no healthy endpoint in any priority");
   else
     grit_channel_ext_result_tree(x->ch, grit_xds_lb_tree_root(t),
                                  grit_xds_lb_tree_config_json(t));
@@ -207,6 +233,8 @@ static void xr_kick(void *state) {
 
 static void xr_stop(void *state) {
   xres *x = state;
+  grit_xds_dns_stop(x->dns);
+  x->dns = NULL;
   for (int k = XDS_KINDS - 1; k >= 0; k--)
     (void)rewatch(x, (xds_kind)k, NULL);
   grit_xdsc_release(x->c);

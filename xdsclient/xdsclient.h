@@ -13,6 +13,9 @@
 #ifndef GRIT_XDSCLIENT_H
 #define GRIT_XDSCLIENT_H
 
+#include <uv.h>
+
+#include "transport/transport.h"
 #include "xds/ads.h"
 
 typedef struct grit_xdsc grit_xdsc;
@@ -76,5 +79,26 @@ const char *grit_xds_lb_tree_config_json(const grit_xds_lb_tree *t);
 /* How many usable endpoints (HEALTHY or UNKNOWN) the tree holds. */
 size_t grit_xds_lb_tree_addresses(const grit_xds_lb_tree *t);
 void grit_xds_lb_tree_free(grit_xds_lb_tree *t);
+/* A LOGICAL_DNS cluster's tree: pick_first over |addrs| (copied) under the
+ * cluster's circuit breaker. Returns GRIT_OK or GRIT_ERR_NOMEM. */
+grit_err grit_xds_lb_tree_build_dns(const char *cluster_name,
+                                    const xds_cluster *cl,
+                                    const grit_addr *addrs, size_t n,
+                                    grit_xds_lb_tree **out);
+
+/* ---- logical_dns.c: a LOGICAL_DNS cluster's name resolved by grit's
+ * DNS resolver (resolver/) on |loop|; loop thread only. |changed| runs on
+ * the loop after each result. ---- */
+typedef struct grit_xds_dns grit_xds_dns;
+grit_err grit_xds_dns_start(uv_loop_t *loop, const char *host, uint16_t port,
+                            void (*changed)(void *ud), void *ud,
+                            grit_xds_dns **out);
+/* Whether |d| resolves |host|:|port| (false for NULL). */
+bool grit_xds_dns_is(const grit_xds_dns *d, const char *host, uint16_t port);
+/* The addresses of the last good result (|*n| of them), or NULL before
+ * one; |*err| the lookup's error while there is none, else NULL. */
+const grit_addr *grit_xds_dns_addrs(const grit_xds_dns *d, size_t *n,
+                                    const char **err);
+void grit_xds_dns_stop(grit_xds_dns *d);
 
 #endif

@@ -12,7 +12,9 @@
  *  - priority 0 on a listener that never answers (TCP accepted by the
  *    kernel, no HTTP/2 SETTINGS): calls go to priority 1 once the 10 s
  *    failover timer fires, not before; priority 0 back on a live backend
- *    takes the calls back. */
+ *    takes the calls back;
+ *  - a LOGICAL_DNS cluster naming localhost is resolved by grit's DNS
+ *    resolver and served. */
 #include <arpa/inet.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -304,6 +306,11 @@ int main(void) {
   /* Priority 0 on a live backend takes back. */
   xcp_cmd(cp, "update p0_back");
   CHECK(run_on(ch, 1, 20));
+  /* A LOGICAL_DNS cluster: "localhost" resolved by grit's DNS resolver
+   * (c-ares), pick_first over its addresses (b2 listens on 127.0.0.1). */
+  xcp_cmd(cp, "update logical_dns");
+  CHECK(run_on(ch, 4, 20));
+  printf("LOGICAL_DNS localhost:%d: 20 calls in a row on b2\n", p[2]);
 
   grit_channel_destroy(ch);
   grit_channel_destroy(ctl);
