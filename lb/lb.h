@@ -249,6 +249,7 @@ struct grit_lb_node {
   const grit_od_params *od;
   const grit_addr *addrs;
   size_t naddrs;
+  bool shuffle; /* pick_first's shuffleAddressList */
   /* WEIGHTED_TARGET, PRIORITY (highest priority first), CLUSTER_IMPL (one
    * child). */
   const grit_lb_child_cfg *children;

@@ -81,7 +81,7 @@ grit_err grit_lb_kid_update(grit_lb_kid *k, const grit_subchannel_args *a,
     else if (k->p->vt->configure)
       rv = k->p->vt->configure(k->p, lp);
     if (rv == GRIT_OK)
-      rv = k->p->vt->update_addresses(k->p, n->addrs, n->naddrs, false);
+      rv = k->p->vt->update_addresses(k->p, n->addrs, n->naddrs, n->shuffle);
   } else {
     rv = k->p->vt->update_node(k->p, n);
   }

@@ -5,9 +5,11 @@
  *     priority (one child per EDS priority, failover after 10 s)
  *       weighted_target (one child per locality, the locality's weight)
  *         the cluster's policy over the locality's HEALTHY and UNKNOWN
- *         endpoints (round_robin, least_request, weighted_round_robin),
+ *         endpoints (round_robin, least_request, weighted_round_robin,
+ *         pick_first),
  *         inside outlier_detection when the cluster has one
- *       or, for RING_HASH (A42), ring_hash over the priority's endpoints.
+ *       or, for RING_HASH (A42) and a load_balancing_policy not inside
+ *       WrrLocality (A52), that policy over the priority's endpoints.
  *
  * Localities of weight 0 and localities without a usable endpoint are left
  * out; a priority left without localities fails over at once. */
@@ -30,6 +32,7 @@ struct grit_xds_lb_tree {
   grit_lb_drop *drops;
   grit_lb_params params;
   grit_od_params od;
+  bool shuffle;
   size_t naddrs;
   char json[400]; /* the endpoint-picking policy as a service config */
 };
@@ -63,6 +66,8 @@ static const grit_lb_policy_vtable *leaf_policy(const xds_lb_policy *lb,
     if (lb->error_penalty >= 0)
       p->wrr.error_penalty = lb->error_penalty;
     return &grit_lb_weighted_round_robin;
+  case XDS_LB_PICK_FIRST:
+    return &grit_lb_pick_first;
   }
   return &grit_lb_round_robin;
 }
@@ -136,6 +141,12 @@ static void leaf_json(const xds_lb_policy *lb, const grit_lb_params *p,
              (double)p->wrr.expiration_ms / 1000.0,
              (double)p->wrr.update_ms / 1000.0, p->wrr.error_penalty);
     return;
+  case XDS_LB_PICK_FIRST:
+    snprintf(buf, n,
+             "{\"loadBalancingConfig\":[{\"pick_first\":"
+             "{\"shuffleAddressList\":%s}}]}",
+             lb->shuffle ? "true" : "false");
+    return;
   case XDS_LB_ROUND_ROBIN:
     break;
   }
@@ -170,6 +181,7 @@ static void leaf_over(grit_xds_lb_tree *t, grit_lb_node *leaf,
   *leaf = (grit_lb_node){
       .kind = GRIT_LB_NODE_LEAF,
       .policy = vt,
+      .shuffle = t->shuffle,
       .params = &t->params,
       .od = od ? &t->od : NULL,
       .addrs = &t->addrs[first],
@@ -204,7 +216,10 @@ grit_err grit_xds_lb_tree_build(const char *cluster_name, const xds_cluster *cl,
   leaf_json(&cl->lb, &t->params, t->json, sizeof(t->json));
   if (cl->has_outlier)
     od_from(&cl->outlier, &t->od);
-  bool ring = cl->lb.kind == XDS_LB_RING_HASH;
+  t->shuffle = cl->lb.kind == XDS_LB_PICK_FIRST && cl->lb.shuffle;
+  /* A42, A52: ring_hash, and a typed policy outside WrrLocality, span each
+   * priority's endpoints; the others go per locality. */
+  bool ring = cl->lb.kind == XDS_LB_RING_HASH || cl->lb.per_priority;
   /* Priority p's entry is cfgs[p] / nodes[p]; the localities' leaves
    * follow, each priority's contiguous. */
   size_t np = e->npriorities;
@@ -214,7 +229,7 @@ grit_err grit_xds_lb_tree_build(const char *cluster_name, const xds_cluster *cl,
     snprintf(t->names[p], NAME_LEN, "priority-%u", p);
     t->cfgs[p] =
         (grit_lb_child_cfg){.name = t->names[p], .weight = 1, .node = pn};
-    if (ring) { /* A42: ring_hash spans the priority's localities */
+    if (ring) { /* one leaf over the priority's localities */
       leaf_over(t, pn, vt, cl->has_outlier, e, p, SIZE_MAX);
       continue;
     }

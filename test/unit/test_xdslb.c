@@ -553,6 +553,36 @@ static void test_tree_from_resources(void) {
   ASSERT_EQ(wl->params->wrr.update_ms, 1000);
   ASSERT(wl->params->wrr.error_penalty == 1.0);
   grit_xds_lb_tree_free(t);
+
+  /* A typed PickFirst outside WrrLocality (A52): pick_first over each
+   * priority's endpoints, shuffled as it asks. */
+  cl.lb = (xds_lb_policy){
+      .kind = XDS_LB_PICK_FIRST, .shuffle = true, .per_priority = true};
+  ASSERT_OK(grit_xds_lb_tree_build("svc", &cl, &eds, &t));
+  const grit_lb_node *pf = grit_xds_lb_tree_root(t)->children[0].node;
+  ASSERT_EQ(pf->children[0].node->kind, GRIT_LB_NODE_LEAF);
+  ASSERT(pf->children[0].node->policy == &grit_lb_pick_first);
+  ASSERT(pf->children[0].node->shuffle);
+  ASSERT_EQ(pf->children[0].node->naddrs, 3);
+  ASSERT_EQ(pf->children[1].node->naddrs, 1);
+  ASSERT(strstr(grit_xds_lb_tree_config_json(t),
+                "\"pick_first\":{\"shuffleAddressList\":true}") != NULL);
+  grit_xds_lb_tree_free(t);
+
+  /* LOGICAL_DNS: pick_first over the resolved addresses, under the
+   * circuit breaker. */
+  grit_addr da[2];
+  ASSERT_OK(grit_addr_from_ip(&da[0], "127.0.0.1", 7));
+  ASSERT_OK(grit_addr_from_ip(&da[1], "::1", 7));
+  ASSERT_OK(grit_xds_lb_tree_build_dns("dns", &cl, da, 2, &t));
+  const grit_lb_node *droot = grit_xds_lb_tree_root(t);
+  ASSERT_EQ(droot->max_requests, 7);
+  ASSERT_EQ(droot->ndrops, 0);
+  const grit_lb_node *dl = droot->children[0].node->children[0].node;
+  ASSERT(dl->policy == &grit_lb_pick_first);
+  ASSERT_EQ(dl->naddrs, 2);
+  ASSERT_STR_EQ(dl->addrs[1].text, "[::1]:7");
+  grit_xds_lb_tree_free(t);
 }
 
 /* ---- the whole tree on a loop, and out-of-memory sweeps ---- */
