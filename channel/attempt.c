@@ -16,10 +16,10 @@ static void attempt_pick(call_attempt *a);
 
 /* The policy that counted the pick hears that its stream is over. */
 static void attempt_pick_done(call_attempt *a) {
-  void (*done)(void *) = a->pick_done;
+  grit_pick_done *done = a->pick_done;
   if (done) {
     a->pick_done = NULL;
-    done(a->pick_done_ctx);
+    done->fn(done);
   }
 }
 
@@ -249,7 +249,6 @@ static void attempt_pick(call_attempt *a) {
   }
   if (r.kind == GRIT_PICK_COMPLETE) {
     a->pick_done = r.done;
-    a->pick_done_ctx = r.done_ctx;
     attempt_start_stream(a, r.transport);
     return;
   }

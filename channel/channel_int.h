@@ -372,8 +372,7 @@ typedef struct call_attempt {
   grit_transport *transport;
   /* The pick's done hook (xds_cluster_impl's calls in flight, issue 27):
    * called once when the picked stream ends or cannot start. */
-  void (*pick_done)(void *ctx);
-  void *pick_done_ctx;
+  grit_pick_done *pick_done;
   uint32_t number; /* 1-based; what grpc-previous-rpc-attempts counts */
   uint8_t slot;    /* in c->sm and c->att */
   grit_attempt_kind kind;

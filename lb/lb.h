@@ -149,11 +149,16 @@ typedef struct grit_pick_result {
    * costs formatting); borrowed until the next LB event. */
   const char *detail;
   /* Set by a policy that counts calls in flight (xds_cluster_impl, A32):
-   * called once when the stream of a COMPLETE pick ends, or at once when
-   * no stream could be started on |transport|. NULL: nothing to call. */
-  void (*done)(void *done_ctx);
-  void *done_ctx;
+   * done->fn(done) is called once when the stream of a COMPLETE pick
+   * ends, or at once when no stream could be started on |transport|.
+   * NULL: nothing to call. */
+  struct grit_pick_done *done;
 } grit_pick_result;
+
+/* A pick's end hook (above); the policy embeds it in what it counts. */
+typedef struct grit_pick_done {
+  void (*fn)(struct grit_pick_done *d);
+} grit_pick_done;
 
 /* The channel side of a policy: state publication and re-resolution. */
 typedef struct grit_lb_helper {

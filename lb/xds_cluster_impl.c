@@ -15,8 +15,9 @@
 #define CI_DEFAULT_MAX_REQUESTS 1024U /* A32 */
 
 typedef struct ci_counter {
-  uint64_t refs;      /* atomic: the policy and each call in flight */
-  uint64_t in_flight; /* atomic */
+  grit_pick_done done; /* first: a call's end hook */
+  uint64_t refs;       /* atomic: the policy and each call in flight */
+  uint64_t in_flight;  /* atomic */
 } ci_counter;
 
 typedef struct cluster_impl {
@@ -38,8 +39,8 @@ static void counter_unref(ci_counter *c) {
     grit_free(c);
 }
 
-static void ci_call_done(void *ctx) {
-  ci_counter *c = ctx;
+static void ci_call_done(grit_pick_done *d) {
+  ci_counter *c = GRIT_CONTAINER_OF(d, ci_counter, done);
   __atomic_sub_fetch(&c->in_flight, 1, __ATOMIC_RELAXED);
   counter_unref(c);
 }
@@ -63,6 +64,7 @@ static grit_err ci_create(const grit_subchannel_args *a,
   ci->a = *a;
   ci->h = *h;
   c->refs = 1;
+  c->done.fn = ci_call_done;
   ci->counter = c;
   ci->max_requests = CI_DEFAULT_MAX_REQUESTS;
   *out = &ci->base;
@@ -167,8 +169,7 @@ static grit_pick_result ci_pick(grit_lb_policy *p, const grit_pick_args *args) {
   }
   __atomic_add_fetch(&c->in_flight, 1, __ATOMIC_RELAXED);
   __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
-  r.done = ci_call_done;
-  r.done_ctx = c;
+  r.done = &c->done;
   return r;
 }
 

@@ -377,7 +377,7 @@ static void test_cluster_impl_drops(void) {
     } else {
       ASSERT_EQ(r.kind, GRIT_PICK_COMPLETE);
       ASSERT(r.done != NULL);
-      r.done(r.done_ctx);
+      r.done->fn(r.done);
     }
   }
   /* 50 % within 6 sigma: 5000 +- 300. */
@@ -428,7 +428,7 @@ static void test_cluster_impl_max_requests(void) {
   grit_lb_xds_cluster_impl_stats(p, &st);
   ASSERT_EQ(st.dropped_max_requests, 1);
   /* One ends: the next is picked. */
-  r1.done(r1.done_ctx);
+  r1.done->fn(r1.done);
   grit_pick_result r4 = p->vt->pick(p, &pa);
   ASSERT_EQ(r4.kind, GRIT_PICK_COMPLETE);
   ASSERT_EQ(p->vt->pick(p, &pa).kind, GRIT_PICK_DROP);
@@ -447,9 +447,9 @@ static void test_cluster_impl_max_requests(void) {
   ASSERT_EQ(st.in_flight, 3);
   /* Calls outlive the policy: their done hooks run after it is gone. */
   p->vt->destroy(p);
-  r2.done(r2.done_ctx);
-  r4.done(r4.done_ctx);
-  r5.done(r5.done_ctx);
+  r2.done->fn(r2.done);
+  r4.done->fn(r4.done);
+  r5.done->fn(r5.done);
 }
 
 /* ---- the tree from CDS + EDS (xdsclient/cluster_lb.c) ---- */
