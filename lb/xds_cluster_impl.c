@@ -3,7 +3,8 @@
  * Each pick first draws every EDS drop category in turn (a call is
  * dropped with probability per_million / 1e6 by the first category that
  * draws it), then checks the cluster's calls in flight against
- * max_requests (1024 unless CDS says otherwise): a dropped call fails
+ * max_requests (1024 unless CDS says otherwise) before the child picks:
+ * a dropped call fails
  * UNAVAILABLE at once, wait-for-ready or not, and is counted. A call
  * counts as in flight from its pick until its stream ends; the counter is
  * shared with the calls, so replacing the policy cannot leak it. */
@@ -149,12 +150,8 @@ static grit_pick_result ci_pick(grit_lb_policy *p, const grit_pick_args *args) {
       return r;
     }
   }
-  if (!ci->kid)
-    return r;
-  r = ci->kid->p->vt->pick(ci->kid->p, args);
-  if (r.kind != GRIT_PICK_COMPLETE)
-    return r;
-  /* A32: the circuit breaker counts picked calls only. */
+  /* A32, as grpc-core: over the limit the call fails before the child
+   * is asked. */
   ci_counter *c = ci->counter;
   if (__atomic_load_n(&c->in_flight, __ATOMIC_RELAXED) >= ci->max_requests) {
     __atomic_add_fetch(&ci->dropped_max, 1, __ATOMIC_RELAXED);
@@ -162,11 +159,16 @@ static grit_pick_result ci_pick(grit_lb_policy *p, const grit_pick_args *args) {
              "dropped by circuit breaker: cluster %s has %u calls in flight "
              "(max_requests)",
              ci->cluster, ci->max_requests);
-    r = (grit_pick_result){.kind = GRIT_PICK_DROP,
-                           .code = GRIT_STATUS_UNAVAILABLE,
-                           .message = ci->msg};
+    r.kind = GRIT_PICK_DROP;
+    r.code = GRIT_STATUS_UNAVAILABLE;
+    r.message = ci->msg;
     return r;
   }
+  if (!ci->kid)
+    return r;
+  r = ci->kid->p->vt->pick(ci->kid->p, args);
+  if (r.kind != GRIT_PICK_COMPLETE)
+    return r;
   __atomic_add_fetch(&c->in_flight, 1, __ATOMIC_RELAXED);
   __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
   r.done = &c->done;

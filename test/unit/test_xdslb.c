@@ -432,24 +432,30 @@ static void test_cluster_impl_max_requests(void) {
   grit_pick_result r4 = p->vt->pick(p, &pa);
   ASSERT_EQ(r4.kind, GRIT_PICK_COMPLETE);
   ASSERT_EQ(p->vt->pick(p, &pa).kind, GRIT_PICK_DROP);
-  /* A non-READY child's picks are not counted. */
+  /* Under the limit, a non-READY child's picks queue, uncounted. */
+  r4.done->fn(r4.done);
   leaf_set(31, GRIT_STATE_CONNECTING);
   grit_pick_result q = p->vt->pick(p, &pa);
   ASSERT_EQ(q.kind, GRIT_PICK_QUEUE);
   ASSERT(q.done == NULL);
+  grit_lb_xds_cluster_impl_stats(p, &st);
+  ASSERT_EQ(st.in_flight, 1);
+  ASSERT_EQ(st.dropped_max_requests, 2);
   /* The default is 1024 (A32). */
   node.max_requests = 0;
   ASSERT_OK(p->vt->update_node(p, &node));
   leaf_set(31, GRIT_STATE_READY);
   grit_pick_result r5 = p->vt->pick(p, &pa);
+  grit_pick_result r6 = p->vt->pick(p, &pa);
   ASSERT_EQ(r5.kind, GRIT_PICK_COMPLETE);
+  ASSERT_EQ(r6.kind, GRIT_PICK_COMPLETE);
   grit_lb_xds_cluster_impl_stats(p, &st);
   ASSERT_EQ(st.in_flight, 3);
   /* Calls outlive the policy: their done hooks run after it is gone. */
   p->vt->destroy(p);
   r2.done->fn(r2.done);
-  r4.done->fn(r4.done);
   r5.done->fn(r5.done);
+  r6.done->fn(r6.done);
 }
 
 /* ---- the tree from CDS + EDS (xdsclient/cluster_lb.c) ---- */
