@@ -247,8 +247,10 @@ typedef struct grit_lb_clock {
 
 struct grit_lb_node {
   grit_lb_node_kind kind;
-  /* LEAF: |policy| with |params| (NULL: defaults) over |addrs|, inside
-   * outlier_detection with |od| when that is non-NULL. */
+  /* Any kind: with |od| non-NULL the node is served inside
+   * outlier_detection with those settings (A50), counting every address
+   * under it. LEAF: |policy| with |params| (NULL: defaults) over
+   * |addrs|. */
   const grit_lb_policy_vtable *policy;
   const grit_lb_params *params;
   const grit_od_params *od;

@@ -7,9 +7,11 @@
 #include <string.h>
 
 const grit_lb_policy_vtable *grit_lb_node_vt(const grit_lb_node *n) {
+  if (n->od)
+    return &grit_lb_outlier_detection; /* over the rest of the node */
   switch (n->kind) {
   case GRIT_LB_NODE_LEAF:
-    return n->od ? &grit_lb_outlier_detection : n->policy;
+    return n->policy;
   case GRIT_LB_NODE_WEIGHTED_TARGET:
     return &grit_lb_weighted_target;
   case GRIT_LB_NODE_PRIORITY:
@@ -69,16 +71,14 @@ grit_err grit_lb_kid_update(grit_lb_kid *k, const grit_subchannel_args *a,
     }
   }
   grit_err rv = GRIT_OK;
-  if (n->kind == GRIT_LB_NODE_LEAF) {
+  if (n->kind == GRIT_LB_NODE_LEAF && !n->od) {
     grit_lb_params dflt;
     const grit_lb_params *lp = n->params;
     if (!lp) {
       grit_lb_params_default(&dflt);
       lp = &dflt;
     }
-    if (n->od)
-      rv = grit_lb_od_configure_child(k->p, n->policy, n->od, lp);
-    else if (k->p->vt->configure)
+    if (k->p->vt->configure)
       rv = k->p->vt->configure(k->p, lp);
     if (rv == GRIT_OK)
       rv = k->p->vt->update_addresses(k->p, n->addrs, n->naddrs, n->shuffle);
@@ -98,6 +98,31 @@ void grit_lb_kid_free(grit_lb_kid *k) {
     k->p->vt->destroy(k->p);
   grit_free(k->name);
   grit_free(k);
+}
+
+static size_t count_addrs(const grit_lb_node *n) {
+  size_t c = n->naddrs;
+  for (size_t i = 0; i < n->nchildren; i++)
+    c += count_addrs(n->children[i].node);
+  return c;
+}
+
+static void fill_addrs(const grit_lb_node *n, grit_addr *out, size_t *k) {
+  for (size_t i = 0; i < n->naddrs; i++)
+    out[(*k)++] = n->addrs[i];
+  for (size_t i = 0; i < n->nchildren; i++)
+    fill_addrs(n->children[i].node, out, k);
+}
+
+grit_err grit_lb_node_addrs(const grit_lb_node *n, grit_addr **out,
+                            size_t *count) {
+  size_t c = count_addrs(n);
+  *out = grit_calloc(c ? c : 1, sizeof(**out));
+  *count = 0;
+  if (!*out)
+    return GRIT_ERR_NOMEM;
+  fill_addrs(n, *out, count);
+  return GRIT_OK;
 }
 
 /* ---- deep copies of node configurations ---- */

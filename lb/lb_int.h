@@ -119,6 +119,10 @@ grit_lb_kid *grit_lb_kid_new(const char *name, const grit_lb_helper *up,
 grit_err grit_lb_kid_update(grit_lb_kid *k, const grit_subchannel_args *a,
                             const grit_lb_node *n);
 void grit_lb_kid_free(grit_lb_kid *k);
+/* Every address under |n|, in a new array (free with grit_free; its
+ * length in |*count|). Returns GRIT_OK or GRIT_ERR_NOMEM. */
+grit_err grit_lb_node_addrs(const grit_lb_node *n, grit_addr **out,
+                            size_t *count);
 /* A deep copy of |n| (one allocation per piece); NULL on out-of-memory. */
 grit_lb_node *grit_lb_node_dup(const grit_lb_node *n);
 void grit_lb_node_free(grit_lb_node *n);

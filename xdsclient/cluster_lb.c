@@ -3,11 +3,11 @@
  *
  *   xds_cluster_impl (drop_overloads, circuit_breakers max_requests)
  *     priority (one child per EDS priority, failover after 10 s)
+ *       [outlier_detection, when the cluster has it, over]
  *       weighted_target (one child per locality, the locality's weight)
  *         the cluster's policy over the locality's HEALTHY and UNKNOWN
  *         endpoints (round_robin, least_request, weighted_round_robin,
- *         pick_first),
- *         inside outlier_detection when the cluster has one
+ *         pick_first)
  *       or, for RING_HASH (A42) and a load_balancing_policy not inside
  *       WrrLocality (A52), that policy over the priority's endpoints.
  *
@@ -240,7 +240,7 @@ grit_err grit_xds_lb_tree_build(const char *cluster_name, const xds_cluster *cl,
         continue;
       size_t before = t->naddrs;
       grit_lb_node *leaf = &t->nodes[used];
-      leaf_over(t, leaf, vt, cl->has_outlier, e, p, i);
+      leaf_over(t, leaf, vt, false, e, p, i);
       if (t->naddrs == before)
         continue; /* nothing usable: left out */
       snprintf(t->names[used], NAME_LEN, "{region=%s, zone=%s, sub_zone=%s}",
@@ -250,7 +250,10 @@ grit_err grit_xds_lb_tree_build(const char *cluster_name, const xds_cluster *cl,
           .name = t->names[used], .weight = l->weight, .node = leaf};
       used++;
     }
+    /* A50 over the priority's localities, as grpc-core puts
+     * outlier_detection above wrr_locality. */
     *pn = (grit_lb_node){.kind = GRIT_LB_NODE_WEIGHTED_TARGET,
+                         .od = cl->has_outlier ? &t->od : NULL,
                          .children = &t->cfgs[first],
                          .nchildren = used - first};
   }

@@ -515,12 +515,15 @@ static void test_tree_from_resources(void) {
   ASSERT_EQ(leaf0->naddrs, 2);
   ASSERT_STR_EQ(leaf0->addrs[0].text, "127.0.0.1:1000");
   ASSERT_STR_EQ(leaf0->addrs[1].text, "127.0.0.1:1002");
-  ASSERT(leaf0->od != NULL);
-  ASSERT_EQ(leaf0->od->interval_ms, 2000);
-  ASSERT_EQ(leaf0->od->base_ejection_time_ms, 30000);
-  ASSERT_EQ(leaf0->od->max_ejection_percent, 20);
-  ASSERT(leaf0->od->failure_percentage);
-  ASSERT_EQ(leaf0->od->fp_threshold, 50);
+  /* A50 over the whole priority (grpc-core: above wrr_locality). */
+  ASSERT(leaf0->od == NULL);
+  ASSERT(wt0->od != NULL);
+  ASSERT_EQ(wt0->od->interval_ms, 2000);
+  ASSERT_EQ(wt0->od->base_ejection_time_ms, 30000);
+  ASSERT_EQ(wt0->od->max_ejection_percent, 20);
+  ASSERT(wt0->od->failure_percentage);
+  ASSERT_EQ(wt0->od->fp_threshold, 50);
+  ASSERT(grit_lb_node_vt(wt0) == &grit_lb_outlier_detection);
   ASSERT_STR_EQ(wt0->children[1].node->addrs[0].text, "[::1]:1003");
   const grit_lb_node *wt1 = pr->children[1].node;
   ASSERT_EQ(wt1->nchildren, 1);
@@ -635,11 +638,13 @@ static grit_err tree_run(void) {
                              .addrs = addrs + 2,
                              .naddrs = 1}};
   grit_lb_child_cfg locs[2] = {{"l0", 2, &leaves[0]}, {"l1", 1, &leaves[1]}};
-  grit_lb_node wts[2] = {
-      {.kind = GRIT_LB_NODE_WEIGHTED_TARGET, .children = locs, .nchildren = 1},
-      {.kind = GRIT_LB_NODE_WEIGHTED_TARGET,
-       .children = locs + 1,
-       .nchildren = 1}};
+  grit_lb_node wts[2] = {{.kind = GRIT_LB_NODE_WEIGHTED_TARGET,
+                          .children = locs,
+                          .nchildren = 1,
+                          .od = &od}, /* ... and over a priority's localities */
+                         {.kind = GRIT_LB_NODE_WEIGHTED_TARGET,
+                          .children = locs + 1,
+                          .nchildren = 1}};
   grit_lb_child_cfg prios[2] = {{"p0", 1, &wts[0]}, {"p1", 1, &wts[1]}};
   grit_lb_node prio = {.kind = GRIT_LB_NODE_PRIORITY,
                        .children = prios,

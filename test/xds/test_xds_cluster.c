@@ -14,7 +14,9 @@
  *    failover timer fires, not before; priority 0 back on a live backend
  *    takes the calls back;
  *  - a LOGICAL_DNS cluster naming localhost is resolved by grit's DNS
- *    resolver and served. */
+ *    resolver and served;
+ *  - outlier detection from CDS over a priority's two localities ejects
+ *    the backend that fails every call. */
 #include <arpa/inet.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -311,6 +313,37 @@ int main(void) {
   xcp_cmd(cp, "update logical_dns");
   CHECK(run_on(ch, 4, 20));
   printf("LOGICAL_DNS localhost:%d: 20 calls in a row on b2\n", p[2]);
+  /* Outlier detection from CDS (A50) over the priority's two localities:
+   * b1 failing every call is ejected (failure percentage, 1 s interval)
+   * and the calls go to b0 alone. */
+  grit_call_opts so = {.version = GRIT_CALL_OPTS_VERSION, .timeout_ms = 10000};
+  grit_bytes sr = {0};
+  grit_status sst = {0};
+  CHECK(grit_unary_call(ctl, "/ctl.Ctl/Set", "1 fail", 6, &so, &sr, &sst,
+                        NULL) == GRIT_OK &&
+        sst.code == GRIT_STATUS_OK);
+  grit_bytes_free(&sr);
+  grit_status_free(&sst);
+  xcp_cmd(cp, "update outlier");
+  t0 = now_ms();
+  bool ejected = false;
+  int failed_b1 = 0;
+  while (!ejected && now_ms() - t0 < 20000) {
+    int run = 0;
+    for (int i = 0; i < 20; i++) {
+      grit_status_code c = call(ch, "/lb.Svc/Call", 10000, ans, sizeof(ans));
+      if (c == GRIT_STATUS_OK && backend_of(ans) == 0)
+        run++;
+      else if (c == GRIT_STATUS_UNAVAILABLE)
+        failed_b1++;
+    }
+    ejected = run == 20;
+  }
+  printf("outlier detection: b1 failing, ejected after %llu ms and %d failed "
+         "calls; 20 calls in a row on b0\n",
+         (unsigned long long)(now_ms() - t0), failed_b1);
+  CHECK(ejected);
+  CHECK(failed_b1 > 0);
 
   grit_channel_destroy(ch);
   grit_channel_destroy(ctl);
