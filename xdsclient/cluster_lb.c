@@ -29,6 +29,8 @@ struct grit_xds_lb_tree {
   grit_lb_child_cfg *cfgs; /* as |nodes| */
   char (*names)[NAME_LEN]; /* as |nodes| */
   grit_addr *addrs;        /* every usable endpoint */
+  grit_addr **rings;       /* ring_hash leaves' weighted lists */
+  size_t nrings;
   grit_lb_drop *drops;
   grit_lb_params params;
   grit_od_params od;
@@ -102,6 +104,9 @@ void grit_xds_lb_tree_free(grit_xds_lb_tree *t) {
   grit_free(t->cfgs);
   grit_free(t->names);
   grit_free(t->addrs);
+  for (size_t i = 0; i < t->nrings; i++)
+    grit_free(t->rings[i]);
+  grit_free(t->rings);
   grit_free(t->drops);
   grit_free(t);
 }
@@ -189,6 +194,87 @@ static void leaf_over(grit_xds_lb_tree *t, grit_lb_node *leaf,
   };
 }
 
+static uint64_t gcd64(uint64_t a, uint64_t b) {
+  while (b) {
+    uint64_t r = a % b;
+    a = b;
+    b = r;
+  }
+  return a;
+}
+
+/* A42: ring_hash weighs each endpoint by its locality's weight times its
+ * own; lb/ring_hash.c weighs an address listed k times as k. The weights
+ * divided by their greatest common divisor give each address's count;
+ * when those add up to more than 4 per endpoint (+256), they are scaled
+ * down (at least 1 each). Fills |leaf|'s list; GRIT_ERR_NOMEM. */
+static grit_err ring_leaf(grit_xds_lb_tree *t, grit_lb_node *leaf,
+                          const xds_endpoints *e, uint32_t prio) {
+  uint64_t g = 0, sum = 0;
+  size_t n = 0;
+  for (size_t i = 0; i < e->nlocalities; i++) {
+    const xds_locality *l = &e->localities[i];
+    if (l->priority != prio || l->weight == 0)
+      continue;
+    for (size_t j = 0; j < l->nendpoints; j++) {
+      if (!usable(&l->endpoints[j]))
+        continue;
+      uint64_t w = (uint64_t)l->weight * l->endpoints[j].weight;
+      g = gcd64(g, w);
+      sum += w;
+      n++;
+    }
+  }
+  uint64_t cap = 4 * (uint64_t)n + 256;
+  bool scale = g && sum / g > cap;
+  uint64_t total = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    grit_addr *out = NULL;
+    if (pass == 1) {
+      grit_addr **rings =
+          grit_realloc(t->rings, (t->nrings + 1) * sizeof(*rings));
+      if (!rings)
+        return GRIT_ERR_NOMEM;
+      t->rings = rings;
+      out = total ? grit_calloc((size_t)total, sizeof(*out)) : NULL;
+      if (total && !out)
+        return GRIT_ERR_NOMEM;
+      t->rings[t->nrings++] = out;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < e->nlocalities; i++) {
+      const xds_locality *l = &e->localities[i];
+      if (l->priority != prio || l->weight == 0)
+        continue;
+      for (size_t j = 0; j < l->nendpoints; j++) {
+        const xds_endpoint *ep = &l->endpoints[j];
+        grit_addr a;
+        if (!usable(ep) || grit_addr_from_ip(&a, ep->host, ep->port) != GRIT_OK)
+          continue;
+        uint64_t w = (uint64_t)l->weight * ep->weight;
+        uint64_t reps =
+            scale ? (uint64_t)((double)w * (double)cap / (double)sum) : w / g;
+        if (reps == 0)
+          reps = 1;
+        if (pass == 0) {
+          total += reps;
+          continue;
+        }
+        for (uint64_t r = 0; r < reps && k < total; r++)
+          out[k++] = a;
+        t->naddrs++; /* distinct usable endpoints */
+      }
+    }
+    if (pass == 1)
+      *leaf = (grit_lb_node){.kind = GRIT_LB_NODE_LEAF,
+                             .policy = &grit_lb_ring_hash,
+                             .params = &t->params,
+                             .addrs = out,
+                             .naddrs = k};
+  }
+  return GRIT_OK;
+}
+
 grit_err grit_xds_lb_tree_build(const char *cluster_name, const xds_cluster *cl,
                                 const xds_endpoints *e,
                                 grit_xds_lb_tree **out) {
@@ -229,8 +315,29 @@ grit_err grit_xds_lb_tree_build(const char *cluster_name, const xds_cluster *cl,
     snprintf(t->names[p], NAME_LEN, "priority-%u", p);
     t->cfgs[p] =
         (grit_lb_child_cfg){.name = t->names[p], .weight = 1, .node = pn};
+    size_t usable_here = 0;
+    for (size_t i = 0; i < e->nlocalities; i++)
+      for (size_t j = 0;
+           e->localities[i].priority == p && e->localities[i].weight &&
+           j < e->localities[i].nendpoints;
+           j++)
+        usable_here += usable(&e->localities[i].endpoints[j]);
+    if (ring && usable_here == 0) {
+      /* Nothing to pick from: a weighted_target without targets fails at
+       * once, so the next priority starts without the timer. */
+      *pn = (grit_lb_node){.kind = GRIT_LB_NODE_WEIGHTED_TARGET};
+      continue;
+    }
     if (ring) { /* one leaf over the priority's localities */
-      leaf_over(t, pn, vt, cl->has_outlier, e, p, SIZE_MAX);
+      if (cl->lb.kind == XDS_LB_RING_HASH) {
+        if (ring_leaf(t, pn, e, p) != GRIT_OK) {
+          grit_xds_lb_tree_free(t);
+          return GRIT_ERR_NOMEM;
+        }
+        pn->od = cl->has_outlier ? &t->od : NULL;
+      } else {
+        leaf_over(t, pn, vt, cl->has_outlier, e, p, SIZE_MAX);
+      }
       continue;
     }
     size_t first = used;

@@ -543,10 +543,34 @@ static void test_tree_from_resources(void) {
   ASSERT_EQ(ring0->kind, GRIT_LB_NODE_LEAF);
   ASSERT(ring0->policy == &grit_lb_ring_hash);
   ASSERT(ring0->od == NULL);
-  ASSERT_EQ(ring0->naddrs, 3);
+  /* A42: locality weight x endpoint weight: z0's two at 3, z1's at 1. */
+  ASSERT_EQ(ring0->naddrs, 7);
+  int n1000 = 0, n1002 = 0, n1003 = 0;
+  for (size_t i = 0; i < ring0->naddrs; i++) {
+    n1000 += strcmp(ring0->addrs[i].text, "127.0.0.1:1000") == 0;
+    n1002 += strcmp(ring0->addrs[i].text, "127.0.0.1:1002") == 0;
+    n1003 += strcmp(ring0->addrs[i].text, "[::1]:1003") == 0;
+  }
+  ASSERT_EQ(n1000, 3);
+  ASSERT_EQ(n1002, 3);
+  ASSERT_EQ(n1003, 1);
+  ASSERT_EQ(grit_xds_lb_tree_addresses(t), 4);
   ASSERT_EQ(ring0->params->min_ring_size, 64);
   ASSERT_EQ(ring0->params->max_ring_size, 128);
   grit_xds_lb_tree_free(t);
+  {
+    /* Weights far apart are scaled to at most 4 per endpoint + 256. */
+    xds_endpoint big[] = {{"127.0.0.1", 2000, XDS_HEALTH_HEALTHY, 1000},
+                          {"127.0.0.1", 2001, XDS_HEALTH_HEALTHY, 1}};
+    xds_locality bl[] = {{"r", "z", "", 1, 0, big, 2}};
+    xds_endpoints be = {.localities = bl, .nlocalities = 1, .npriorities = 1};
+    ASSERT_OK(grit_xds_lb_tree_build("svc", &cl, &be, &t));
+    const grit_lb_node *bring =
+        grit_xds_lb_tree_root(t)->children[0].node->children[0].node;
+    ASSERT_EQ(bring->naddrs, 263 + 1); /* 1000 x 264 / 1001, and 1 */
+    ASSERT_STR_EQ(bring->addrs[263].text, "127.0.0.1:2001");
+    grit_xds_lb_tree_free(t);
+  }
 
   /* WRR (A58): its settings, defaults where unset. */
   cl.lb = (xds_lb_policy){
@@ -574,6 +598,14 @@ static void test_tree_from_resources(void) {
   ASSERT(pf->children[0].node->shuffle);
   ASSERT_EQ(pf->children[0].node->naddrs, 3);
   ASSERT_EQ(pf->children[1].node->naddrs, 1);
+  grit_xds_lb_tree_free(t);
+  /* A priority with nothing usable fails over at once (no timer). */
+  e4[0].health = XDS_HEALTH_UNHEALTHY;
+  ASSERT_OK(grit_xds_lb_tree_build("svc", &cl, &eds, &t));
+  pf = grit_xds_lb_tree_root(t)->children[0].node;
+  ASSERT_EQ(pf->children[1].node->kind, GRIT_LB_NODE_WEIGHTED_TARGET);
+  ASSERT_EQ(pf->children[1].node->nchildren, 0);
+  e4[0].health = XDS_HEALTH_HEALTHY;
   ASSERT(strstr(grit_xds_lb_tree_config_json(t),
                 "\"pick_first\":{\"shuffleAddressList\":true}") != NULL);
   grit_xds_lb_tree_free(t);
@@ -690,6 +722,11 @@ static grit_err tree_build_run(void) {
                     .lb = {.kind = XDS_LB_ROUND_ROBIN}};
   grit_xds_lb_tree *t;
   grit_err rv = grit_xds_lb_tree_build("svc", &cl, &eds, &t);
+  if (rv == GRIT_OK)
+    grit_xds_lb_tree_free(t);
+  cl.lb.kind = XDS_LB_RING_HASH; /* the weighted lists */
+  if (rv == GRIT_OK)
+    rv = grit_xds_lb_tree_build("svc", &cl, &eds, &t);
   if (rv == GRIT_OK)
     grit_xds_lb_tree_free(t);
   return rv;
