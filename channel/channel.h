@@ -52,11 +52,11 @@ void grit_channel_ext_result(grit_channel *ch, const grit_addr *addrs, size_t n,
  * 27): the channel's policy becomes grit_lb_node_vt(|root|), given |root|
  * (borrowed for the call) with update_node; |config_json| as above. */
 struct grit_lb_node;
-/* The channel's loop (for a front's own watchers: a LOGICAL_DNS cluster's
- * resolver, issue 27). */
-uv_loop_t *grit_channel_ext_loop(grit_channel *ch);
 void grit_channel_ext_result_tree(grit_channel *ch,
                                   const struct grit_lb_node *root,
                                   const char *config_json);
+/* The channel's loop (for a front's own watchers: a LOGICAL_DNS cluster's
+ * resolver, issue 27). */
+uv_loop_t *grit_channel_ext_loop(grit_channel *ch);
 
 #endif
