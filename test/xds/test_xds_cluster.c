@@ -308,11 +308,6 @@ int main(void) {
   /* Priority 0 on a live backend takes back. */
   xcp_cmd(cp, "update p0_back");
   CHECK(run_on(ch, 1, 20));
-  /* A LOGICAL_DNS cluster: "localhost" resolved by grit's DNS resolver
-   * (c-ares), pick_first over its addresses (b2 listens on 127.0.0.1). */
-  xcp_cmd(cp, "update logical_dns");
-  CHECK(run_on(ch, 4, 20));
-  printf("LOGICAL_DNS localhost:%d: 20 calls in a row on b2\n", p[2]);
   /* Outlier detection from CDS (A50) over the priority's two localities:
    * b1 failing every call is ejected (failure percentage, 1 s interval)
    * and the calls go to b0 alone. */
@@ -328,7 +323,12 @@ int main(void) {
   t0 = now_ms();
   bool ejected = false;
   int failed_b1 = 0;
-  while (!ejected && now_ms() - t0 < 20000) {
+  /* In force once b1 takes calls (and fails them). */
+  while (failed_b1 == 0 && now_ms() - t0 < 10000)
+    failed_b1 += call(ch, "/lb.Svc/Call", 10000, ans, sizeof(ans)) ==
+                 GRIT_STATUS_UNAVAILABLE;
+  CHECK(failed_b1 > 0);
+  while (failed_b1 > 0 && !ejected && now_ms() - t0 < 20000) {
     int run = 0;
     for (int i = 0; i < 20; i++) {
       grit_status_code c = call(ch, "/lb.Svc/Call", 10000, ans, sizeof(ans));
@@ -343,7 +343,11 @@ int main(void) {
          "calls; 20 calls in a row on b0\n",
          (unsigned long long)(now_ms() - t0), failed_b1);
   CHECK(ejected);
-  CHECK(failed_b1 > 0);
+  /* A LOGICAL_DNS cluster: "localhost" resolved by grit's DNS resolver
+   * (c-ares), pick_first over its addresses (b2 listens on 127.0.0.1). */
+  xcp_cmd(cp, "update logical_dns");
+  CHECK(run_on(ch, 4, 20));
+  printf("LOGICAL_DNS localhost:%d: 20 calls in a row on b2\n", p[2]);
 
   grit_channel_destroy(ch);
   grit_channel_destroy(ctl);
