@@ -14,6 +14,15 @@ call_attempt *grit_call_winner(const grit_call *c) {
 
 static void attempt_pick(call_attempt *a);
 
+/* The policy that counted the pick hears that its stream is over. */
+static void attempt_pick_done(call_attempt *a) {
+  grit_pick_done *done = a->pick_done;
+  if (done) {
+    a->pick_done = NULL;
+    done->fn(done);
+  }
+}
+
 static void attempt_free(call_attempt *a) {
   grit_call *c = a->c;
   grit_free(a->picked);
@@ -107,6 +116,7 @@ static void attempt_on_done(grit_stream *s, const grit_stream_result *r,
                             void *ud) {
   call_attempt *a = ud;
   grit_call *c = a->c;
+  attempt_pick_done(a);
   if (a->ended) { /* dropped earlier: the call let go of it */
     attempt_free(a);
     c->hooks->loop_release(c);
@@ -203,6 +213,8 @@ static void attempt_start_stream(call_attempt *a, grit_transport *t) {
   const grit_stream_cbs *cbs =
       c->unary_cb ? &attempt_stream_cbs : &attempt_stream_cbs_flow;
   grit_err rv = grit_transport_start_stream(t, &h, cbs, a, &s);
+  if (rv != GRIT_OK)
+    attempt_pick_done(a);
   if (rv == GRIT_ERR_SHUTDOWN) {
     attempt_queue(a); /* the connection is going away: nothing sent */
     return;
@@ -237,10 +249,13 @@ static void attempt_pick(call_attempt *a) {
     a->picked = grit_strdup(r.detail); /* NULL on out-of-memory: "" */
   }
   if (r.kind == GRIT_PICK_COMPLETE) {
+    a->pick_done = r.done;
     attempt_start_stream(a, r.transport);
     return;
   }
-  if (r.kind == GRIT_PICK_FAIL && !c->wait_for_ready) {
+  /* An xDS drop (issue 27) fails wait-for-ready calls too. */
+  if ((r.kind == GRIT_PICK_FAIL && !c->wait_for_ready) ||
+      r.kind == GRIT_PICK_DROP) {
     /* RT-12, LB-03: the attempt fails and the policy decides. */
     a->c->hooks->attempt_event(a, GRIT_CALLSM_EV_PICK_FAILED, r.code,
                                r.message);

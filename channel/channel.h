@@ -83,5 +83,8 @@ void grit_channel_ext_result(grit_channel *ch, const grit_addr *addrs, size_t n,
 void grit_channel_ext_result_clusters(grit_channel *ch,
                                       const grit_lb_cm_child *kids, size_t n,
                                       const char *config_json);
+/* The channel's loop (for a front's own watchers: a LOGICAL_DNS cluster's
+ * resolver, issue 27). */
+uv_loop_t *grit_channel_ext_loop(grit_channel *ch);
 
 #endif

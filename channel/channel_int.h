@@ -372,6 +372,9 @@ typedef struct call_attempt {
   struct grit_call *c;
   grit_stream *stream;
   grit_transport *transport;
+  /* The pick's done hook (xds_cluster_impl's calls in flight, issue 27):
+   * called once when the picked stream ends or cannot start. */
+  grit_pick_done *pick_done;
   uint32_t number; /* 1-based; what grpc-previous-rpc-attempts counts */
   uint8_t slot;    /* in c->sm and c->att */
   grit_attempt_kind kind;

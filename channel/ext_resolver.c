@@ -111,3 +111,7 @@ void grit_channel_ext_result_clusters(grit_channel *ch,
   };
   grit_channel_on_resolved_clusters(ch, &r, kids, n);
 }
+
+uv_loop_t *grit_channel_ext_loop(grit_channel *ch) {
+  return &ch->rt->loop;
+}

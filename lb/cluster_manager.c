@@ -118,7 +118,8 @@ static grit_err kid_apply(cm_policy *cm, cm_child *k,
         d->waiting ? GRIT_STATE_CONNECTING : GRIT_STATE_TRANSIENT_FAILURE;
     return GRIT_OK;
   }
-  if (k->p && k->p->vt != d->vt) {
+  const grit_lb_policy_vtable *vt = d->tree ? grit_lb_node_vt(d->tree) : d->vt;
+  if (k->p && k->p->vt != vt) {
     k->p->vt->destroy(k->p);
     k->p = NULL;
   }
@@ -128,7 +129,7 @@ static grit_err kid_apply(cm_policy *cm, cm_child *k,
                         .request_reresolution = kid_reresolve,
                         .ctx = k};
     k->state = GRIT_STATE_IDLE;
-    grit_err rv = d->vt->create(&cm->a, &h, &k->p);
+    grit_err rv = vt->create(&cm->a, &h, &k->p);
     if (rv != GRIT_OK) {
       k->p = NULL;
       return rv;
@@ -137,7 +138,8 @@ static grit_err kid_apply(cm_policy *cm, cm_child *k,
   grit_err rv =
       k->p->vt->configure ? k->p->vt->configure(k->p, &d->params) : GRIT_OK;
   if (rv == GRIT_OK)
-    rv = k->p->vt->update_addresses(k->p, d->addrs, d->naddrs, false);
+    rv = d->tree ? k->p->vt->update_node(k->p, d->tree)
+                 : k->p->vt->update_addresses(k->p, d->addrs, d->naddrs, false);
   if (rv != GRIT_OK)
     return rv;
   if (cm->started)

@@ -142,6 +142,8 @@ typedef enum grit_pick_kind {
   GRIT_PICK_COMPLETE = 0, /* use |transport| */
   GRIT_PICK_QUEUE = 1,    /* wait for a state change */
   GRIT_PICK_FAIL = 2,     /* fail a non-wait-for-ready call with |code| */
+  GRIT_PICK_DROP = 3,     /* fail the attempt with |code|, even a
+                             wait-for-ready one (xDS drops, A27, A32) */
 } grit_pick_kind;
 
 typedef struct grit_pick_result {
@@ -157,7 +159,17 @@ typedef struct grit_pick_result {
    * NULL when the pick args did not ask for it, for the policies where it
    * costs formatting); borrowed until the next LB event. */
   const char *detail;
+  /* Set by a policy that counts calls in flight (xds_cluster_impl, A32):
+   * done->fn(done) is called once when the stream of a COMPLETE pick
+   * ends, or at once when no stream could be started on |transport|.
+   * NULL: nothing to call. */
+  struct grit_pick_done *done;
 } grit_pick_result;
+
+/* A pick's end hook (above); the policy embeds it in what it counts. */
+typedef struct grit_pick_done {
+  void (*fn)(struct grit_pick_done *d);
+} grit_pick_done;
 
 /* The channel side of a policy: state publication and re-resolution. */
 typedef struct grit_lb_helper {
@@ -167,6 +179,7 @@ typedef struct grit_lb_helper {
 } grit_lb_helper;
 
 typedef struct grit_lb_policy grit_lb_policy;
+typedef struct grit_lb_node grit_lb_node; /* below */
 
 typedef struct grit_lb_policy_vtable {
   const char *name;
@@ -189,6 +202,11 @@ typedef struct grit_lb_policy_vtable {
   grit_err (*configure)(grit_lb_policy *p, const grit_lb_params *params);
   /* Optional: whether per-call load reports should be decoded for it. */
   bool (*wants_load_reports)(const grit_lb_policy *p);
+  /* The tree policies only (priority, weighted_target, xds_cluster_impl,
+   * issue 27): their whole configuration, children and addresses included
+   * (update_addresses is then ignored). Returns GRIT_OK or GRIT_ERR_NOMEM
+   * (the children that could be updated are). */
+  grit_err (*update_node)(grit_lb_policy *p, const grit_lb_node *n);
 } grit_lb_policy_vtable;
 
 /* Every policy object starts with its vtable. */
@@ -216,9 +234,12 @@ typedef struct grit_lb_cm_child {
   const char *name; /* the cluster's name, as routes name it */
   /* The cluster is not usable yet (its resources are on their way): picks
    * for it queue. Otherwise |error| non-NULL fails them UNAVAILABLE with
-   * it, else |vt| with |params| serves |addrs|. */
+   * it, else |tree| (an xDS cluster's policy tree, borrowed for the
+   * update: served by grit_lb_node_vt(tree) through update_node) or, when
+   * |tree| is NULL, |vt| with |params| serves |addrs|. */
   bool waiting;
   const char *error;
+  const grit_lb_node *tree;
   const grit_lb_policy_vtable *vt;
   grit_lb_params params;
   const grit_addr *addrs; /* copied */
@@ -231,6 +252,91 @@ typedef struct grit_lb_cm_child {
  * updated stay updated; the rest keep their previous state). */
 grit_err grit_lb_cm_update(grit_lb_policy *p, const grit_lb_cm_child *kids,
                            size_t n);
+/* ---- The xDS cluster tree (issue 27; SPEC XD-03; gRFCs A27, A56, A32)
+ * A cluster is xds_cluster_impl (drops, max_requests) over priority
+ * (failover) over weighted_target (localities) over a leaf policy per
+ * locality (round_robin, ring_hash, ..., each maybe inside
+ * outlier_detection). A node describes one level; everything it points to
+ * is borrowed for the update_node call. ---- */
+typedef enum grit_lb_node_kind {
+  GRIT_LB_NODE_LEAF = 0,
+  GRIT_LB_NODE_WEIGHTED_TARGET = 1,
+  GRIT_LB_NODE_PRIORITY = 2,
+  GRIT_LB_NODE_CLUSTER_IMPL = 3,
+} grit_lb_node_kind;
+
+typedef struct grit_lb_child_cfg {
+  const char *name; /* unique among its siblings: children keep their
+                       connections across updates by name */
+  uint32_t weight;  /* weighted_target: > 0 */
+  const grit_lb_node *node;
+} grit_lb_child_cfg;
+
+typedef struct grit_lb_drop {
+  const char *category;
+  uint32_t per_million; /* 0..1000000 */
+} grit_lb_drop;
+
+/* A monotonic millisecond clock; tests pass a fake one. */
+typedef struct grit_lb_clock {
+  uint64_t (*now_ms)(void *ud);
+  void *ud;
+} grit_lb_clock;
+
+struct grit_lb_node {
+  grit_lb_node_kind kind;
+  /* Any kind: with |od| non-NULL the node is served inside
+   * outlier_detection with those settings (A50), counting every address
+   * under it. LEAF: |policy| with |params| (NULL: defaults) over
+   * |addrs|. */
+  const grit_lb_policy_vtable *policy;
+  const grit_lb_params *params;
+  const grit_od_params *od;
+  const grit_addr *addrs;
+  size_t naddrs;
+  bool shuffle; /* pick_first's shuffleAddressList */
+  /* WEIGHTED_TARGET, PRIORITY (highest priority first), CLUSTER_IMPL (one
+   * child). */
+  const grit_lb_child_cfg *children;
+  size_t nchildren;
+  /* PRIORITY: failover timeout (0: A56's 10 s), how long a deactivated
+   * child is kept (0: 15 min, as grpc-core), and the clock (NULL: the
+   * loop's). */
+  uint64_t failover_ms;
+  uint64_t retention_ms;
+  const grit_lb_clock *clock;
+  /* CLUSTER_IMPL: the cluster's name (in messages), its drop categories
+   * (EDS drop_overloads) and circuit breaker (A32: 0 means 1024). */
+  const char *cluster;
+  const grit_lb_drop *drops;
+  size_t ndrops;
+  uint32_t max_requests;
+};
+
+/* priority (A56), weighted_target (A27) and xds_cluster_impl (A27, A32):
+ * created empty, given their configuration with update_node. */
+extern const grit_lb_policy_vtable grit_lb_priority;
+extern const grit_lb_policy_vtable grit_lb_weighted_target;
+extern const grit_lb_policy_vtable grit_lb_xds_cluster_impl;
+/* The vtable a node's root is served by. */
+const grit_lb_policy_vtable *grit_lb_node_vt(const grit_lb_node *n);
+/* priority: run the timers (failover, retention) that are due by its
+ * clock; its own loop timer calls it too. Tests drive a fake clock. */
+void grit_lb_priority_tick(grit_lb_policy *p);
+/* priority: the index of the child in use (UINT32_MAX: none) and how
+ * many children it holds (deactivated ones included). */
+uint32_t grit_lb_priority_current(const grit_lb_policy *p);
+size_t grit_lb_priority_children(const grit_lb_policy *p);
+/* xds_cluster_impl's counters (atomic reads): calls dropped by category
+ * (all categories together) and by the circuit breaker, calls in flight. */
+typedef struct grit_lb_cluster_stats {
+  uint64_t dropped;
+  uint64_t dropped_max_requests;
+  uint64_t in_flight;
+} grit_lb_cluster_stats;
+void grit_lb_xds_cluster_impl_stats(const grit_lb_policy *p,
+                                    grit_lb_cluster_stats *out);
+
 /* Set |p|'s (an outlier_detection policy) child policy and parameters.
  * A different child replaces the current one (its connections drain).
  * Returns GRIT_OK or GRIT_ERR_NOMEM (the old settings stay). */

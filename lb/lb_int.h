@@ -90,4 +90,41 @@ grit_err grit_orca_watch_start(const grit_subchannel_args *a, grit_transport *t,
 /* No callback after this. NULL is a no-op. */
 void grit_orca_watch_stop(grit_orca_watch *w);
 
+/* lb_child.c: a child of a tree policy (priority, weighted_target,
+ * xds_cluster_impl; issue 27). Its helper records the child's state and
+ * calls |on_state|; re-resolution goes to |up|. Allocated one by one, so
+ * the helper's ctx stays put. */
+typedef struct grit_lb_kid {
+  char *name;
+  uint32_t weight;
+  grit_lb_policy *p;
+  grit_connectivity_state state;
+  grit_lb_helper h; /* the child's; ctx is this kid */
+  const grit_lb_helper *up;
+  void (*on_state)(struct grit_lb_kid *k);
+  void *parent;
+  /* The owner's bookkeeping (priority's timers). */
+  uint64_t failover_at;  /* 0: no failover timer */
+  uint64_t retention_at; /* 0: active */
+  bool seen_ready_or_idle;
+  bool started;
+} grit_lb_kid;
+
+/* A kid named |name| (copied) with no policy yet; NULL on out-of-memory. */
+grit_lb_kid *grit_lb_kid_new(const char *name, const grit_lb_helper *up,
+                             void (*on_state)(grit_lb_kid *k), void *parent);
+/* Give |k| the configuration |n|: a policy of another kind replaces the
+ * old one; a leaf gets its params (outlier detection too) and addresses,
+ * a tree node its update_node. */
+grit_err grit_lb_kid_update(grit_lb_kid *k, const grit_subchannel_args *a,
+                            const grit_lb_node *n);
+void grit_lb_kid_free(grit_lb_kid *k);
+/* Every address under |n|, in a new array (free with grit_free; its
+ * length in |*count|). Returns GRIT_OK or GRIT_ERR_NOMEM. */
+grit_err grit_lb_node_addrs(const grit_lb_node *n, grit_addr **out,
+                            size_t *count);
+/* A deep copy of |n| (one allocation per piece); NULL on out-of-memory. */
+grit_lb_node *grit_lb_node_dup(const grit_lb_node *n);
+void grit_lb_node_free(grit_lb_node *n);
+
 #endif

@@ -134,6 +134,25 @@ static grit_err od_create(const grit_subchannel_args *a,
   return GRIT_OK;
 }
 
+/* The ejection rule changed (or none is left). */
+static void od_set_params(od_policy *od, const grit_od_params *params) {
+  bool rearm = params->interval_ms != od->params.interval_ms || !od_enabled(od);
+  od->params = *params;
+  if (!od_enabled(od)) {
+    /* A50: no ejection rule: un-eject everything, count nothing. */
+    uv_timer_stop(od->timer);
+    for (size_t i = 0; i < od->n; i++) {
+      od->st[i].successes = od->st[i].failures = 0;
+      if (od->st[i].ejected) {
+        od->st[i].ejected = false;
+        od_apply(od, i);
+      }
+    }
+  } else if (rearm) {
+    od_timer_arm(od);
+  }
+}
+
 grit_err grit_lb_od_configure(grit_lb_policy *p,
                               const grit_lb_policy_vtable *child,
                               const grit_od_params *params) {
@@ -174,29 +193,13 @@ grit_err grit_lb_od_configure_child(grit_lb_policy *p,
     if (od->exited_idle)
       fresh->vt->exit_idle(fresh);
   }
-  bool rearm = params->interval_ms != od->params.interval_ms || !od_enabled(od);
-  od->params = *params;
-  if (!od_enabled(od)) {
-    /* A50: no ejection rule: un-eject everything, count nothing. */
-    uv_timer_stop(od->timer);
-    for (size_t i = 0; i < od->n; i++) {
-      od->st[i].successes = od->st[i].failures = 0;
-      if (od->st[i].ejected) {
-        od->st[i].ejected = false;
-        od_apply(od, i);
-      }
-    }
-  } else if (rearm) {
-    od_timer_arm(od);
-  }
+  od_set_params(od, params);
   return GRIT_OK;
 }
 
 /* A50: entries of addresses still listed keep their counters and
  * ejection; new ones start clean. */
-static grit_err od_update(grit_lb_policy *p, const grit_addr *addrs, size_t n,
-                          bool shuffle) {
-  od_policy *od = (od_policy *)p;
+static grit_err od_track(od_policy *od, const grit_addr *addrs, size_t n) {
   grit_od_addr *st = grit_calloc(n ? n : 1, sizeof(*st));
   grit_addr *copy = grit_memdup(addrs, (n ? n : 1) * sizeof(*addrs));
   if (!st || !copy) {
@@ -214,8 +217,58 @@ static grit_err od_update(grit_lb_policy *p, const grit_addr *addrs, size_t n,
   od->st = st;
   od->addrs = copy;
   od->n = n;
+  return GRIT_OK;
+}
+
+static grit_err od_update(grit_lb_policy *p, const grit_addr *addrs, size_t n,
+                          bool shuffle) {
+  od_policy *od = (od_policy *)p;
+  grit_err rv = od_track(od, addrs, n);
+  if (rv != GRIT_OK)
+    return rv;
   od->shuffle = shuffle;
   return od->child->vt->update_addresses(od->child, addrs, n, shuffle);
+}
+
+/* Issue 27: an xDS cluster's node with outlier detection over a leaf or
+ * over a whole priority's localities (A50 over wrr_locality, as
+ * grpc-core): the child is the node without |od|; the addresses counted
+ * are every address under it. */
+static grit_err od_update_node(grit_lb_policy *p, const grit_lb_node *n) {
+  od_policy *od = (od_policy *)p;
+  grit_lb_node inner = *n;
+  inner.od = NULL;
+  if (inner.kind == GRIT_LB_NODE_LEAF) {
+    grit_err rv =
+        grit_lb_od_configure_child(p, inner.policy, n->od, inner.params);
+    return rv == GRIT_OK
+               ? od_update(p, inner.addrs, inner.naddrs, inner.shuffle)
+               : rv;
+  }
+  grit_addr *addrs = NULL;
+  size_t na = 0;
+  grit_err rv = grit_lb_node_addrs(&inner, &addrs, &na);
+  if (rv == GRIT_OK)
+    rv = od_track(od, addrs, na);
+  grit_free(addrs);
+  if (rv != GRIT_OK)
+    return rv;
+  const grit_lb_policy_vtable *vt = grit_lb_node_vt(&inner);
+  bool fresh = vt != od->child_vt;
+  if (fresh) {
+    grit_lb_policy *c;
+    rv = vt->create(&od->a, &od->h, &c);
+    if (rv != GRIT_OK)
+      return rv;
+    od->child->vt->destroy(od->child);
+    od->child = c;
+    od->child_vt = vt;
+  }
+  od_set_params(od, n->od);
+  rv = od->child->vt->update_node(od->child, &inner);
+  if (fresh && od->exited_idle)
+    od->child->vt->exit_idle(od->child);
+  return rv;
 }
 
 static void od_exit_idle(grit_lb_policy *p) {
@@ -274,4 +327,5 @@ const grit_lb_policy_vtable grit_lb_outlier_detection = {
     .destroy = od_destroy,
     .on_call_result = od_on_call_result,
     .wants_load_reports = od_wants_load_reports,
+    .update_node = od_update_node,
 };

@@ -98,8 +98,20 @@ static bool decode_lb_policy(xds_dctx *c, const grit_pbf *f, xds_lb_policy *lb,
 static int typed_policy(xds_dctx *c, const uint8_t *t, size_t tlen,
                         const grit_pbf *v, xds_lb_policy *lb, int depth) {
   grit_pbf g;
+  lb->per_priority = depth == 0; /* A52: not inside WrrLocality */
   if (type_is(t, tlen, LBP "round_robin.v3.RoundRobin")) {
     lb->kind = XDS_LB_ROUND_ROBIN;
+    return 1;
+  }
+  if (type_is(t, tlen, LBP "pick_first.v3.PickFirst")) {
+    lb->kind = XDS_LB_PICK_FIRST;
+    lb->shuffle = false;
+    FOR_FIELDS(c, v, g) {
+      if (g.num == 1 && g.wt != GRIT_PB_VARINT)
+        return grit_xds_fail(c, "PickFirst: malformed"), -1;
+      if (g.num == 1)
+        lb->shuffle = g.v != 0;
+    }
     return 1;
   }
   if (type_is(t, tlen, LBP "ring_hash.v3.RingHash")) {
@@ -167,7 +179,7 @@ static int typed_policy(xds_dctx *c, const uint8_t *t, size_t tlen,
     return 1;
   }
   if (type_is(t, tlen, LBP "wrr_locality.v3.WrrLocality")) {
-    /* Locality weights always apply in grit; the child picks endpoints. */
+    /* Locality weights apply; the child picks endpoints in each. */
     FOR_FIELDS(c, v, g) {
       if (g.num == 1)
         return decode_lb_policy(c, &g, lb, depth + 1) ? 1 : -1;

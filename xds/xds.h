@@ -153,7 +153,8 @@ typedef enum xds_lb_kind {
   XDS_LB_ROUND_ROBIN,
   XDS_LB_RING_HASH,
   XDS_LB_LEAST_REQUEST,
-  XDS_LB_WRR, /* client_side_weighted_round_robin */
+  XDS_LB_WRR,        /* client_side_weighted_round_robin */
+  XDS_LB_PICK_FIRST, /* pick_first.v3.PickFirst (A52, A62) */
 } xds_lb_kind;
 
 typedef struct xds_lb_policy {
@@ -164,6 +165,11 @@ typedef struct xds_lb_policy {
   bool enable_oob;
   int64_t oob_period_ns, blackout_ns, expiration_ns, update_ns;
   double error_penalty; /* < 0: unset */
+  bool shuffle;         /* PICK_FIRST: shuffle_address_list */
+  /* A52: a typed policy outside WrrLocality picks among every endpoint of
+   * a priority (locality weights unused); lb_policy's ROUND_ROBIN and
+   * LEAST_REQUEST, and WrrLocality's child, go per locality. */
+  bool per_priority;
 } xds_lb_policy;
 
 /* gRFC A50, from envoy's OutlierDetection: every field optional. */

@@ -2,9 +2,11 @@
  * XD-02): a channel made with "xds:///name" watches the Listener |name|,
  * its RouteConfiguration, every cluster its routes name (and every cluster
  * a running call still uses) and each cluster's ClusterLoadAssignment. It
- * hands the channel one child policy per cluster (grit_lb_cluster_manager:
- * round_robin, or least_request for a LEAST_REQUEST cluster, over the
- * endpoints HEALTHY or UNKNOWN of the first priority that has any) and
+ * hands the channel one child policy per cluster (grit_lb_cluster_manager;
+ * each child the cluster's policy tree, xdsclient/cluster_lb.c: drops and
+ * circuit breaker, priorities with failover, localities by weight, the
+ * cluster's policy; a LOGICAL_DNS cluster's name resolved by grit's DNS
+ * resolver, xdsclient/logical_dns.c) and
  * chooses each call's route (select): its cluster (a weighted_clusters
  * pick per call), retry policy, max_stream_duration and hash. As in
  * grpc-core, the route table in force (xsnap) holds a reference on each
@@ -31,6 +33,7 @@ typedef struct xcl {
   /* Written by the watchers, under x->mu. */
   xds_resource *cds, *eds;
   char err[200]; /* a does-not-exist, or "" */
+  grit_xds_dns *dns; /* a LOGICAL_DNS cluster's resolver (loop) */
 } xcl;
 
 /* One route of a route table, with what it gives a call. */
@@ -214,6 +217,8 @@ static grit_err cl_rewatch_eds(xcl *cl, const char *name) {
 
 /* The watches of |cl| end (before stop's release of the client). */
 static void cl_unwatch(xcl *cl) {
+  grit_xds_dns_stop(cl->dns);
+  cl->dns = NULL;
   grit_xdsc_unwatch(cl->x->c, XDS_CLUSTER, cl->name, cl);
   if (cl->eds_name)
     grit_xdsc_unwatch(cl->x->c, XDS_ENDPOINTS, cl->eds_name, cl);
@@ -402,34 +407,87 @@ static void xr_release(grit_ext_route *r) {
 
 /* ---- delivery (loop) ---- */
 
-/* The endpoints of |e| the channel uses: the first priority with a
- * HEALTHY or UNKNOWN endpoint, every locality of weight > 0 in it. */
-static size_t usable_endpoints(const xds_endpoints *e, grit_addr *addrs) {
-  size_t n = 0;
-  for (uint32_t prio = 0; prio < e->npriorities && n == 0; prio++) {
-    for (size_t i = 0; i < e->nlocalities; i++) {
-      const xds_locality *loc = &e->localities[i];
-      if (loc->priority != prio || loc->weight == 0)
-        continue;
-      for (size_t j = 0; j < loc->nendpoints; j++) {
-        const xds_endpoint *ep = &loc->endpoints[j];
-        if (ep->health != XDS_HEALTH_HEALTHY &&
-            ep->health != XDS_HEALTH_UNKNOWN)
-          continue;
-        if (grit_addr_from_ip(&addrs[n], ep->host, ep->port) == GRIT_OK)
-          n++;
-      }
-    }
-  }
-  return n;
+static void cl_dns_changed(void *ud) {
+  xcl *cl = ud;
+  kick(cl->x);
 }
 
-/* One cluster's child: its policy and addresses (|*addrs| allocated). */
-static void cl_child(xcl *cl, grit_lb_cm_child *k, grit_addr **addrs, char *err,
-                     size_t err_size, char *cfg, size_t cfg_size) {
+/* A LOGICAL_DNS cluster's resolver follows its CDS resource (loop thread):
+ * started for a new host:port, stopped when the cluster is EDS again. */
+static void cl_dns_follow(xcl *cl, const xds_cluster *c, char *err,
+                          size_t err_size) {
+  bool dns = c && c->type == XDS_CLUSTER_LOGICAL_DNS;
+  if (!dns || !grit_xds_dns_is(cl->dns, c->dns_host, c->dns_port)) {
+    grit_xds_dns_stop(cl->dns);
+    cl->dns = NULL;
+  }
+  if (dns && !cl->dns &&
+      grit_xds_dns_start(grit_channel_ext_loop(cl->x->ch), c->dns_host,
+                         c->dns_port, cl_dns_changed, cl,
+                         &cl->dns) != GRIT_OK)
+    snprintf(err, err_size, "xds: cluster %s: cannot resolve %s", cl->name,
+             c->dns_host);
+}
+
+/* The cluster's policy tree (xdsclient/cluster_lb.c: cluster_impl over
+ * priority over weighted_target over the cluster's policy), or NULL with
+ * |err| set, or NULL with |err| empty: not all there yet. */
+static grit_xds_lb_tree *cl_tree(xcl *cl, const xds_cluster *c,
+                                 const xds_endpoints *e, char *err,
+                                 size_t err_size) {
+  grit_xds_lb_tree *t = NULL;
+  grit_err rv;
+  if (c->type == XDS_CLUSTER_LOGICAL_DNS) {
+    size_t n = 0;
+    const char *derr = NULL;
+    const grit_addr *a = grit_xds_dns_addrs(cl->dns, &n, &derr);
+    if (!a) {
+      if (derr)
+        snprintf(err, err_size, "%s", derr);
+      return NULL;
+    }
+    rv = grit_xds_lb_tree_build_dns(cl->name, c, a, n, &t);
+  } else {
+    if (!e)
+      return NULL;
+    rv = grit_xds_lb_tree_build(cl->name, c, e, &t);
+  }
+  if (rv != GRIT_OK) {
+    snprintf(err, err_size, "xds: out of memory");
+    return NULL;
+  }
+  if (grit_xds_lb_tree_addresses(t) == 0) {
+    snprintf(err, err_size,
+             c->type == XDS_CLUSTER_LOGICAL_DNS
+                 ? "xds: cluster %s: LOGICAL_DNS name has no address"
+                 : "xds: cluster %s: no healthy endpoint in any priority",
+             cl->name);
+    grit_xds_lb_tree_free(t);
+    return NULL;
+  }
+  return t;
+}
+
+/* The child policy part of |t|'s service config ("[{...}]"), into |cfg|. */
+static void tree_child_json(const grit_xds_lb_tree *t, char *cfg,
+                            size_t cfg_size) {
+  static const char pre[] = "{\"loadBalancingConfig\":";
+  const char *j = grit_xds_lb_tree_config_json(t);
+  size_t n = j ? strlen(j) : 0;
+  if (n > sizeof(pre) && strncmp(j, pre, sizeof(pre) - 1) == 0 &&
+      j[n - 1] == '}' && j[sizeof(pre) - 1] == '[')
+    snprintf(cfg, cfg_size, "%.*s", (int)(n - sizeof(pre)), j + sizeof(pre) - 1);
+  else
+    snprintf(cfg, cfg_size, "[{\"round_robin\":{}}]");
+}
+
+/* One cluster's child: its policy tree (|*tree|, freed by the caller
+ * after the update) or why it cannot serve, and its childPolicy JSON. */
+static void cl_child(xcl *cl, grit_lb_cm_child *k, grit_xds_lb_tree **tree,
+                     char *err, size_t err_size, char *cfg, size_t cfg_size) {
   *k = (grit_lb_cm_child){.name = cl->name};
   grit_lb_params_default(&k->params);
-  *addrs = NULL;
+  *tree = NULL;
   pthread_mutex_lock(&cl->x->mu);
   xds_resource *cds = cl->cds, *eds = cl->eds;
   if (cds)
@@ -439,51 +497,25 @@ static void cl_child(xcl *cl, grit_lb_cm_child *k, grit_addr **addrs, char *err,
   snprintf(err, err_size, "%s", cl->err);
   pthread_mutex_unlock(&cl->x->mu);
   const xds_cluster *c = cds ? &cds->u.cluster : NULL;
-  snprintf(cfg, cfg_size, "{\"round_robin\":{}}");
-  if (!err[0] && c && c->type != XDS_CLUSTER_EDS)
-    snprintf(err, err_size, "xds: cluster %s: only EDS clusters are served yet",
-             cl->name);
-  else if (!err[0] && c && c->lb.kind != XDS_LB_ROUND_ROBIN &&
-           c->lb.kind != XDS_LB_LEAST_REQUEST)
-    snprintf(err, err_size,
-             "xds: cluster %s: only ROUND_ROBIN and LEAST_REQUEST are "
-             "served yet",
-             cl->name);
+  snprintf(cfg, cfg_size, "[{\"round_robin\":{}}]");
+  bool is_eds = c && c->type == XDS_CLUSTER_EDS;
+  if (!err[0] && c)
+    cl_dns_follow(cl, c, err, err_size);
   if (!err[0] && c &&
-      cl_rewatch_eds(cl, c->eds_service_name ? c->eds_service_name
-                                             : cl->name) != GRIT_OK)
+      cl_rewatch_eds(cl, !is_eds                 ? NULL
+                         : c->eds_service_name ? c->eds_service_name
+                                               : cl->name) != GRIT_OK)
     snprintf(err, err_size, "xds: out of memory");
+  if (!err[0] && c)
+    *tree = cl_tree(cl, c, is_eds && eds ? &eds->u.endpoints : NULL, err,
+                    err_size);
   if (err[0]) {
     k->error = err;
-  } else if (!c || !eds || cl->eds_name == NULL) {
+  } else if (!*tree) {
     k->waiting = true;
   } else {
-    const xds_endpoints *e = &eds->u.endpoints;
-    size_t total = 0;
-    for (size_t i = 0; i < e->nlocalities; i++)
-      total += e->localities[i].nendpoints;
-    *addrs = total ? grit_calloc(total, sizeof(grit_addr)) : NULL;
-    size_t n = *addrs ? usable_endpoints(e, *addrs) : 0;
-    if (total && !*addrs)
-      snprintf(err, err_size, "xds: out of memory");
-    else if (n == 0)
-      snprintf(err, err_size,
-               "xds: cluster %s: no healthy endpoint in any "
-               "priority",
-               cl->name);
-    if (err[0]) {
-      k->error = err;
-    } else if (c->lb.kind == XDS_LB_LEAST_REQUEST) {
-      k->vt = &grit_lb_least_request;
-      k->params.choice_count = c->lb.choice_count;
-      snprintf(cfg, cfg_size,
-               "{\"least_request_experimental\":{\"choiceCount\":%u}}",
-               c->lb.choice_count);
-    } else {
-      k->vt = &grit_lb_round_robin;
-    }
-    k->addrs = *addrs;
-    k->naddrs = n;
+    k->tree = grit_xds_lb_tree_root(*tree);
+    tree_child_json(*tree, cfg, cfg_size);
   }
   if (cds)
     grit_xds_resource_unref(cds);
@@ -498,13 +530,13 @@ static void deliver_clusters(xres *x) {
   for (xcl *cl = x->clusters; cl; cl = cl->next)
     n++;
   grit_lb_cm_child *kids = grit_calloc(n ? n : 1, sizeof(*kids));
-  grit_addr **addrs = grit_calloc(n ? n : 1, sizeof(*addrs));
+  grit_xds_lb_tree **trees = grit_calloc(n ? n : 1, sizeof(*trees));
   char(*errs)[256] = grit_calloc(n ? n : 1, sizeof(*errs));
   size_t cfg_len = 160;
   for (xcl *cl = x->clusters; cl; cl = cl->next)
-    cfg_len += strlen(cl->name) + 120;
+    cfg_len += strlen(cl->name) + 560;
   char *json = grit_malloc(cfg_len);
-  if (!kids || !addrs || !errs || !json) {
+  if (!kids || !trees || !errs || !json) {
     grit_channel_ext_result(x->ch, NULL, 0, NULL, "xds: out of memory");
     goto done;
   }
@@ -517,19 +549,19 @@ static void deliver_clusters(xres *x) {
       "{\"children\":{");
   size_t i = 0;
   for (xcl *cl = x->clusters; cl; cl = cl->next, i++) {
-    char cfg[96];
-    cl_child(cl, &kids[i], &addrs[i], errs[i], sizeof(errs[i]), cfg,
+    char cfg[512];
+    cl_child(cl, &kids[i], &trees[i], errs[i], sizeof(errs[i]), cfg,
              sizeof(cfg));
     at += (size_t)snprintf(json + at, cfg_len - at,
-                           "%s\"%s\":{\"childPolicy\":[%s]}", i ? "," : "",
+                           "%s\"%s\":{\"childPolicy\":%s}", i ? "," : "",
                            cl->name, cfg);
   }
   snprintf(json + at, cfg_len - at, "}}},{\"round_robin\":{}}]}");
   grit_channel_ext_result_clusters(x->ch, kids, n, json);
 done:
-  for (size_t j = 0; addrs && j < n; j++)
-    grit_free(addrs[j]);
-  grit_free(addrs);
+  for (size_t j = 0; trees && j < n; j++)
+    grit_xds_lb_tree_free(trees[j]);
+  grit_free(trees);
   grit_free(kids);
   grit_free(errs);
   grit_free(json);

@@ -13,6 +13,9 @@
 #ifndef GRIT_XDSCLIENT_H
 #define GRIT_XDSCLIENT_H
 
+#include <uv.h>
+
+#include "transport/transport.h"
 #include "xds/ads.h"
 
 typedef struct grit_xdsc grit_xdsc;
@@ -58,5 +61,44 @@ void grit_xdsc_last_nack(grit_xdsc *c, xds_kind k, char *buf, size_t size);
  * |name| (a route per call, one child policy per cluster; see
  * docs/xds.md). Thread: any. Returns GRIT_OK or GRIT_ERR_NOMEM. */
 grit_err grit_xds_resolver_register(void);
+
+/* ---- cluster_lb.c: a cluster's LB policy tree (issue 27; SPEC XD-03) ----
+ * xds_cluster_impl over priority over weighted_target (localities) over
+ * the cluster's policy, from the Cluster |cl| named |cluster_name| and its
+ * ClusterLoadAssignment |e|. The tree borrows |cluster_name| and |e|'s
+ * drop categories: use it while they live. Returns GRIT_OK or
+ * GRIT_ERR_NOMEM. */
+typedef struct grit_xds_lb_tree grit_xds_lb_tree;
+struct grit_lb_node;
+grit_err grit_xds_lb_tree_build(const char *cluster_name, const xds_cluster *cl,
+                                const xds_endpoints *e, grit_xds_lb_tree **out);
+const struct grit_lb_node *grit_xds_lb_tree_root(const grit_xds_lb_tree *t);
+/* The cluster's endpoint-picking policy as a service config (what the
+ * channel's config observers see); lives as long as |t|. */
+const char *grit_xds_lb_tree_config_json(const grit_xds_lb_tree *t);
+/* How many usable endpoints (HEALTHY or UNKNOWN) the tree holds. */
+size_t grit_xds_lb_tree_addresses(const grit_xds_lb_tree *t);
+void grit_xds_lb_tree_free(grit_xds_lb_tree *t);
+/* A LOGICAL_DNS cluster's tree: pick_first over |addrs| (copied) under the
+ * cluster's circuit breaker. Returns GRIT_OK or GRIT_ERR_NOMEM. */
+grit_err grit_xds_lb_tree_build_dns(const char *cluster_name,
+                                    const xds_cluster *cl,
+                                    const grit_addr *addrs, size_t n,
+                                    grit_xds_lb_tree **out);
+
+/* ---- logical_dns.c: a LOGICAL_DNS cluster's name resolved by grit's
+ * DNS resolver (resolver/) on |loop|; loop thread only. |changed| runs on
+ * the loop after each result. ---- */
+typedef struct grit_xds_dns grit_xds_dns;
+grit_err grit_xds_dns_start(uv_loop_t *loop, const char *host, uint16_t port,
+                            void (*changed)(void *ud), void *ud,
+                            grit_xds_dns **out);
+/* Whether |d| resolves |host|:|port| (false for NULL). */
+bool grit_xds_dns_is(const grit_xds_dns *d, const char *host, uint16_t port);
+/* The addresses of the last good result (|*n| of them), or NULL before
+ * one; |*err| the lookup's error while there is none, else NULL. */
+const grit_addr *grit_xds_dns_addrs(const grit_xds_dns *d, size_t *n,
+                                    const char **err);
+void grit_xds_dns_stop(grit_xds_dns *d);
 
 #endif

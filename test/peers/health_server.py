@@ -17,6 +17,8 @@ Every backend serves, with raw bytes (no protos):
                       UNKNOWN, nohealth, ok, fail, or fail=<percent>
   /ctl.Ctl/Counts     "n0 n1 n2": /lb.Svc/Call calls seen per backend
   /ctl.Ctl/Reset      counts to zero
+  /lb.Svc/Hold        answers "b<i>" once /ctl.Ctl/Release is called (at
+                      most 30 s later); /ctl.Ctl/Held says how many wait
 
 Debian's python3-grpcio has no grpc_health module, so the health service
 is served by hand here. Prints "PORT <p0>" once serving; runs until its
@@ -38,6 +40,7 @@ STATE = [{"status": 1, "nohealth": False, "fail": 0, "count": 0}
          for _ in range(N)]
 PORTS = []
 RNG = random.Random(1)
+HOLD = {"held": 0, "gen": 0}  # calls waiting in /lb.Svc/Hold, releases
 
 
 def health_msg(status):
@@ -58,6 +61,25 @@ class Backend(grpc.GenericRpcHandler):
             context.abort(grpc.StatusCode.UNAVAILABLE,
                           "backend %d fails" % self.i)
         return b"b%d" % self.i
+
+    def hold(self, request, context):
+        with COND:
+            gen = HOLD["gen"]
+            HOLD["held"] += 1
+            COND.notify_all()
+            COND.wait_for(lambda: HOLD["gen"] != gen, timeout=30)
+            HOLD["held"] -= 1
+        return b"b%d" % self.i
+
+    def release(self, request, context):
+        with COND:
+            HOLD["gen"] += 1
+            COND.notify_all()
+        return b"ok"
+
+    def held(self, request, context):
+        with COND:
+            return b"%d" % HOLD["held"]
 
     def watch(self, request, context):
         st = STATE[self.i]
@@ -107,6 +129,12 @@ class Backend(grpc.GenericRpcHandler):
         uu = grpc.unary_unary_rpc_method_handler
         if m == "/lb.Svc/Call":
             return uu(self.call)
+        if m == "/lb.Svc/Hold":
+            return uu(self.hold)
+        if m == "/ctl.Ctl/Release":
+            return uu(self.release)
+        if m == "/ctl.Ctl/Held":
+            return uu(self.held)
         if m == "/grpc.health.v1.Health/Watch":
             return grpc.unary_stream_rpc_method_handler(self.watch)
         if m == "/ctl.Ctl/Ports":

@@ -982,6 +982,76 @@ static void test_oom_sweep(void) {
   grit_set_allocator(NULL);
 }
 
+/* A52, A62 (issue 27): a typed PickFirst (shuffle_address_list) and a bare
+ * RoundRobin span each priority's endpoints; inside WrrLocality a policy
+ * goes per locality; a malformed PickFirst is refused. */
+static xds_resource *typed_cluster(const char *type, const pbw *cfg,
+                                   bool in_wrr_locality, char *err,
+                                   size_t errsz) {
+  pbw cl = {0}, lbp = {0}, pol = {0}, tec = {0}, copy = {0};
+  if (cfg && cfg->n) {
+    copy.b = malloc(cfg->n);
+    memcpy(copy.b, cfg->b, cfg->n);
+    copy.n = copy.cap = cfg->n;
+  }
+  pbw_str(&cl, 1, "c3");
+  pbw_varint(&cl, 2, 3);
+  eds_config(&cl, NULL);
+  pbw_str(&tec, 1, "p");
+  pbw_any(&tec, 2, type, &copy);
+  pbw_msg(&pol, 4, &tec);
+  if (in_wrr_locality) {
+    pbw child = {0}, wrrl = {0}, wpol = {0}, wtec = {0};
+    pbw_msg(&child, 1, &pol);
+    pbw_msg(&wrrl, 1, &child);
+    pbw_str(&wtec, 1, "wrr_locality");
+    pbw_any(&wtec, 2,
+            TP "envoy.extensions.load_balancing_policies.wrr_locality.v3."
+               "WrrLocality",
+            &wrrl);
+    pbw_msg(&wpol, 4, &wtec);
+    pbw_msg(&lbp, 1, &wpol);
+  } else {
+    pbw_msg(&lbp, 1, &pol);
+  }
+  pbw_msg(&cl, 41, &lbp);
+  return decode(XDS_CLUSTER, &cl, err, errsz);
+}
+
+static void test_cluster_pick_first_per_priority(void) {
+  const char *pf =
+      TP "envoy.extensions.load_balancing_policies.pick_first.v3.PickFirst";
+  const char *rr =
+      TP "envoy.extensions.load_balancing_policies.round_robin.v3.RoundRobin";
+  char err[256];
+  pbw shuffle = {0};
+  pbw_varint(&shuffle, 1, 1);
+  xds_resource *r = typed_cluster(pf, &shuffle, false, err, sizeof(err));
+  ASSERT_NOT_NULL(r);
+  ASSERT_EQ(r->u.cluster.lb.kind, XDS_LB_PICK_FIRST);
+  ASSERT(r->u.cluster.lb.shuffle);
+  ASSERT(r->u.cluster.lb.per_priority);
+  grit_xds_resource_unref(r);
+  r = typed_cluster(pf, NULL, true, err, sizeof(err));
+  ASSERT_NOT_NULL(r);
+  ASSERT_EQ(r->u.cluster.lb.kind, XDS_LB_PICK_FIRST);
+  ASSERT(!r->u.cluster.lb.shuffle);
+  ASSERT(!r->u.cluster.lb.per_priority);
+  grit_xds_resource_unref(r);
+  r = typed_cluster(rr, NULL, false, err, sizeof(err));
+  ASSERT_NOT_NULL(r);
+  ASSERT_EQ(r->u.cluster.lb.kind, XDS_LB_ROUND_ROBIN);
+  ASSERT(r->u.cluster.lb.per_priority);
+  grit_xds_resource_unref(r);
+  pbw bad = {0};
+  pbw_str(&bad, 1, "yes");
+  r = typed_cluster(pf, &bad, false, err, sizeof(err));
+  ASSERT_NULL(r);
+  ASSERT(strstr(err, "PickFirst: malformed") != NULL);
+  free(shuffle.b);
+  free(bad.b);
+}
+
 static const test_case tests[] = {
     {"pbwire", test_pbwire},
     {"listener_inline", test_listener_inline},
@@ -998,6 +1068,7 @@ static const test_case tests[] = {
     {"endpoints", test_endpoints},
     {"any_unwrap", test_any_unwrap},
     {"oom_sweep", test_oom_sweep},
+    {"cluster_pick_first_per_priority", test_cluster_pick_first_per_priority},
     {NULL, NULL},
 };
 
