@@ -245,6 +245,27 @@ int main(void) {
   CHECK(count[0] + count[1] == 1000);
   CHECK(count[1] >= 124 && count[1] <= 276);
 
+  /* A42 end to end: a route's hash_policy (header x-user) over a
+   * RING_HASH cluster of b0 and b1: every call of one user goes to one
+   * backend, and 20 users use both (all on one side: p = 2^-19). */
+  int users[2] = {0, 0}, split_users = 0;
+  for (int u = 0; u < 20; u++) {
+    char user[8];
+    snprintf(user, sizeof(user), "u%d", u);
+    run_lb(ch, 5, "x-user", user, count, &failed);
+    CHECK(failed == 0);
+    if (count[0] == 5)
+      users[0]++;
+    else if (count[1] == 5)
+      users[1]++;
+    else
+      split_users++;
+  }
+  printf("ring_hash by x-user: %d users on b0, %d on b1, %d split\n",
+         users[0], users[1], split_users);
+  CHECK(split_users == 0);
+  CHECK(users[0] > 0 && users[1] > 0);
+
   /* No route, and a non-forwarding route: UNAVAILABLE (grpc-core's
    * messages). */
   char msg[256];
