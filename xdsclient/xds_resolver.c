@@ -56,10 +56,16 @@ static void w_error(void *ud, xds_kind k, const char *name, const char *why) {
 }
 
 static void w_dne(void *ud, xds_kind k, const char *name) {
+  /* A27: a Listener or Cluster missing from a state-of-the-world response
+   * is deleted, and any resource the does-not-exist timer fires for is
+   * not there: what the channel served is gone (deliver() fails it). */
   static const char *const kinds[] = {"listener", "route configuration",
                                       "cluster", "endpoints"};
   char buf[256];
-  snprintf(buf, sizeof(buf), "xds: %s %s does not exist", kinds[k], name);
+  snprintf(buf, sizeof(buf),
+           "xds: %s %s does not exist (deleted by the control plane, or "
+           "never sent)",
+           kinds[k], name);
   slot_set(ud, k, name, NULL, buf);
 }
 
@@ -170,9 +176,17 @@ static void deliver(xres *x, xds_resource **res) {
     snprintf(config, sizeof(config),
              "{\"loadBalancingConfig\":[{\"round_robin\":{}}]}");
   pthread_mutex_lock(&x->mu);
-  if (x->err[0] && !err[0])
+  bool gone = x->err[0] != '\0';
+  if (gone)
     snprintf(err, sizeof(err), "%s", x->err);
   pthread_mutex_unlock(&x->mu);
+  if (gone) {
+    /* A27 (as grpc-core): a deleted Listener or Cluster fails the calls
+     * UNAVAILABLE naming it, until it comes back; the last endpoints are
+     * not kept as for a failed lookup. */
+    grit_channel_ext_fail(x->ch, err);
+    return;
+  }
   if (err[0]) {
     grit_channel_ext_result(x->ch, NULL, 0, NULL, err);
     return;
@@ -205,11 +219,23 @@ static void deliver(xres *x, xds_resource **res) {
       }
     }
   }
-  if (n == 0)
+  /* The config watcher hears one event per applied update (source xds):
+   * the note names the resources and versions in force. */
+  char note[256], v[XDS_KINDS][40];
+  for (int k = 0; k < XDS_KINDS; k++)
+    grit_xdsc_version(x->c, (xds_kind)k, v[k], sizeof(v[k]));
+  snprintf(note, sizeof(note),
+           "listener %s (lds %s), route %s (rds %s), cluster %s (cds %s), "
+           "eds %s (eds %s)",
+           x->name, v[0], l->rds_name ? l->rds_name : "inline", v[1], cluster,
+           v[2], eds, v[3]);
+  if (n == 0) {
     grit_channel_ext_result(x->ch, NULL, 0, NULL,
                             "xds: no healthy endpoint in any priority");
-  else
+  } else {
+    grit_channel_ext_note(x->ch, note);
     grit_channel_ext_result(x->ch, addrs, n, config, NULL);
+  }
   grit_free(addrs);
 }
 
@@ -250,10 +276,45 @@ static void xr_stop(void *state) {
   grit_free(x);
 }
 
+grit_err grit_xds_bootstrap_load(const char *config, xds_bootstrap **out,
+                                 grit_error_detail *d) {
+  grit_err e = config ? grit_xds_bootstrap_parse(config, strlen(config), out, d)
+                      : grit_xds_bootstrap_from_env(out, d);
+  if (e == GRIT_ERR_NOT_FOUND && d && strcmp(d->path, "$") == 0)
+    grit_error_set(d, GRIT_ERR_INVALID_CONFIG, "$",
+                   "no xDS bootstrap: set the channel argument "
+                   "GRIT_ARG_XDS_BOOTSTRAP_CONFIG (JSON), or the environment "
+                   "variable GRPC_XDS_BOOTSTRAP (a file) or "
+                   "GRPC_XDS_BOOTSTRAP_CONFIG (JSON)");
+  if (e == GRIT_ERR_INVALID_ARG || e == GRIT_ERR_NOT_FOUND) {
+    e = GRIT_ERR_INVALID_CONFIG;
+    if (d)
+      d->code = e;
+  }
+  return e;
+}
+
+/* At grit_channel_create: a channel without a usable bootstrap is refused
+ * with the reason, instead of failing its calls later. */
+static grit_err xr_check(const char *target, const char *config,
+                         grit_error_detail *d) {
+  (void)target;
+  xds_bootstrap *b = NULL;
+  grit_err e = grit_xds_bootstrap_load(config, &b, d);
+  grit_xds_bootstrap_free(b);
+  if (e == GRIT_OK)
+    grit_xdsc_metrics_register();
+  return e;
+}
+
+static void xr_wait_idle(uint64_t ms) {
+  (void)grit_xdsc_wait_released_freed(ms);
+}
+
 static grit_err xr_start(grit_channel *ch, const char *target, void **state) {
   xds_bootstrap *b = NULL;
   grit_error_detail d = {0};
-  grit_err e = grit_xds_bootstrap_from_env(&b, &d);
+  grit_err e = grit_xds_bootstrap_load(grit_channel_ext_config(ch), &b, &d);
   if (e != GRIT_OK)
     return e;
   xres *x = grit_calloc(1, sizeof(*x));
@@ -273,8 +334,10 @@ static grit_err xr_start(grit_channel *ch, const char *target, void **state) {
   e = x->name ? grit_xdsc_get(b, &x->c) : GRIT_ERR_NOMEM;
   if (!x->name)
     grit_xds_bootstrap_free(b);
-  if (e == GRIT_OK)
+  if (e == GRIT_OK) {
+    grit_xdsc_set_target(x->c, target);
     e = rewatch(x, XDS_LISTENER, x->name);
+  }
   if (e != GRIT_OK) {
     if (x->c)
       xr_stop(x);
@@ -294,7 +357,14 @@ static const grit_ext_resolver_ops xds_ops = {
     .start = xr_start,
     .kick = xr_kick,
     .stop = xr_stop,
+    .check = xr_check,
+    .wait_idle = xr_wait_idle,
 };
+
+/* The library's plugin table (channel.h): libgrit serves "xds:" out of the
+ * box, as grpc-core's plugin registry registers its xds resolver. */
+const grit_ext_resolver_ops *const grit_ext_builtin_resolvers[] = {&xds_ops,
+                                                                   NULL};
 
 grit_err grit_xds_resolver_register(void) {
   return grit_channel_register_ext_resolver(&xds_ops);

@@ -608,6 +608,16 @@ typedef struct grit_channel_args grit_channel_args;
  * as 1 s; answers from the hosts file have no TTL. 0: only
  * connection failures and GRIT_ARG_MAX_CONFIG_AGE_MS re-resolve. */
 #define GRIT_ARG_DNS_USE_TTL "grit.dns_use_ttl"
+/** String: the xDS bootstrap (gRFC A27) of an "xds:///name" channel, as
+ * JSON text (SPEC XD-01). It wins over the environment for this channel;
+ * without it the bootstrap comes from the file GRPC_XDS_BOOTSTRAP names,
+ * else from the JSON in GRPC_XDS_BOOTSTRAP_CONFIG. Channels whose
+ * bootstraps name the same first server_uri share one ADS stream (and the
+ * first bootstrap's node). grit_channel_create checks it: an invalid one
+ * fails with GRIT_ERR_INVALID_CONFIG, |detail| naming the JSON path
+ * ("$.xds_servers[0].server_uri") and the reason. Ignored by other
+ * schemes. */
+#define GRIT_ARG_XDS_BOOTSTRAP_CONFIG "grit.xds_bootstrap_config"
 /** Int 0/1, default 0. W3C trace context on every call (SPEC OB-02, gRFC
  * A72): each call belongs to a trace, whose id comes from the caller
  * (grit_call_opts.traceparent, or a "traceparent" entry in the call's
@@ -785,6 +795,7 @@ typedef enum grit_config_source {
   GRIT_CONFIG_SOURCE_NONE = 0,    /* the empty config (or none valid yet) */
   GRIT_CONFIG_SOURCE_DEFAULT = 1, /* GRIT_ARG_SERVICE_CONFIG */
   GRIT_CONFIG_SOURCE_DNS = 2,     /* a _grpc_config TXT record */
+  GRIT_CONFIG_SOURCE_XDS = 3,     /* an xDS update (xds: targets) */
 } grit_config_source;
 
 /** The service config a channel uses, and its history (SPEC DNS-10). In
@@ -847,7 +858,10 @@ GRIT_EXTERN const char *grit_connectivity_state_name(grit_connectivity_state s);
  *
  * |target| is "dns:[//authority/]host[:port]", "host:port",
  * "ipv4:addr:port[,addr:port...]", "ipv6:[addr]:port[,...]", "unix:path"
- * or "unix:///abs/path" (SPEC DNS-06). The channel starts IDLE and connects
+ * or "unix:///abs/path" (SPEC DNS-06), or "xds:///name" (SPEC XD-01,
+ * docs/xds.md: the xDS resolver is built in; its bootstrap comes from
+ * GRIT_ARG_XDS_BOOTSTRAP_CONFIG, else GRPC_XDS_BOOTSTRAP (a file), else
+ * GRPC_XDS_BOOTSTRAP_CONFIG (JSON)). The channel starts IDLE and connects
  * on the first call or on grit_channel_get_state(ch, true).
  *
  * Ownership: target and |args| copied (|args| may be NULL); |*out| is new,
@@ -860,7 +874,12 @@ GRIT_EXTERN const char *grit_connectivity_state_name(grit_connectivity_state s);
  * GRIT_ERR_INVALID_ARG (NULL |out|; TLS material with GRIT_ARG_TLS set to
  * 0, |detail|'s path naming the TLS argument; a malformed
  * GRIT_ARG_DNS_SERVER); GRIT_ERR_INVALID_CONFIG if GRIT_ARG_SERVICE_CONFIG
- * is invalid (the reason goes to |detail| when not NULL); GRIT_ERR_TLS if
+ * is invalid (the reason goes to |detail| when not NULL), or for an xds:
+ * target whose bootstrap is invalid (|detail|: its JSON path and reason)
+ * or cannot be found (|detail|'s path "GRPC_XDS_BOOTSTRAP" for a file that
+ * cannot be read; "$" with a reason naming GRIT_ARG_XDS_BOOTSTRAP_CONFIG,
+ * GRPC_XDS_BOOTSTRAP and GRPC_XDS_BOOTSTRAP_CONFIG when none is set);
+ * GRIT_ERR_TLS if
  * a certificate or key file cannot be loaded (reason in |detail|);
  * GRIT_ERR_SHUTDOWN if |rt| was made before fork() (in the child);
  * GRIT_ERR_NOMEM; GRIT_ERR_SYSTEM if the default runtime could not
