@@ -369,3 +369,38 @@ const grit_ext_resolver_ops *const grit_ext_builtin_resolvers[] = {&xds_ops,
 grit_err grit_xds_resolver_register(void) {
   return grit_channel_register_ext_resolver(&xds_ops);
 }
+
+/* ---- the public operator functions (grit.h) ---- */
+
+grit_err grit_xds_bootstrap_check(const char *json, size_t len,
+                                  grit_error_detail *detail) {
+  if (!json)
+    return GRIT_ERR_INVALID_ARG;
+  xds_bootstrap *b = NULL;
+  grit_err e = grit_xds_bootstrap_parse(json, len, &b, detail);
+  grit_xds_bootstrap_free(b);
+  if (e == GRIT_ERR_INVALID_ARG) {
+    e = GRIT_ERR_INVALID_CONFIG;
+    if (detail)
+      detail->code = e;
+  }
+  return e;
+}
+
+grit_err grit_xds_client_status(const char *bootstrap,
+                                grit_error_detail *detail, char **json_out) {
+  if (!json_out)
+    return GRIT_ERR_INVALID_ARG;
+  *json_out = NULL;
+  xds_bootstrap *b = NULL;
+  grit_err e = grit_xds_bootstrap_load(bootstrap, &b, detail);
+  if (e != GRIT_OK)
+    return e;
+  grit_xdsc *c = grit_xdsc_find(b->nservers ? b->servers[0].uri : "");
+  grit_xds_bootstrap_free(b);
+  if (!c)
+    return GRIT_ERR_NOT_FOUND;
+  *json_out = grit_xdsc_describe(c);
+  grit_xdsc_release(c);
+  return *json_out ? GRIT_OK : GRIT_ERR_NOMEM;
+}

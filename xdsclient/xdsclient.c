@@ -337,6 +337,22 @@ grit_err grit_xdsc_get(xds_bootstrap *b, grit_xdsc **out) {
   return GRIT_OK;
 }
 
+grit_xdsc *grit_xdsc_find(const char *uri) {
+  grit_xdsc *found = NULL;
+  pthread_mutex_lock(&clients_mu);
+  grit_list *n;
+  GRIT_LIST_FOREACH(n, &clients) {
+    grit_xdsc *c = GRIT_CONTAINER_OF(n, grit_xdsc, node);
+    if (strcmp(c->b->servers[0].uri, uri) == 0) {
+      c->refs++;
+      found = c;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&clients_mu);
+  return found;
+}
+
 void grit_xdsc_release(grit_xdsc *c) {
   if (!c)
     return;

@@ -31,6 +31,8 @@ typedef struct grit_xdsc_watcher {
  * a new reference. Returns GRIT_OK, GRIT_ERR_INVALID_ARG (no server),
  * GRIT_ERR_NOMEM, or what grit_channel_create returns for the server. */
 grit_err grit_xdsc_get(xds_bootstrap *b, grit_xdsc **out);
+/* The client of server |uri| if one exists (a new reference), or NULL. */
+grit_xdsc *grit_xdsc_find(const char *uri);
 /* Drop a reference; the last tells the worker to end the stream and free
  * the client, and returns without waiting (so it may run on grit's I/O
  * thread, as a channel's destruction does). Not from a watcher callback. */

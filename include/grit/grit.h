@@ -1715,6 +1715,40 @@ GRIT_EXTERN grit_err grit_unary_call_async(grit_channel *ch, const char *method,
 GRIT_EXTERN grit_err grit_service_config_check(const char *json, size_t len,
                                                char **report);
 
+/* ---- xDS, for operators (issue 27; SPEC XD-01, docs/xds.md) ---- */
+
+/** Validate an xDS bootstrap (gRFC A27) of |len| bytes of JSON, as an
+ * "xds:///" channel would read it.
+ * Ownership: none kept. Thread: any.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_CONFIG (|detail|, when not NULL: the
+ * JSON path, e.g. "$.xds_servers[0].channel_creds", and the reason);
+ * GRIT_ERR_INVALID_ARG (|json| NULL); GRIT_ERR_NOMEM. */
+GRIT_EXTERN grit_err grit_xds_bootstrap_check(const char *json, size_t len,
+                                              grit_error_detail *detail);
+
+/** What the process's xDS client for a bootstrap's server holds, as JSON
+ * (the client status an operator reads; `grit call --show-xds`): the
+ * server, whether its ADS stream is connected, stream and failure counts,
+ * and for each of "listener", "route_config", "cluster" and "endpoints"
+ * the version ACKed last, the last NACK's reason, the valid and invalid
+ * update counts and every watched resource with its cache state
+ * ("requested", "does_not_exist", "acked", "nacked",
+ * "nacked_but_cached") and what it holds (routes and their clusters, a
+ * cluster's type and policy, endpoints per locality with priority, weight
+ * and health). The client exists while an "xds:///" channel using that
+ * server has started (made its first call or connect).
+ *
+ * |bootstrap| is JSON as GRIT_ARG_XDS_BOOTSTRAP_CONFIG (NULL: the
+ * environment's, as a channel without the argument reads it).
+ * Ownership: |*json_out| new (release with grit_free). Thread: any.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (|json_out| NULL);
+ * GRIT_ERR_INVALID_CONFIG (no or an invalid bootstrap: |detail| as for
+ * grit_channel_create); GRIT_ERR_NOT_FOUND (no client for that server
+ * now); GRIT_ERR_NOMEM. */
+GRIT_EXTERN grit_err grit_xds_client_status(const char *bootstrap,
+                                            grit_error_detail *detail,
+                                            char **json_out);
+
 /** Explain a DNS TXT config value (the text after "grpc_config=", a JSON
  * array of choices): each choice, which one this client picks for
  * language "c" and |hostname| (NULL: the machine's), and why; then the
