@@ -127,8 +127,8 @@ int main(int argc, char **argv) {
   /* ---- grit call --show-xds ---- */
   snprintf(cmd, sizeof(cmd),
            "env -u GRPC_XDS_BOOTSTRAP -u GRPC_XDS_BOOTSTRAP_CONFIG %s call "
-           "--xds-bootstrap %s --deadline 10000 --show-xds xds:///svc "
-           "/lb.Svc/Call 2>&1",
+           "--xds-bootstrap %s --deadline 10000 --show-xds --metrics "
+           "xds:///svc /lb.Svc/Call 2>&1",
            grit, boot);
   rc = run(cmd, out, sizeof(out));
   printf("grit call --show-xds: exit %d\n%s", rc, out);
@@ -149,6 +149,9 @@ int main(int argc, char **argv) {
   CHECK(strstr(out, "\"priority\": 0"));
   CHECK(strstr(out, "\"version\": \"1\""));
   CHECK(strstr(out, "\"last_nack\": \"\""));
+  /* --metrics: the A78 families of the channel's target. */
+  CHECK(strstr(out, "grpc_xds_client_connected{grpc_target=\"xds:///svc\""));
+  CHECK(strstr(out, "grpc_xds_client_resources{grpc_target=\"xds:///svc\""));
 
   /* --json: one line. */
   snprintf(cmd, sizeof(cmd),
