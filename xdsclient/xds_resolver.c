@@ -22,7 +22,13 @@ typedef struct xres {
   char *watched[XDS_KINDS]; /* the name watched of each kind */
   char err[256];            /* a does-not-exist, or "" */
   bool pending;
+  /* Per kind: the NACK of the watched name while nothing of it is in
+   * force (the calls say why they cannot be served), or "". */
+  char nack[XDS_KINDS][200];
 } xres;
+
+static const char *const kinds[] = {"listener", "route configuration",
+                                    "cluster", "endpoints"};
 
 static void slot_set(xres *x, xds_kind k, const char *name, xds_resource *r,
                      const char *err) {
@@ -33,6 +39,8 @@ static void slot_set(xres *x, xds_kind k, const char *name, xds_resource *r,
     if (x->res[k])
       grit_xds_resource_unref(x->res[k]);
     x->res[k] = r;
+    if (r)
+      x->nack[k][0] = '\0';
     if (err)
       snprintf(x->err, sizeof(x->err), "%s", err);
     else if (r)
@@ -48,19 +56,23 @@ static void w_resource(void *ud, xds_kind k, const char *name,
 }
 
 static void w_error(void *ud, xds_kind k, const char *name, const char *why) {
-  /* A27: a NACKed update leaves the previous resource in force. */
-  (void)ud;
-  (void)k;
-  (void)name;
-  (void)why;
+  /* A27: a NACKed update leaves the previous resource in force; with none,
+   * the calls that cannot be served say why. */
+  xres *x = ud;
+  pthread_mutex_lock(&x->mu);
+  bool none = x->watched[k] && strcmp(x->watched[k], name) == 0 && !x->res[k];
+  if (none)
+    snprintf(x->nack[k], sizeof(x->nack[k]), "xds: %s %s was refused: %s",
+             kinds[k], name, why);
+  pthread_mutex_unlock(&x->mu);
+  if (none)
+    grit_channel_ext_kick(x->ch);
 }
 
 static void w_dne(void *ud, xds_kind k, const char *name) {
   /* A27: a Listener or Cluster missing from a state-of-the-world response
    * is deleted, and any resource the does-not-exist timer fires for is
    * not there: what the channel served is gone (deliver() fails it). */
-  static const char *const kinds[] = {"listener", "route configuration",
-                                      "cluster", "endpoints"};
   char buf[256];
   snprintf(buf, sizeof(buf),
            "xds: %s %s does not exist (deleted by the control plane, or "
@@ -80,6 +92,7 @@ static grit_err rewatch(xres *x, xds_kind k, const char *name) {
     return GRIT_OK;
   }
   x->watched[k] = name ? grit_strdup(name) : NULL;
+  x->nack[k][0] = '\0';
   if (x->res[k])
     grit_xds_resource_unref(x->res[k]);
   x->res[k] = NULL;
@@ -191,8 +204,19 @@ static void deliver(xres *x, xds_resource **res) {
     grit_channel_ext_result(x->ch, NULL, 0, NULL, err);
     return;
   }
-  if (!e)
-    return; /* not all there yet: the channel stays CONNECTING */
+  if (!e) {
+    /* Not all there yet: the channel stays CONNECTING, unless a missing
+     * resource was refused (then calls fail with its reason). */
+    char nack[200] = "";
+    pthread_mutex_lock(&x->mu);
+    for (int k = 0; k < XDS_KINDS && !nack[0]; k++)
+      if (!res[k] && x->nack[k][0])
+        snprintf(nack, sizeof(nack), "%s", x->nack[k]);
+    pthread_mutex_unlock(&x->mu);
+    if (nack[0])
+      grit_channel_ext_result(x->ch, NULL, 0, NULL, nack);
+    return;
+  }
   /* The first priority with a usable endpoint; within it every locality's
    * HEALTHY and UNKNOWN endpoints (UNHEALTHY, DRAINING and the rest out). */
   size_t total = 0;

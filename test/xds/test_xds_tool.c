@@ -4,8 +4,9 @@
  *    the call and prints the client's resources in force: the listener
  *    and its route config, the route's cluster, the cluster's type and
  *    policy, the endpoints with health and priority, the versions;
- *  - with an invalid Cluster on the control plane, --show-xds shows it
- *    NACKed with the reason;
+ *  - with an invalid Cluster on the control plane (and none before it),
+ *    the call fails UNAVAILABLE with the NACK's reason and --show-xds
+ *    shows it NACKed with the reason;
  *  - --show-xds --json prints one line;
  *  - `grit config check --bootstrap` accepts a valid bootstrap (exit 0)
  *    and names the JSON path and reason of an invalid one (exit 1).
@@ -171,7 +172,10 @@ int main(int argc, char **argv) {
            grit, boot);
   rc = run(cmd, out, sizeof(out));
   printf("grit call --show-xds (bad cluster): exit %d\n%s", rc, out);
-  CHECK(rc != 0); /* no cluster in force: the call cannot be served */
+  /* No cluster in force: the call fails saying why. */
+  CHECK(rc == 64 + GRIT_STATUS_UNAVAILABLE);
+  CHECK(strstr(out, "status: UNAVAILABLE (14) xds: cluster c1 was refused: "
+                    "cluster type 0 is not supported"));
   CHECK(strstr(out, "\"last_nack\": \"c1: cluster type 0 is not supported"));
   CHECK(strstr(out, "\"state\": \"nacked\""));
   CHECK(strstr(out, "\"updates_invalid\": 1"));
