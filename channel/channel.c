@@ -717,8 +717,12 @@ static void ch_release_metrics(void) {
 /* The default runtime lives in runtime/; once it stopped with no channel
  * left anywhere, the metric series go too (their counts start again). */
 grit_err grit_default_runtime_shutdown(void) {
+  grit_err rv = grit_rt_default_shutdown(ch_release_metrics);
+  if (rv != GRIT_ERR_BUSY)
+    return rv; /* stopped, or called on the loop (nothing may wait) */
   /* The xDS client's stream and channel live on the default runtime and
-   * go in the background once their last user went (issue 27). */
+   * go in the background once their last user went (issue 27): wait for
+   * those (at once when there are none), then try again. */
   grit_channel_ext_wait_idle(10000);
   return grit_rt_default_shutdown(ch_release_metrics);
 }

@@ -341,12 +341,14 @@ GRIT_EXTERN void grit_runtime_destroy(grit_runtime *rt);
  * with a NULL runtime starts a new one.
  *
  * It returns once the I/O thread has ended: connections still closing are
- * closed first. Calling it when the default runtime never started, or again
- * after it stopped, does nothing and returns GRIT_OK; concurrent calls wait
- * for the one that stops it. When no channel is left in the process (on
- * any runtime), it also frees the process's metric series
- * (grit_metrics_write_prometheus then starts again from zero); do not call
- * it while another thread renders metrics.
+ * closed first. The xDS client of "xds:///" channels (its ADS stream and
+ * channel, on this runtime) ends in the background once its last channel
+ * is destroyed: it waits up to 10 s for that first. Calling it when the default
+ * runtime never started, or again after it stopped, does nothing and returns
+ * GRIT_OK; concurrent calls wait for the one that stops it. When no channel is
+ * left in the process (on any runtime), it also frees the process's metric
+ * series (grit_metrics_write_prometheus then starts again from zero); do not
+ * call it while another thread renders metrics.
  *
  * Ownership: none. Thread: any but the default runtime's I/O thread.
  * Returns GRIT_OK; GRIT_ERR_BUSY if a channel created on the default
