@@ -779,8 +779,8 @@ static grit_err xds_collect(grit_buf *out, const char *target) {
         if (rv == GRIT_OK)
           rv = grit_buf_appendf(
               out,
-              ",grpc_xds_resource_type=\"%s\",grpc_xds_cache_state=\"%s\"} "
-              "%llu\n",
+              ",grpc_xds_authority=\"#old\",grpc_xds_resource_type=\"%s\","
+              "grpc_xds_cache_state=\"%s\"} %llu\n",
               type_urls[k], grit_xds_cache_state_name((xds_cache_state)s),
               (unsigned long long)figs[i].counts.n[k][s]);
       }
