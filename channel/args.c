@@ -71,7 +71,8 @@ static const arg_spec specs[] = {
     INT_ARG(GRIT_ARG_TRACE_CONTEXT, trace_context, 0, 1),
     STR_ARG(GRIT_ARG_OTLP_ENDPOINT, otlp_endpoint), /* OP-02 */
     INT_ARG(GRIT_ARG_ALLOW_INSECURE_CALL_CREDENTIALS, allow_insecure_call_creds,
-            0, 1), /* AP-05 */
+            0, 1),                                                /* AP-05 */
+    STR_ARG(GRIT_ARG_XDS_BOOTSTRAP_CONFIG, xds_bootstrap_config), /* XD-01 */
 };
 
 #define NSPECS (sizeof(specs) / sizeof(specs[0]))

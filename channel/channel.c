@@ -190,8 +190,9 @@ static void ch_apply_resolver_config(grit_channel *ch,
     grit_error_set(&d, GRIT_ERR_INVALID_CONFIG, "", "%s", r->txt_error);
   if (cfg) {
     ch_set_config(ch, cfg);
-    grit_channel_config_applied(ch, GRIT_CONFIG_SOURCE_DNS, r->config_json,
-                                r->config_len);
+    grit_channel_config_applied(
+        ch, ch->ext_ops ? GRIT_CONFIG_SOURCE_XDS : GRIT_CONFIG_SOURCE_DNS,
+        r->config_json, r->config_len);
     return;
   }
   bool keep = ch->config || ch->have_resolver_result || ch->default_config;
@@ -280,6 +281,16 @@ void grit_channel_on_resolved_clusters(grit_channel *ch,
                                        const grit_lb_cm_child *kids, size_t n) {
   static const grit_lb_cm_child none;
   ch_on_resolved_lb(ch, r, kids ? kids : &none, n);
+}
+
+/* ext_resolver.c's front (channel.h): A27, a deleted Listener or Cluster
+ * is not a failed lookup (DNS-08 keeps the last addresses for those):
+ * nothing is served any more. */
+void grit_channel_ext_fail(grit_channel *ch, const char *error) {
+  grit_channel_lb_destroy(ch);
+  ch->have_resolver_result = true;
+  snprintf(ch->resolve_error, sizeof(ch->resolve_error), "%s", error);
+  grit_channel_set_state(ch, GRIT_STATE_TRANSIENT_FAILURE);
 }
 
 void grit_channel_set_state(grit_channel *ch, grit_connectivity_state s) {
@@ -602,6 +613,11 @@ static grit_err ch_init(grit_channel *ch, const char *target,
   /* A scheme served from above: the rest names the service, which is the
    * authority (as grpc's xds resolver: "xds:///svc" -> "svc"). */
   ch->ext_ops = grit_channel_ext_find(target);
+  if (ch->ext_ops && ch->ext_ops->check) {
+    rv = ch->ext_ops->check(target, ch->o.xds_bootstrap_config, d);
+    if (rv != GRIT_OK)
+      return rv;
+  }
   rv = grit_target_parse(ch->ext_ops ? grit_channel_ext_name(target) : target,
                          &ch->target, d);
   if (rv != GRIT_OK)
@@ -719,5 +735,12 @@ static void ch_release_metrics(void) {
 /* The default runtime lives in runtime/; once it stopped with no channel
  * left anywhere, the metric series go too (their counts start again). */
 grit_err grit_default_runtime_shutdown(void) {
+  grit_err rv = grit_rt_default_shutdown(ch_release_metrics);
+  if (rv != GRIT_ERR_BUSY)
+    return rv; /* stopped, or called on the loop (nothing may wait) */
+  /* The xDS client's stream and channel live on the default runtime and
+   * go in the background once their last user went (issue 27): wait for
+   * those (at once when there are none), then try again. */
+  grit_channel_ext_wait_idle(10000);
   return grit_rt_default_shutdown(ch_release_metrics);
 }

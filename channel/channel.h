@@ -62,7 +62,23 @@ typedef struct grit_ext_resolver_ops {
                              const grit_metadata *md, grit_ext_route *out,
                              char *msg, size_t msg_size);
   void (*release)(grit_ext_route *r);
+  /* Any thread, at grit_channel_create (may be NULL): refuse |target|
+   * before the channel exists, e.g. with no or an invalid xDS bootstrap.
+   * |config| is GRIT_ARG_XDS_BOOTSTRAP_CONFIG's value or NULL. Returns
+   * GRIT_OK or an error with |d| filled (path and reason). */
+  grit_err (*check)(const char *target, const char *config,
+                    grit_error_detail *d);
+  /* Any thread (may be NULL): wait up to |ms| until the front's background
+   * work (the xDS client's stream and its channel) is gone, before
+   * grit_default_runtime_shutdown stops the runtime it lives on. */
+  void (*wait_idle)(uint64_t ms);
 } grit_ext_resolver_ops;
+
+/* The library's built-in schemes, NULL-terminated: defined by the plugin
+ * table of the layer above (xdsclient/xds_resolver.c, the way grpc-core's
+ * plugin registry lists its resolvers), read by ext_resolver.c on first
+ * use. channel/ includes nothing of that layer: only this symbol links. */
+extern const grit_ext_resolver_ops *const grit_ext_builtin_resolvers[];
 
 /* Register |ops| (static storage) for its scheme; at most 4 schemes.
  * Thread: any, before the channels that use it are made. Returns GRIT_OK,
@@ -86,5 +102,18 @@ void grit_channel_ext_result_clusters(grit_channel *ch,
 /* The channel's loop (for a front's own watchers: a LOGICAL_DNS cluster's
  * resolver, issue 27). */
 uv_loop_t *grit_channel_ext_loop(grit_channel *ch);
+/* Loop thread: what the channel serves is gone (gRFC A27: the Listener or
+ * the Cluster was deleted). Unlike an error result, the channel drops its
+ * addresses and policy: calls fail UNAVAILABLE with |error| until the next
+ * result. */
+void grit_channel_ext_fail(grit_channel *ch, const char *error);
+/* Loop thread, before grit_channel_ext_result: what the result applies
+ * (e.g. the xDS resources and versions). The config watcher hears one
+ * event (source GRIT_CONFIG_SOURCE_XDS) per result whose config or note
+ * changed. */
+void grit_channel_ext_note(grit_channel *ch, const char *note);
+/* GRIT_ARG_XDS_BOOTSTRAP_CONFIG of the channel, or NULL (borrowed while
+ * the channel lives). */
+const char *grit_channel_ext_config(const grit_channel *ch);
 
 #endif

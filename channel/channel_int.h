@@ -98,6 +98,7 @@ typedef struct grit_chan_opts {
   grit_call_credentials *call_creds;
   grit_ic_list interceptors;
   int64_t allow_insecure_call_creds; /* AP-05 */
+  char *xds_bootstrap_config;        /* GRIT_ARG_XDS_BOOTSTRAP_CONFIG */
 } grit_chan_opts;
 
 struct grit_channel_args {
@@ -202,6 +203,7 @@ struct grit_channel {
   void *ext_state;
   bool ext_started;
   grit_task ext_task;
+  uint64_t ext_note_hash; /* grit_channel_ext_note: mixed into cfg hash */
   grit_lb_slot lb_slots[2];
   grit_lb_slot *lb;         /* answers picks; NULL until the first result */
   grit_lb_slot *lb_pending; /* a policy switch under way (policy.c) */
@@ -264,6 +266,8 @@ const char *grit_channel_ext_name(const char *target);
  * stop it for good. */
 void grit_channel_ext_start(grit_channel *ch);
 void grit_channel_ext_stop(grit_channel *ch);
+/* Any thread: each registered front's wait_idle (default runtime shutdown). */
+void grit_channel_ext_wait_idle(uint64_t ms);
 /* The resolver's result, as ch_on_resolved takes it (channel.c). */
 void grit_channel_on_resolved(grit_channel *ch, const grit_resolver_result *r);
 /* The same with one child policy per cluster (grit_lb_cluster_manager)

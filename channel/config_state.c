@@ -35,6 +35,8 @@ const char *grit_config_source_name(grit_config_source s) {
     return "default";
   case GRIT_CONFIG_SOURCE_DNS:
     return "dns";
+  case GRIT_CONFIG_SOURCE_XDS:
+    return "xds";
   }
   return "?";
 }
@@ -104,11 +106,13 @@ void grit_channel_config_applied(grit_channel *ch, grit_config_source src,
   if (!json)
     src = GRIT_CONFIG_SOURCE_NONE;
   uint64_t h = json ? cfg_hash(json, len) : 0;
+  if (src == GRIT_CONFIG_SOURCE_XDS)
+    h ^= ch->ext_note_hash; /* one event per applied xDS update */
   grit_service_config_info *cur = &ch->cfg_info;
   if (cur->source == src && cur->hash == h)
     return; /* the same config again: nothing to say (DNS-10) */
   char *copy = NULL;
-  if (src == GRIT_CONFIG_SOURCE_DNS) {
+  if (src == GRIT_CONFIG_SOURCE_DNS || src == GRIT_CONFIG_SOURCE_XDS) {
     copy = grit_malloc(len + 1);
     if (!copy)
       return; /* only the report is lost; the config itself is applied */

@@ -9,10 +9,28 @@
 
 static pthread_mutex_t ext_mu = PTHREAD_MUTEX_INITIALIZER;
 static const grit_ext_resolver_ops *ext_table[EXT_MAX];
+static bool builtins_loaded; /* under ext_mu */
+
+/* The library's own schemes (issue 27: "xds" on the installed libgrit)
+ * enter the table on first use (ext_mu held). */
+static void load_builtins(void) {
+  if (builtins_loaded)
+    return;
+  builtins_loaded = true;
+  for (size_t b = 0; grit_ext_builtin_resolvers[b]; b++) {
+    for (size_t i = 0; i < EXT_MAX; i++) {
+      if (ext_table[i] == grit_ext_builtin_resolvers[b] || !ext_table[i]) {
+        ext_table[i] = grit_ext_builtin_resolvers[b];
+        break;
+      }
+    }
+  }
+}
 
 grit_err grit_channel_register_ext_resolver(const grit_ext_resolver_ops *ops) {
   grit_err rv = GRIT_ERR_NOMEM;
   pthread_mutex_lock(&ext_mu);
+  load_builtins();
   for (size_t i = 0; i < EXT_MAX; i++) {
     if (ext_table[i] == ops || !ext_table[i]) {
       ext_table[i] = ops;
@@ -31,6 +49,7 @@ const grit_ext_resolver_ops *grit_channel_ext_find(const char *target) {
   size_t n = (size_t)(colon - target);
   const grit_ext_resolver_ops *found = NULL;
   pthread_mutex_lock(&ext_mu);
+  load_builtins();
   for (size_t i = 0; i < EXT_MAX && ext_table[i]; i++)
     if (strlen(ext_table[i]->scheme) == n &&
         strncmp(ext_table[i]->scheme, target, n) == 0)
@@ -46,6 +65,16 @@ const char *grit_channel_ext_name(const char *target) {
     return slash ? slash + 1 : p + 2;
   }
   return p;
+}
+
+void grit_channel_ext_wait_idle(uint64_t ms) {
+  const grit_ext_resolver_ops *ops[EXT_MAX] = {0};
+  pthread_mutex_lock(&ext_mu);
+  memcpy(ops, ext_table, sizeof(ops));
+  pthread_mutex_unlock(&ext_mu);
+  for (size_t i = 0; i < EXT_MAX && ops[i]; i++)
+    if (ops[i]->wait_idle)
+      ops[i]->wait_idle(ms);
 }
 
 static void ext_on_kick(grit_task *t) {
@@ -114,4 +143,15 @@ void grit_channel_ext_result_clusters(grit_channel *ch,
 
 uv_loop_t *grit_channel_ext_loop(grit_channel *ch) {
   return &ch->rt->loop;
+}
+
+const char *grit_channel_ext_config(const grit_channel *ch) {
+  return ch->o.xds_bootstrap_config;
+}
+
+void grit_channel_ext_note(grit_channel *ch, const char *note) {
+  uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+  for (const char *p = note; *p; p++)
+    h = (h ^ (uint8_t)*p) * 1099511628211ULL;
+  ch->ext_note_hash = h;
 }

@@ -85,7 +85,7 @@ grit_err grit_call_trace_setup(grit_call *c, const char *opt_tp,
  * kept as written. */
 grit_obs_target *grit_obs_channel_series(const char *target) {
   static const char *const schemes[] = {
-      "dns://", "ipv4:", "ipv6:", "unix:", "unix-abstract:"};
+      "dns://", "ipv4:", "ipv6:", "unix:", "unix-abstract:", "xds:"};
   for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
     if (strncmp(target, schemes[i], strlen(schemes[i])) == 0)
       return grit_obs_target_get(target);

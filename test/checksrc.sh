@@ -6,7 +6,7 @@ set -euo pipefail
 root=${1:-.}
 cd "$root"
 dirs=(util xds credentials intercept channel runtime resolver service_config lb retry hedging callsm throttle transport compress
-  observe dedup)
+  observe dedup xdsclient)
 pat='(^|[^_a-zA-Z0-9.>])(malloc|calloc|realloc|free|strdup|strndup|sprintf|vsprintf|strcpy|strcat|strtok|atoi|atol|rand|srand|time|gettimeofday|printf|abort)[[:space:]]*\('
 bad=0
 while IFS= read -r f; do

@@ -152,6 +152,9 @@ void out_summary(const call_out *o, const call_tally *t, uint64_t *lat_us,
                  uint64_t elapsed_us);
 /* --show-config: the service config in force, its source, when it was
  * applied and the last rejection (one JSON line with --json). */
+/* --show-xds (issue 27): the xDS client's status for |bootstrap| (NULL:
+ * the environment's), as JSON on stdout (one line with --json). */
+void out_xds_status(const call_out *o, const char *bootstrap);
 void out_service_config(const call_out *o,
                         const grit_service_config_info *info);
 

@@ -10,6 +10,7 @@
 #include "pbjson/pbjson.h"
 
 #include <inttypes.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -514,4 +515,28 @@ void out_service_config(const call_out *o,
     fprintf(f, "last rejection: %s (at %s)\n", info->last_rejection, rejected);
   else
     fprintf(f, "last rejection: none\n");
+}
+
+/* ---- --show-xds (issue 27) ---- */
+
+void out_xds_status(const call_out *o, const char *bootstrap) {
+  grit_error_detail d = {0};
+  char *text = NULL;
+  grit_err rv = grit_xds_client_status(bootstrap, &d, &text);
+  if (rv != GRIT_OK) {
+    fprintf(stderr, "grit: --show-xds: %s%s%s%s%s\n", grit_strerror(rv),
+            d.path[0] || d.reason[0] ? ": " : "", d.path,
+            d.path[0] && d.reason[0] ? ": " : "", d.reason);
+    return;
+  }
+  if (o->json) {
+    json_t *j = json_loads(text, 0, NULL);
+    char *line = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    printf("{\"xds_client\":%s}\n", line ? line : text);
+    free(line);
+    json_decref(j);
+  } else {
+    printf("xds client:\n%s\n", text);
+  }
+  grit_free(text);
 }

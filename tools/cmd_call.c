@@ -23,7 +23,9 @@ enum {
   OPT_EMIT_DEFAULTS,
   OPT_ADMIN, /* OP-03 */
   OPT_RATE,
-  OPT_OTLP, /* OP-02 */
+  OPT_OTLP,          /* OP-02 */
+  OPT_SHOW_XDS,      /* issue 27 */
+  OPT_XDS_BOOTSTRAP, /* issue 27 */
 };
 
 typedef struct opt_row {
@@ -119,6 +121,14 @@ static const opt_row OPTS[] = {
     {"show-config", 'S', NULL,
      "after the calls, print the service config in\n"
      "force, its source, when applied, last rejection"},
+    {"xds-bootstrap", OPT_XDS_BOOTSTRAP, "FILE|@FILE|JSON",
+     "xDS bootstrap of an xds:/// TARGET (instead of\n"
+     "GRPC_XDS_BOOTSTRAP, GRPC_XDS_BOOTSTRAP_CONFIG)"},
+    {"show-xds", OPT_SHOW_XDS, NULL,
+     "after the calls, print what the xDS client of an\n"
+     "xds:/// TARGET holds: listener, routes, clusters,\n"
+     "endpoints (health, priority), versions, last\n"
+     "NACK with its reason (JSON)"},
     {"metrics", 'M', NULL,
      "print the channel's metrics (Prometheus text)\n"
      "on stdout after the run"},
@@ -175,6 +185,8 @@ typedef struct call_flags {
   bool emit_defaults;
   const char *dns_server; /* --dns-server */
   bool dns_txt, show_config;
+  bool show_xds;             /* --show-xds (issue 27) */
+  const char *xds_bootstrap; /* --xds-bootstrap */
   grit_metadata *md;
   req_source *src;
   uint64_t deadline_ms, count, concurrency;
@@ -405,6 +417,12 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
     case OPT_ADMIN:
       fl->admin = optarg;
       break;
+    case OPT_SHOW_XDS:
+      fl->show_xds = true;
+      break;
+    case OPT_XDS_BOOTSTRAP:
+      fl->xds_bootstrap = optarg;
+      break;
     case OPT_OTLP:
       fl->otlp = optarg;
       fl->trace_context = true;
@@ -500,7 +518,8 @@ static int parse_flags(int argc, char **argv, call_flags *fl) {
 /* The channel arguments the flags ask for; |sc| is the service config
  * text or NULL. On failure *out is NULL and the error says which. */
 static grit_err make_args(const call_flags *fl, const char *sc,
-                          att_store *store, grit_channel_args **out) {
+                          const char *xds_boot, att_store *store,
+                          grit_channel_args **out) {
   grit_channel_args *a;
   *out = NULL;
   grit_err rv = grit_channel_args_create(&a);
@@ -508,6 +527,9 @@ static grit_err make_args(const call_flags *fl, const char *sc,
     return rv;
   if (sc)
     rv = grit_channel_args_set_string(a, GRIT_ARG_SERVICE_CONFIG, sc);
+  if (rv == GRIT_OK && xds_boot)
+    rv = grit_channel_args_set_string(a, GRIT_ARG_XDS_BOOTSTRAP_CONFIG,
+                                      xds_boot);
   /* The records give a timeline (--attempts), the JSON "reason" and the
    * peer of a call that never committed. A --count run without
    * --attempts or --json needs none of them: no observer, so it costs no
@@ -617,7 +639,7 @@ int cmd_call(int argc, char **argv) {
   call_flags fl = {.count = 1, .concurrency = 1};
   att_store store;
   att_store_init(&store);
-  char *sc = NULL, *method = NULL;
+  char *sc = NULL, *method = NULL, *xds_boot = NULL;
   grit_channel *ch = NULL;
   call_types *types = NULL;
   grit_admin *admin = NULL;
@@ -649,14 +671,28 @@ int cmd_call(int argc, char **argv) {
   (void)grit_metrics_register_method(method);
   grit_channel_args *a;
   grit_error_detail d = {0};
-  grit_err rv = make_args(&fl, sc, &store, &a);
+  if (fl.xds_bootstrap &&
+      !(xds_boot = tool_read_json_arg(fl.xds_bootstrap, NULL)))
+    goto done;
+  if ((fl.show_xds || fl.xds_bootstrap) && strncmp(target, "xds:", 4) != 0) {
+    fprintf(stderr,
+            "grit: --show-xds and --xds-bootstrap want an xds:/// "
+            "target, got '%s'\n",
+            target);
+    goto done;
+  }
+  grit_err rv = make_args(&fl, sc, xds_boot, &store, &a);
   if (rv == GRIT_OK)
     rv = grit_channel_create(NULL, target, a, &d, &ch);
   grit_channel_args_destroy(a);
   if (rv != GRIT_OK) {
+    /* issue 27: an xds: target without --service-config was refused for
+     * its bootstrap. */
+    bool boot =
+        rv == GRIT_ERR_INVALID_CONFIG && !sc && strncmp(target, "xds:", 4) == 0;
     fprintf(stderr, "grit: cannot create channel to %s: %s%s%s%s%s\n", target,
-            grit_strerror(rv), d.reason[0] ? ": " : "", d.path,
-            d.path[0] ? ": " : "", d.reason);
+            boot ? "invalid xDS bootstrap" : grit_strerror(rv),
+            d.reason[0] ? ": " : "", d.path, d.path[0] ? ": " : "", d.reason);
     rc = rv == GRIT_ERR_NOMEM ? 1 : 2;
     goto done;
   }
@@ -730,6 +766,8 @@ int cmd_call(int argc, char **argv) {
       grit_service_config_info_free(&info);
     }
   }
+  if (fl.show_xds) /* issue 27: before the channel (its client) goes */
+    out_xds_status(&cs.out, xds_boot);
   if (fl.metrics) /* OB-01: after the result and any summary line */
     call_print_metrics(ch);
 done:
@@ -749,6 +787,7 @@ done:
   grit_metadata_destroy(fl.md);
   req_source_destroy(fl.src);
   free(sc);
+  free(xds_boot);
   free(method);
   att_store_free(&store);
   return rc;

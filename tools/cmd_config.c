@@ -17,6 +17,7 @@ void config_usage(FILE *f) {
           "                         [--hostname NAME] [--language LANG]\n"
           "       grit config check --txt FILE_OR_TEXT [--hostname NAME]\n"
           "                         [--language LANG]\n"
+          "       grit config check --bootstrap FILE_OR_JSON\n"
           "FILE_OR_JSON: a path, @path, or JSON text starting with '{'\n"
           "TARGET: HOST, HOST:PORT, dns:///HOST:PORT or "
           "dns://ADDR:PORT/HOST:PORT\n"
@@ -24,7 +25,10 @@ void config_usage(FILE *f) {
           "as\n"
           "  text starting with '[' or 'grpc_config=', or a path or @path\n"
           "--hostname, --language: check as a client on that host in that\n"
-          "  language would (default: this host, c)\n");
+          "  language would (default: this host, c)\n"
+          "--bootstrap: validate an xDS bootstrap (what GRPC_XDS_BOOTSTRAP\n"
+          "  names) as an xds:/// channel reads it; an error names its JSON\n"
+          "  path and reason\n");
 }
 
 static int usage_error(void) {
@@ -151,6 +155,28 @@ static int check_dns_or_txt(int argc, char **argv) {
   return print_report(rv, report);
 }
 
+/* grit config check --bootstrap FILE_OR_JSON (issue 27). */
+static int check_bootstrap(int argc, char **argv) {
+  if (argc != 2)
+    return usage_error();
+  size_t len = 0;
+  char *json = tool_read_json_arg(argv[1], &len);
+  if (!json)
+    return TOOL_EXIT_USAGE; /* a file argument that cannot be read */
+  grit_error_detail d = {0};
+  grit_err rv = grit_xds_bootstrap_check(json, len, &d);
+  free(json);
+  if (rv == GRIT_OK) {
+    printf("xDS bootstrap: valid\n");
+    return 0;
+  }
+  if (rv == GRIT_ERR_INVALID_CONFIG)
+    fprintf(stderr, "xDS bootstrap: invalid: %s: %s\n", d.path, d.reason);
+  else
+    fprintf(stderr, "grit: %s\n", grit_strerror(rv));
+  return 1;
+}
+
 int cmd_config(int argc, char **argv) {
   if ((argc == 2 && tool_is_help(argv[1])) ||
       (argc == 3 && tool_is_help(argv[2]))) {
@@ -159,6 +185,8 @@ int cmd_config(int argc, char **argv) {
   }
   if (argc < 3 || strcmp(argv[1], "check") != 0)
     return usage_error();
+  if (strcmp(argv[2], "--bootstrap") == 0)
+    return check_bootstrap(argc - 2, argv + 2);
   if (strncmp(argv[2], "--dns", 5) == 0 || strcmp(argv[2], "--txt") == 0 ||
       strcmp(argv[2], "--hostname") == 0 || strcmp(argv[2], "--language") == 0)
     return check_dns_or_txt(argc - 2, argv + 2);

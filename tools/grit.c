@@ -34,6 +34,8 @@ static void usage(FILE *f) {
           "config\n"
           "  config check --txt FILE_OR_TEXT             validate a TXT value "
           "offline\n"
+          "  config check --bootstrap FILE_OR_JSON       validate an xDS "
+          "bootstrap\n"
           "  demo                                        calls against "
           "embedded backends\n"
           "  list [options] TARGET [SERVICE]             the services, or "

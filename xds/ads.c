@@ -20,6 +20,8 @@ typedef struct entry {
   xds_resource *res;  /* the resource in force, or NULL */
   uint64_t hash;      /* FNV-1a of its serialized form (change detection) */
   uint64_t dne_at_ms; /* 0: no does-not-exist timer armed */
+  bool dne;           /* said not to exist (deleted, or the timer) */
+  bool nacked;        /* its last update was refused */
 } entry;
 
 typedef struct type_state {
@@ -223,6 +225,8 @@ static grit_err take_resource(xds_ads *a, xds_kind k, const grit_pbf *any,
     nack_add(t, name, why);
     if (e) {
       e->dne_at_ms = 0; /* it exists, even if refused */
+      e->dne = false;
+      e->nacked = true;
       if (a->cbs.on_error)
         a->cbs.on_error(a->ud, k, e->name, why);
     }
@@ -235,6 +239,8 @@ static grit_err take_resource(xds_ads *a, xds_kind k, const grit_pbf *any,
   }
   uint64_t h = fnv1a(value, vlen);
   e->dne_at_ms = 0;
+  e->dne = false;
+  e->nacked = false;
   if (e->res && e->hash == h) {
     grit_xds_resource_unref(res); /* unchanged: no notification */
     return GRIT_OK;
@@ -307,6 +313,8 @@ grit_err grit_xds_ads_on_response(xds_ads *a, const uint8_t *p, size_t n,
         continue;
       grit_xds_resource_unref(e->res);
       e->res = NULL;
+      e->dne = true;
+      e->nacked = false;
       if (a->cbs.on_does_not_exist)
         a->cbs.on_does_not_exist(a->ud, (xds_kind)kind, e->name);
     }
@@ -335,6 +343,7 @@ void grit_xds_ads_on_timer(xds_ads *a, uint64_t now_ms) {
       if (!e->dne_at_ms || now_ms < e->dne_at_ms)
         continue;
       e->dne_at_ms = 0;
+      e->dne = true;
       if (a->cbs.on_does_not_exist)
         a->cbs.on_does_not_exist(a->ud, (xds_kind)k, e->name);
     }
@@ -544,4 +553,26 @@ const char *grit_xds_ads_last_nack(const xds_ads *a, xds_kind k) {
 
 void grit_xds_ads_get_stats(const xds_ads *a, xds_ads_stats *st) {
   *st = a->stats;
+}
+
+void grit_xds_ads_foreach(const xds_ads *a, xds_kind k, xds_ads_entry_fn fn,
+                          void *ud) {
+  const type_state *t = &a->t[k];
+  for (size_t i = 0; i < t->n; i++) {
+    const entry *e = &t->e[i];
+    xds_cache_state st;
+    if (e->nacked)
+      st = e->res ? XDS_CACHE_NACKED_BUT_CACHED : XDS_CACHE_NACKED;
+    else if (e->res)
+      st = XDS_CACHE_ACKED;
+    else
+      st = e->dne ? XDS_CACHE_DOES_NOT_EXIST : XDS_CACHE_REQUESTED;
+    fn(ud, e->name, e->res, st);
+  }
+}
+
+const char *grit_xds_cache_state_name(xds_cache_state st) {
+  static const char *const names[] = {"requested", "does_not_exist", "acked",
+                                      "nacked", "nacked_but_cached"};
+  return (unsigned)st < sizeof(names) / sizeof(names[0]) ? names[st] : "?";
 }

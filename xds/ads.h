@@ -81,4 +81,20 @@ typedef struct xds_ads_stats {
 } xds_ads_stats;
 void grit_xds_ads_get_stats(const xds_ads *a, xds_ads_stats *st);
 
+/* A watched resource's cache state, as gRFC A78's grpc.xds.cache_state. */
+typedef enum xds_cache_state {
+  XDS_CACHE_REQUESTED = 0,         /* asked for, nothing heard yet */
+  XDS_CACHE_DOES_NOT_EXIST = 1,    /* deleted (A27) or its timer fired */
+  XDS_CACHE_ACKED = 2,             /* the resource in force */
+  XDS_CACHE_NACKED = 3,            /* its only update was refused */
+  XDS_CACHE_NACKED_BUT_CACHED = 4, /* refused; the previous one in force */
+} xds_cache_state;
+const char *grit_xds_cache_state_name(xds_cache_state st);
+/* Each watched name of |k| with its resource in force (borrowed for the
+ * call; NULL: none) and its state. |fn| must not call into the machine. */
+typedef void (*xds_ads_entry_fn)(void *ud, const char *name,
+                                 const xds_resource *r, xds_cache_state st);
+void grit_xds_ads_foreach(const xds_ads *a, xds_kind k, xds_ads_entry_fn fn,
+                          void *ud);
+
 #endif

@@ -32,7 +32,8 @@ typedef struct xcl {
   uint32_t refs;  /* route tables naming it + calls using it (loop) */
   /* Written by the watchers, under x->mu. */
   xds_resource *cds, *eds;
-  char err[200]; /* a does-not-exist, or "" */
+  char err[200];     /* a does-not-exist, or "" */
+  char nack[200];    /* a NACK of its CDS or EDS while none is in force */
   grit_xds_dns *dns; /* a LOGICAL_DNS cluster's resolver (loop) */
 } xcl;
 
@@ -70,8 +71,11 @@ struct xres {
   xds_resource *res[2]; /* the Listener and RouteConfiguration */
   char *watched[2];     /* the name watched of each */
   char err[256];        /* a does-not-exist of either, or "" */
-  uint64_t gen;         /* bumped by every watcher write */
-  xcl *clusters;        /* changed on the loop only, under mu */
+  /* Per kind (listener, route configuration): the NACK of the watched name
+   * while nothing of it is in force (calls say why they wait), or "". */
+  char nack[2][200];
+  uint64_t gen;  /* bumped by every watcher write */
+  xcl *clusters; /* changed on the loop only, under mu */
 };
 
 static const grit_xdsc_watcher watcher;
@@ -101,6 +105,8 @@ static void slot_set(xres *x, xds_kind k, const char *name, xds_resource *r,
     if (x->res[k])
       grit_xds_resource_unref(x->res[k]);
     x->res[k] = r;
+    if (r)
+      x->nack[k][0] = '\0';
     if (err)
       snprintf(x->err, sizeof(x->err), "%s", err);
     else if (r)
@@ -120,16 +126,34 @@ static void w_resource(void *ud, xds_kind k, const char *name,
 }
 
 static void w_error(void *ud, xds_kind k, const char *name, const char *why) {
-  /* A27: a NACKed update leaves the previous resource in force. */
-  (void)ud;
-  (void)k;
-  (void)name;
-  (void)why;
+  /* A27: a NACKed update leaves the previous resource in force; with none,
+   * the calls that cannot be served say why. */
+  xres *x = ud;
+  pthread_mutex_lock(&x->mu);
+  bool none = x->watched[k] && strcmp(x->watched[k], name) == 0 && !x->res[k];
+  if (none) {
+    snprintf(x->nack[k], sizeof(x->nack[k]), "xds: %s %s was refused: %s",
+             kind_names[k], name, why);
+    x->gen++;
+  }
+  pthread_mutex_unlock(&x->mu);
+  if (none)
+    grit_channel_ext_kick(x->ch);
+}
+
+/* A27: a Listener or Cluster missing from a state-of-the-world response is
+ * deleted, and any resource the does-not-exist timer fires for is not
+ * there: what the channel served is gone (deliver() fails it). */
+static void dne_text(char *buf, size_t size, xds_kind k, const char *name) {
+  snprintf(buf, size,
+           "xds: %s %s does not exist (deleted by the control plane, or "
+           "never sent)",
+           kind_names[k], name);
 }
 
 static void w_dne(void *ud, xds_kind k, const char *name) {
   char buf[256];
-  snprintf(buf, sizeof(buf), "xds: %s %s does not exist", kind_names[k], name);
+  dne_text(buf, sizeof(buf), k, name);
   slot_set(ud, k, name, NULL, buf);
 }
 
@@ -145,6 +169,8 @@ static void cl_set(xcl *cl, xds_kind k, xds_resource *r, const char *err) {
   if (*slot)
     grit_xds_resource_unref(*slot);
   *slot = r;
+  if (r)
+    cl->nack[0] = '\0';
   if (err)
     snprintf(cl->err, sizeof(cl->err), "%s", err);
   else if (r)
@@ -162,11 +188,28 @@ static void cw_resource(void *ud, xds_kind k, const char *name,
 
 static void cw_dne(void *ud, xds_kind k, const char *name) {
   char buf[200];
-  snprintf(buf, sizeof(buf), "xds: %s %s does not exist", kind_names[k], name);
+  dne_text(buf, sizeof(buf), k, name);
   cl_set(ud, k, NULL, buf);
 }
 
-static const grit_xdsc_watcher cl_watcher = {cw_resource, w_error, cw_dne};
+/* A NACKed CDS or EDS update: the previous resource stays in force; with
+ * none, the calls routed to the cluster fail with the reason. */
+static void cw_error(void *ud, xds_kind k, const char *name, const char *why) {
+  xcl *cl = ud;
+  xres *x = cl->x;
+  pthread_mutex_lock(&x->mu);
+  bool none = !(k == XDS_CLUSTER ? cl->cds : cl->eds);
+  if (none) {
+    snprintf(cl->nack, sizeof(cl->nack), "xds: %s %s was refused: %s",
+             kind_names[k], name, why);
+    x->gen++;
+  }
+  pthread_mutex_unlock(&x->mu);
+  if (none)
+    grit_channel_ext_kick(x->ch);
+}
+
+static const grit_xdsc_watcher cl_watcher = {cw_resource, cw_error, cw_dne};
 
 /* ---- clusters (loop) ---- */
 
@@ -179,6 +222,7 @@ static grit_err rewatch(xres *x, xds_kind k, const char *name) {
     return GRIT_OK;
   }
   x->watched[k] = name ? grit_strdup(name) : NULL;
+  x->nack[k][0] = '\0';
   if (x->res[k])
     grit_xds_resource_unref(x->res[k]);
   x->res[k] = NULL;
@@ -423,8 +467,7 @@ static void cl_dns_follow(xcl *cl, const xds_cluster *c, char *err,
   }
   if (dns && !cl->dns &&
       grit_xds_dns_start(grit_channel_ext_loop(cl->x->ch), c->dns_host,
-                         c->dns_port, cl_dns_changed, cl,
-                         &cl->dns) != GRIT_OK)
+                         c->dns_port, cl_dns_changed, cl, &cl->dns) != GRIT_OK)
     snprintf(err, err_size, "xds: cluster %s: cannot resolve %s", cl->name,
              c->dns_host);
 }
@@ -476,7 +519,8 @@ static void tree_child_json(const grit_xds_lb_tree *t, char *cfg,
   size_t n = j ? strlen(j) : 0;
   if (n > sizeof(pre) && strncmp(j, pre, sizeof(pre) - 1) == 0 &&
       j[n - 1] == '}' && j[sizeof(pre) - 1] == '[')
-    snprintf(cfg, cfg_size, "%.*s", (int)(n - sizeof(pre)), j + sizeof(pre) - 1);
+    snprintf(cfg, cfg_size, "%.*s", (int)(n - sizeof(pre)),
+             j + sizeof(pre) - 1);
   else
     snprintf(cfg, cfg_size, "[{\"round_robin\":{}}]");
 }
@@ -495,6 +539,8 @@ static void cl_child(xcl *cl, grit_lb_cm_child *k, grit_xds_lb_tree **tree,
   if (eds)
     grit_xds_resource_ref(eds);
   snprintf(err, err_size, "%s", cl->err);
+  char nack[200];
+  snprintf(nack, sizeof(nack), "%s", cl->nack);
   pthread_mutex_unlock(&cl->x->mu);
   const xds_cluster *c = cds ? &cds->u.cluster : NULL;
   snprintf(cfg, cfg_size, "[{\"round_robin\":{}}]");
@@ -502,13 +548,15 @@ static void cl_child(xcl *cl, grit_lb_cm_child *k, grit_xds_lb_tree **tree,
   if (!err[0] && c)
     cl_dns_follow(cl, c, err, err_size);
   if (!err[0] && c &&
-      cl_rewatch_eds(cl, !is_eds                 ? NULL
+      cl_rewatch_eds(cl, !is_eds               ? NULL
                          : c->eds_service_name ? c->eds_service_name
                                                : cl->name) != GRIT_OK)
     snprintf(err, err_size, "xds: out of memory");
   if (!err[0] && c)
-    *tree = cl_tree(cl, c, is_eds && eds ? &eds->u.endpoints : NULL, err,
-                    err_size);
+    *tree =
+        cl_tree(cl, c, is_eds && eds ? &eds->u.endpoints : NULL, err, err_size);
+  if (!err[0] && !*tree && nack[0]) /* refused, and nothing in force */
+    snprintf(err, err_size, "%s", nack);
   if (err[0]) {
     k->error = err;
   } else if (!*tree) {
@@ -521,6 +569,23 @@ static void cl_child(xcl *cl, grit_lb_cm_child *k, grit_xds_lb_tree **tree,
     grit_xds_resource_unref(cds);
   if (eds)
     grit_xds_resource_unref(eds);
+}
+
+/* The config watcher hears one event per applied update (source xds): the
+ * note names the resources and the versions in force. */
+static void deliver_note(xres *x) {
+  char note[512], v[XDS_KINDS][40];
+  for (int k = 0; k < XDS_KINDS; k++)
+    grit_xdsc_version(x->c, (xds_kind)k, v[k], sizeof(v[k]));
+  const xds_listener *l = &x->snap->lds->u.listener;
+  size_t at = (size_t)snprintf(
+      note, sizeof(note), "listener %s (lds %s), route %s (rds %s), clusters",
+      x->name, v[0], l->rds_name ? l->rds_name : "inline", v[1]);
+  for (xcl *cl = x->clusters; cl && at < sizeof(note); cl = cl->next)
+    at += (size_t)snprintf(note + at, sizeof(note) - at, " %s", cl->name);
+  if (at < sizeof(note))
+    snprintf(note + at, sizeof(note) - at, " (cds %s, eds %s)", v[2], v[3]);
+  grit_channel_ext_note(x->ch, note);
 }
 
 /* Give the channel one child per cluster in use, and the service config
@@ -557,6 +622,7 @@ static void deliver_clusters(xres *x) {
                            cl->name, cfg);
   }
   snprintf(json + at, cfg_len - at, "}}},{\"round_robin\":{}}]}");
+  deliver_note(x);
   grit_channel_ext_result_clusters(x->ch, kids, n, json);
 done:
   for (size_t j = 0; trees && j < n; j++)
@@ -584,8 +650,13 @@ static void deliver(xres *x) {
   rds = l && l->rds_name ? x->res[XDS_ROUTE_CONFIG] : NULL;
   if (rds)
     grit_xds_resource_ref(rds);
-  if (x->err[0] && !err[0])
+  bool gone = x->err[0] != '\0';
+  if (gone && !err[0])
     snprintf(err, sizeof(err), "%s", x->err);
+  char nack[200] = "";
+  for (int k = 0; k < 2 && !nack[0]; k++)
+    if (!x->res[k] && x->nack[k][0])
+      snprintf(nack, sizeof(nack), "%s", x->nack[k]);
   pthread_mutex_unlock(&x->mu);
   const xds_route_config *rc = NULL;
   if (l)
@@ -593,14 +664,21 @@ static void deliver(xres *x) {
   const xds_vhost *vh = rc ? grit_xds_vhost_find(rc, x->name) : NULL;
   if (rc && !vh && !err[0])
     snprintf(err, sizeof(err), "xds: no virtual host matches %s", x->name);
+  if (!err[0] && !vh && nack[0]) /* refused, and nothing in force */
+    snprintf(err, sizeof(err), "%s", nack);
   if (err[0]) {
-    /* Calls fail with the error (gRFC A27: the resource is gone). */
+    /* Calls fail with the error. gRFC A27 (as grpc-core): a deleted
+     * Listener fails them UNAVAILABLE naming it until it comes back; its
+     * clusters' connections are not kept as for a failed lookup. */
     xsnap *old = x->snap;
     x->snap = NULL;
     snap_retire(old);
     snap_unref(old);
     snprintf(x->why, sizeof(x->why), "%s", err);
-    grit_channel_ext_result(x->ch, NULL, 0, NULL, err);
+    if (gone)
+      grit_channel_ext_fail(x->ch, err);
+    else
+      grit_channel_ext_result(x->ch, NULL, 0, NULL, err);
   } else if (vh && (!x->snap || x->snap->lds != lds || x->snap->rds != rds)) {
     xsnap *s = snap_build(x, lds, rds, vh);
     if (!s) {
@@ -654,10 +732,45 @@ static void xr_stop(void *state) {
   x_unref(x);
 }
 
+grit_err grit_xds_bootstrap_load(const char *config, xds_bootstrap **out,
+                                 grit_error_detail *d) {
+  grit_err e = config ? grit_xds_bootstrap_parse(config, strlen(config), out, d)
+                      : grit_xds_bootstrap_from_env(out, d);
+  if (e == GRIT_ERR_NOT_FOUND && d && strcmp(d->path, "$") == 0)
+    grit_error_set(d, GRIT_ERR_INVALID_CONFIG, "$",
+                   "no xDS bootstrap: set the channel argument "
+                   "GRIT_ARG_XDS_BOOTSTRAP_CONFIG (JSON), or the environment "
+                   "variable GRPC_XDS_BOOTSTRAP (a file) or "
+                   "GRPC_XDS_BOOTSTRAP_CONFIG (JSON)");
+  if (e == GRIT_ERR_INVALID_ARG || e == GRIT_ERR_NOT_FOUND) {
+    e = GRIT_ERR_INVALID_CONFIG;
+    if (d)
+      d->code = e;
+  }
+  return e;
+}
+
+/* At grit_channel_create: a channel without a usable bootstrap is refused
+ * with the reason, instead of failing its calls later. */
+static grit_err xr_check(const char *target, const char *config,
+                         grit_error_detail *d) {
+  (void)target;
+  xds_bootstrap *b = NULL;
+  grit_err e = grit_xds_bootstrap_load(config, &b, d);
+  grit_xds_bootstrap_free(b);
+  if (e == GRIT_OK)
+    grit_xdsc_metrics_register();
+  return e;
+}
+
+static void xr_wait_idle(uint64_t ms) {
+  (void)grit_xdsc_wait_released_freed(ms);
+}
+
 static grit_err xr_start(grit_channel *ch, const char *target, void **state) {
   xds_bootstrap *b = NULL;
   grit_error_detail d = {0};
-  grit_err e = grit_xds_bootstrap_from_env(&b, &d);
+  grit_err e = grit_xds_bootstrap_load(grit_channel_ext_config(ch), &b, &d);
   if (e != GRIT_OK)
     return e;
   xres *x = grit_calloc(1, sizeof(*x));
@@ -680,8 +793,10 @@ static grit_err xr_start(grit_channel *ch, const char *target, void **state) {
   e = x->name ? grit_xdsc_get(b, &x->c) : GRIT_ERR_NOMEM;
   if (!x->name)
     grit_xds_bootstrap_free(b);
-  if (e == GRIT_OK)
+  if (e == GRIT_OK) {
+    grit_xdsc_set_target(x->c, target);
     e = rewatch(x, XDS_LISTENER, x->name);
+  }
   if (e != GRIT_OK) {
     if (x->c)
       xr_stop(x);
@@ -700,8 +815,50 @@ static const grit_ext_resolver_ops xds_ops = {
     .stop = xr_stop,
     .select = xr_select,
     .release = xr_release,
+    .check = xr_check,
+    .wait_idle = xr_wait_idle,
 };
+
+/* The library's plugin table (channel.h): libgrit serves "xds:" out of the
+ * box, as grpc-core's plugin registry registers its xds resolver. */
+const grit_ext_resolver_ops *const grit_ext_builtin_resolvers[] = {&xds_ops,
+                                                                   NULL};
 
 grit_err grit_xds_resolver_register(void) {
   return grit_channel_register_ext_resolver(&xds_ops);
+}
+
+/* ---- the public operator functions (grit.h) ---- */
+
+grit_err grit_xds_bootstrap_check(const char *json, size_t len,
+                                  grit_error_detail *detail) {
+  if (!json)
+    return GRIT_ERR_INVALID_ARG;
+  xds_bootstrap *b = NULL;
+  grit_err e = grit_xds_bootstrap_parse(json, len, &b, detail);
+  grit_xds_bootstrap_free(b);
+  if (e == GRIT_ERR_INVALID_ARG) {
+    e = GRIT_ERR_INVALID_CONFIG;
+    if (detail)
+      detail->code = e;
+  }
+  return e;
+}
+
+grit_err grit_xds_client_status(const char *bootstrap,
+                                grit_error_detail *detail, char **json_out) {
+  if (!json_out)
+    return GRIT_ERR_INVALID_ARG;
+  *json_out = NULL;
+  xds_bootstrap *b = NULL;
+  grit_err e = grit_xds_bootstrap_load(bootstrap, &b, detail);
+  if (e != GRIT_OK)
+    return e;
+  grit_xdsc *c = grit_xdsc_find(b->nservers ? b->servers[0].uri : "");
+  grit_xds_bootstrap_free(b);
+  if (!c)
+    return GRIT_ERR_NOT_FOUND;
+  *json_out = grit_xdsc_describe(c);
+  grit_xdsc_release(c);
+  return *json_out ? GRIT_OK : GRIT_ERR_NOMEM;
 }

@@ -9,7 +9,7 @@
  * A worker thread per client owns the timers and the sends; responses are
  * fed from grit's I/O thread. Watcher callbacks run with the client's lock
  * held (on either thread) and must not call back into the client.
- * Layout: floor 5 of docs/layout.md. */
+ * Layout: floor 5 of docs/layout.md; linked into libgrit. */
 #ifndef GRIT_XDSCLIENT_H
 #define GRIT_XDSCLIENT_H
 
@@ -34,6 +34,8 @@ typedef struct grit_xdsc_watcher {
  * a new reference. Returns GRIT_OK, GRIT_ERR_INVALID_ARG (no server),
  * GRIT_ERR_NOMEM, or what grit_channel_create returns for the server. */
 grit_err grit_xdsc_get(xds_bootstrap *b, grit_xdsc **out);
+/* The client of server |uri| if one exists (a new reference), or NULL. */
+grit_xdsc *grit_xdsc_find(const char *uri);
 /* Drop a reference; the last tells the worker to end the stream and free
  * the client, and returns without waiting (so it may run on grit's I/O
  * thread, as a channel's destruction does). Not from a watcher callback. */
@@ -41,6 +43,13 @@ void grit_xdsc_release(grit_xdsc *c);
 /* Wait up to |timeout_ms| until every released client is freed (before a
  * process stops grit's default runtime). Returns true when none is left. */
 bool grit_xdsc_wait_all_freed(uint64_t timeout_ms);
+/* The same for the clients already released only (their worker ends the
+ * stream and frees them): what grit_default_runtime_shutdown waits for
+ * before it stops the runtime their channels live on. */
+bool grit_xdsc_wait_released_freed(uint64_t timeout_ms);
+/* The channel target the client's metrics are labelled with (gRFC A78
+ * grpc.target): the first one set is kept. */
+void grit_xdsc_set_target(grit_xdsc *c, const char *target);
 
 /* Watch |name| of |k| for |w| (copied) and |ud|: a cached resource is
  * announced at once. Returns GRIT_OK or GRIT_ERR_NOMEM. */
@@ -53,14 +62,38 @@ void grit_xdsc_unwatch(grit_xdsc *c, xds_kind k, const char *name, void *ud);
  * and the last NACK's reason of |k| (copied into |buf|, "" when none). */
 void grit_xdsc_stats(grit_xdsc *c, xds_ads_stats *st, uint64_t *streams);
 void grit_xdsc_last_nack(grit_xdsc *c, xds_kind k, char *buf, size_t size);
+void grit_xdsc_version(grit_xdsc *c, xds_kind k, char *buf, size_t size);
+/* The client as JSON (grit call --show-xds): its server, whether its
+ * stream is connected, stream and failure counts, and per type the version
+ * ACKed, the last NACK's reason, the update counters and every watched
+ * resource with its cache state and what it holds (a listener's route
+ * config, virtual hosts and routes, a cluster's type and policy, endpoints
+ * by locality with priority, weight and health). New (grit_free), or NULL
+ * on out of memory. Thread: any. */
+char *grit_xdsc_describe(grit_xdsc *c);
+/* Add the gRFC A78 families (grpc_xds_client_connected,
+ * _server_failure_total, _resource_updates_valid_total,
+ * _resource_updates_invalid_total, _resources) to the Prometheus text,
+ * labelled grpc_target, grpc_xds_server, grpc_xds_resource_type,
+ * grpc_xds_cache_state; at most 16 clients. Once per process (again: a
+ * no-op). */
+void grit_xdsc_metrics_register(void);
 
 /* ---- xds_resolver.c: the xds resolver front (A27, A28) ----
- * Register the "xds" scheme with channel/: afterwards grit_channel_create
- * with "xds:///name" reads the bootstrap from GRPC_XDS_BOOTSTRAP or
- * GRPC_XDS_BOOTSTRAP_CONFIG when first used and serves the listener
- * |name| (a route per call, one child policy per cluster; see
- * docs/xds.md). Thread: any. Returns GRIT_OK or GRIT_ERR_NOMEM. */
+ * The "xds" scheme is built into libgrit (channel.h's
+ * grit_ext_builtin_resolvers): grit_channel_create with "xds:///name"
+ * checks the bootstrap (GRIT_ARG_XDS_BOOTSTRAP_CONFIG, else
+ * GRPC_XDS_BOOTSTRAP, else GRPC_XDS_BOOTSTRAP_CONFIG) and, when first
+ * used, serves the listener |name| (a route per call, one child policy
+ * per cluster; see docs/xds.md). Registering it
+ * again does nothing. Thread: any. Returns GRIT_OK or GRIT_ERR_NOMEM. */
 grit_err grit_xds_resolver_register(void);
+/* The bootstrap a channel with GRIT_ARG_XDS_BOOTSTRAP_CONFIG |config|
+ * (NULL: none) uses: |config|, else the environment. Errors are
+ * GRIT_ERR_INVALID_CONFIG (|d|: the JSON path and reason; none found names
+ * the argument and both variables) or GRIT_ERR_NOMEM. */
+grit_err grit_xds_bootstrap_load(const char *config, xds_bootstrap **out,
+                                 grit_error_detail *d);
 
 /* ---- cluster_lb.c: a cluster's LB policy tree (issue 27; SPEC XD-03) ----
  * xds_cluster_impl over priority over weighted_target (localities) over

@@ -341,12 +341,14 @@ GRIT_EXTERN void grit_runtime_destroy(grit_runtime *rt);
  * with a NULL runtime starts a new one.
  *
  * It returns once the I/O thread has ended: connections still closing are
- * closed first. Calling it when the default runtime never started, or again
- * after it stopped, does nothing and returns GRIT_OK; concurrent calls wait
- * for the one that stops it. When no channel is left in the process (on
- * any runtime), it also frees the process's metric series
- * (grit_metrics_write_prometheus then starts again from zero); do not call
- * it while another thread renders metrics.
+ * closed first. The xDS client of "xds:///" channels (its ADS stream and
+ * channel, on this runtime) ends in the background once its last channel
+ * is destroyed: it waits up to 10 s for that first. Calling it when the default
+ * runtime never started, or again after it stopped, does nothing and returns
+ * GRIT_OK; concurrent calls wait for the one that stops it. When no channel is
+ * left in the process (on any runtime), it also frees the process's metric
+ * series (grit_metrics_write_prometheus then starts again from zero); do not
+ * call it while another thread renders metrics.
  *
  * Ownership: none. Thread: any but the default runtime's I/O thread.
  * Returns GRIT_OK; GRIT_ERR_BUSY if a channel created on the default
@@ -608,6 +610,16 @@ typedef struct grit_channel_args grit_channel_args;
  * as 1 s; answers from the hosts file have no TTL. 0: only
  * connection failures and GRIT_ARG_MAX_CONFIG_AGE_MS re-resolve. */
 #define GRIT_ARG_DNS_USE_TTL "grit.dns_use_ttl"
+/** String: the xDS bootstrap (gRFC A27) of an "xds:///name" channel, as
+ * JSON text (SPEC XD-01). It wins over the environment for this channel;
+ * without it the bootstrap comes from the file GRPC_XDS_BOOTSTRAP names,
+ * else from the JSON in GRPC_XDS_BOOTSTRAP_CONFIG. Channels whose
+ * bootstraps name the same first server_uri share one ADS stream (and the
+ * first bootstrap's node). grit_channel_create checks it: an invalid one
+ * fails with GRIT_ERR_INVALID_CONFIG, |detail| naming the JSON path
+ * ("$.xds_servers[0].server_uri") and the reason. Ignored by other
+ * schemes. */
+#define GRIT_ARG_XDS_BOOTSTRAP_CONFIG "grit.xds_bootstrap_config"
 /** Int 0/1, default 0. W3C trace context on every call (SPEC OB-02, gRFC
  * A72): each call belongs to a trace, whose id comes from the caller
  * (grit_call_opts.traceparent, or a "traceparent" entry in the call's
@@ -785,6 +797,7 @@ typedef enum grit_config_source {
   GRIT_CONFIG_SOURCE_NONE = 0,    /* the empty config (or none valid yet) */
   GRIT_CONFIG_SOURCE_DEFAULT = 1, /* GRIT_ARG_SERVICE_CONFIG */
   GRIT_CONFIG_SOURCE_DNS = 2,     /* a _grpc_config TXT record */
+  GRIT_CONFIG_SOURCE_XDS = 3,     /* an xDS update (xds: targets) */
 } grit_config_source;
 
 /** The service config a channel uses, and its history (SPEC DNS-10). In
@@ -847,7 +860,10 @@ GRIT_EXTERN const char *grit_connectivity_state_name(grit_connectivity_state s);
  *
  * |target| is "dns:[//authority/]host[:port]", "host:port",
  * "ipv4:addr:port[,addr:port...]", "ipv6:[addr]:port[,...]", "unix:path"
- * or "unix:///abs/path" (SPEC DNS-06). The channel starts IDLE and connects
+ * or "unix:///abs/path" (SPEC DNS-06), or "xds:///name" (SPEC XD-01,
+ * docs/xds.md: the xDS resolver is built in; its bootstrap comes from
+ * GRIT_ARG_XDS_BOOTSTRAP_CONFIG, else GRPC_XDS_BOOTSTRAP (a file), else
+ * GRPC_XDS_BOOTSTRAP_CONFIG (JSON)). The channel starts IDLE and connects
  * on the first call or on grit_channel_get_state(ch, true).
  *
  * Ownership: target and |args| copied (|args| may be NULL); |*out| is new,
@@ -860,7 +876,12 @@ GRIT_EXTERN const char *grit_connectivity_state_name(grit_connectivity_state s);
  * GRIT_ERR_INVALID_ARG (NULL |out|; TLS material with GRIT_ARG_TLS set to
  * 0, |detail|'s path naming the TLS argument; a malformed
  * GRIT_ARG_DNS_SERVER); GRIT_ERR_INVALID_CONFIG if GRIT_ARG_SERVICE_CONFIG
- * is invalid (the reason goes to |detail| when not NULL); GRIT_ERR_TLS if
+ * is invalid (the reason goes to |detail| when not NULL), or for an xds:
+ * target whose bootstrap is invalid (|detail|: its JSON path and reason)
+ * or cannot be found (|detail|'s path "GRPC_XDS_BOOTSTRAP" for a file that
+ * cannot be read; "$" with a reason naming GRIT_ARG_XDS_BOOTSTRAP_CONFIG,
+ * GRPC_XDS_BOOTSTRAP and GRPC_XDS_BOOTSTRAP_CONFIG when none is set);
+ * GRIT_ERR_TLS if
  * a certificate or key file cannot be loaded (reason in |detail|);
  * GRIT_ERR_SHUTDOWN if |rt| was made before fork() (in the child);
  * GRIT_ERR_NOMEM; GRIT_ERR_SYSTEM if the default runtime could not
@@ -1695,6 +1716,40 @@ GRIT_EXTERN grit_err grit_unary_call_async(grit_channel *ch, const char *method,
  * GRIT_ERR_INVALID_ARG (|json| NULL); GRIT_ERR_NOMEM. */
 GRIT_EXTERN grit_err grit_service_config_check(const char *json, size_t len,
                                                char **report);
+
+/* ---- xDS, for operators (issue 27; SPEC XD-01, docs/xds.md) ---- */
+
+/** Validate an xDS bootstrap (gRFC A27) of |len| bytes of JSON, as an
+ * "xds:///" channel would read it.
+ * Ownership: none kept. Thread: any.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_CONFIG (|detail|, when not NULL: the
+ * JSON path, e.g. "$.xds_servers[0].channel_creds", and the reason);
+ * GRIT_ERR_INVALID_ARG (|json| NULL); GRIT_ERR_NOMEM. */
+GRIT_EXTERN grit_err grit_xds_bootstrap_check(const char *json, size_t len,
+                                              grit_error_detail *detail);
+
+/** What the process's xDS client for a bootstrap's server holds, as JSON
+ * (the client status an operator reads; `grit call --show-xds`): the
+ * server, whether its ADS stream is connected, stream and failure counts,
+ * and for each of "listener", "route_config", "cluster" and "endpoints"
+ * the version ACKed last, the last NACK's reason, the valid and invalid
+ * update counts and every watched resource with its cache state
+ * ("requested", "does_not_exist", "acked", "nacked",
+ * "nacked_but_cached") and what it holds (routes and their clusters, a
+ * cluster's type and policy, endpoints per locality with priority, weight
+ * and health). The client exists while an "xds:///" channel using that
+ * server has started (made its first call or connect).
+ *
+ * |bootstrap| is JSON as GRIT_ARG_XDS_BOOTSTRAP_CONFIG (NULL: the
+ * environment's, as a channel without the argument reads it).
+ * Ownership: |*json_out| new (release with grit_free). Thread: any.
+ * Returns GRIT_OK; GRIT_ERR_INVALID_ARG (|json_out| NULL);
+ * GRIT_ERR_INVALID_CONFIG (no or an invalid bootstrap: |detail| as for
+ * grit_channel_create); GRIT_ERR_NOT_FOUND (no client for that server
+ * now); GRIT_ERR_NOMEM. */
+GRIT_EXTERN grit_err grit_xds_client_status(const char *bootstrap,
+                                            grit_error_detail *detail,
+                                            char **json_out);
 
 /** Explain a DNS TXT config value (the text after "grpc_config=", a JSON
  * array of choices): each choice, which one this client picks for

@@ -16,6 +16,15 @@ static void on_res(void *ud, xds_kind k, const char *name, xds_resource *r) {
 
 static const xds_ads_cbs cbs = {on_res, NULL, NULL};
 
+/* gRFC A78's cache state agrees with the resource in force (issue 27). */
+static void check_entry(void *ud, const char *name, const xds_resource *r,
+                        xds_cache_state st) {
+  (void)ud;
+  GRIT_ASSERT(name && grit_xds_cache_state_name(st)[0] != '?');
+  GRIT_ASSERT((r != NULL) ==
+              (st == XDS_CACHE_ACKED || st == XDS_CACHE_NACKED_BUT_CACHED));
+}
+
 static const char boot[] =
     "{\"xds_servers\":[{\"server_uri\":\"x\",\"channel_creds\":[{\"type\":"
     "\"insecure\"}]}],\"node\":{\"id\":\"f\",\"metadata\":{\"a\":[1,\"b\","
@@ -61,6 +70,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     while (grit_xds_ads_next_request(a, &req))
       grit_free(req.data);
     grit_xds_ads_on_timer(a, now);
+    for (int k = 0; k < XDS_KINDS; k++)
+      grit_xds_ads_foreach(a, (xds_kind)k, check_entry, NULL);
   }
   grit_xds_ads_destroy(a);
   grit_xds_bootstrap_free(b);

@@ -24,18 +24,27 @@
 #     every leak kind an error; and run against the same port once the
 #     server is gone: a non-zero exit (no false success).
 #
-#   check_install.sh SOURCE_ROOT
+#  3b. (issue 27) xds_smoke.c, built the same way: three calls over
+#     xds:///svc on the installed library (its xds resolver built in, the
+#     bootstrap from GRPC_XDS_BOOTSTRAP_CONFIG) against the test control
+#     plane on @grpc/grpc-js (test/xds/control_plane.js, npm packages
+#     installed once into BUILD_ROOT/xds-cp by test/xds/run.sh) whose one
+#     endpoint is the grpcio interop server; valgrind-clean. Needs node
+#     and npm (else skipped).
+#
+#   check_install.sh SOURCE_ROOT [BUILD_ROOT]
 #
 # Touches nothing outside a mktemp directory, removed on exit. Exits 77
 # (meson: SKIP) when valgrind, or Debian's /usr/bin/python3 with grpcio and
 # a way to generate its stubs, is missing, after doing what it can.
 set -euo pipefail
 
-if [[ $# -ne 1 ]]; then
-  echo "usage: $0 SOURCE_ROOT" >&2
+if [[ $# -lt 1 || $# -gt 2 ]]; then
+  echo "usage: $0 SOURCE_ROOT [BUILD_ROOT]" >&2
   exit 2
 fi
 src=$(cd "$1" && pwd)
+build_root=${2:-}
 here=$src/test/install
 python=${GRIT_PYTHON:-/usr/bin/python3}
 cc=${CC_FOR_INSTALL_TEST:-cc}
@@ -55,6 +64,19 @@ command -v valgrind >/dev/null || { have_valgrind=0; skipped+=(valgrind); }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/grit-install.XXXXXX")
 server_pid=
+cp_pid=
+stop_cp() {
+  if [[ -n $cp_pid ]]; then
+    exec 7>&- # the control plane exits when its stdin closes
+    for _ in $(seq 1 50); do
+      kill -0 "$cp_pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "$cp_pid" 2>/dev/null || true
+    wait "$cp_pid" 2>/dev/null || true
+    cp_pid=
+  fi
+}
 stop_server() {
   if [[ -n $server_pid ]]; then
     kill "$server_pid" 2>/dev/null || true
@@ -68,6 +90,7 @@ stop_server() {
   fi
 }
 cleanup() {
+  stop_cp
   stop_server
   rm -rf "$work"
 }
@@ -335,6 +358,44 @@ else
     say "tls_material: TLS material never went out in cleartext (grpcio saw 1 call, the insecure one)"
   else
     skipped+=("tls_material: no openssl")
+  fi
+  # ---- 3b. xds:/// on the installed library (issue 27) ----
+  if [[ -z $build_root ]] || ! command -v node >/dev/null ||
+    ! command -v npm >/dev/null; then
+    skipped+=("xds_smoke: no node/npm or no BUILD_ROOT")
+  else
+    build xds_smoke "$here/xds_smoke.c"
+    mkfifo "$work/cp.in"
+    : >"$work/cp.out"
+    B0=$port bash -c 'exec sh "$1/test/xds/run.sh" "$2" "$1" node \
+      "$1/test/xds/control_plane.js" "$1/test/install/xds.json"' _ \
+      "$src" "$build_root" <"$work/cp.in" >"$work/cp.out" 2>"$work/cp.err" &
+    cp_pid=$!
+    exec 7>"$work/cp.in"
+    cport=
+    for _ in $(seq 1 1200); do # npm install may run first (once)
+      cport=$(awk '$1 == "PORT" { print $2; exit }' "$work/cp.out")
+      [[ -n $cport ]] && break
+      kill -0 "$cp_pid" 2>/dev/null ||
+        { cat "$work/cp.out" "$work/cp.err" >&2; die "control plane exited"; }
+      sleep 0.1
+    done
+    [[ -n $cport ]] || die "control plane printed no PORT line within 120 s"
+    export GRPC_XDS_BOOTSTRAP_CONFIG="{\"xds_servers\": [{\"server_uri\": \"127.0.0.1:$cport\", \"channel_creds\": [{\"type\": \"insecure\"}]}], \"node\": {\"id\": \"grit-install-test\"}}"
+    unset GRPC_XDS_BOOTSTRAP
+    rc=0
+    timeout 60 "$work/xds_smoke" >"$work/xds_smoke.out" 2>&1 || rc=$?
+    if ((rc != 0)); then
+      cat "$work/xds_smoke.out" "$work/cp.out" >&2
+      die "xds_smoke: exit $rc"
+    fi
+    say "$(tail -1 "$work/xds_smoke.out")"
+    if ((have_valgrind)); then
+      vg xds_smoke "$work/xds_smoke"
+      say "xds_smoke: valgrind-clean"
+    fi
+    unset GRPC_XDS_BOOTSTRAP_CONFIG
+    stop_cp
   fi
   stop_server
   # The port is closed now: every program must report failure.

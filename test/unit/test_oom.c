@@ -284,6 +284,33 @@ static void test_channel_create(void) {
   grit_runtime_destroy(rt);
 }
 
+/* issue 27: an xds:/// channel checks its bootstrap at creation (the
+ * argument's JSON parsed, nothing started), and the operators' check. */
+static const char xds_boot[] =
+    "{\"xds_servers\": [{\"server_uri\": \"127.0.0.1:1\", "
+    "\"channel_creds\": [{\"type\": \"insecure\"}], "
+    "\"server_features\": [\"ignore_resource_deletion\"]}], "
+    "\"node\": {\"id\": \"oom\", \"metadata\": {\"k\": \"v\"}}}";
+
+static grit_err fn_xds_check(void *arg) {
+  (void)arg;
+  grit_error_detail d = {0};
+  return grit_xds_bootstrap_check(xds_boot, strlen(xds_boot), &d);
+}
+
+static void test_xds_create(void) {
+  grit_runtime *rt = NULL;
+  ASSERT_OK(grit_runtime_create(&rt));
+  chan_case c = {.rt = rt, .target = "xds:///svc"};
+  ASSERT_OK(grit_channel_args_create(&c.args));
+  ASSERT_OK(grit_channel_args_set_string(c.args, GRIT_ARG_XDS_BOOTSTRAP_CONFIG,
+                                         xds_boot));
+  sweep("channel_create_xds", fn_channel, &c);
+  grit_channel_args_destroy(c.args);
+  grit_runtime_destroy(rt);
+  sweep("xds_bootstrap_check", fn_xds_check, NULL);
+}
+
 /* TLS material from test/peers/gen_certs.sh, made at test time. */
 static char cert_dir[PATH_MAX];
 
@@ -718,6 +745,7 @@ static const test_case tests[] = {
     {"runtime", test_runtime},
     {"service_config_check", test_service_config_check},
     {"channel_create", test_channel_create},
+    {"xds_create", test_xds_create},
     {"unary_creds_interceptor", test_unary_creds_interceptor},
     {"channel_create_tls", test_channel_create_tls},
     {"unary_fresh", test_unary_fresh},

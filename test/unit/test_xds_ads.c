@@ -244,6 +244,26 @@ static bool next_req(xds_ads *a, req_view *v) {
   return true;
 }
 
+/* The cache state of |name| (gRFC A78), or -1 when not watched. */
+typedef struct state_q {
+  const char *name;
+  int st;
+} state_q;
+
+static void state_cb(void *ud, const char *name, const xds_resource *r,
+                     xds_cache_state st) {
+  (void)r;
+  state_q *q = ud;
+  if (strcmp(name, q->name) == 0)
+    q->st = (int)st;
+}
+
+static int state_of(const xds_ads *a, xds_kind k, const char *name) {
+  state_q q = {name, -1};
+  grit_xds_ads_foreach(a, k, state_cb, &q);
+  return q.st;
+}
+
 static void test_ads_flow(void) {
   xds_bootstrap *b;
   grit_error_detail d;
@@ -254,6 +274,8 @@ static void test_ads_flow(void) {
   ASSERT_OK(grit_xds_ads_watch(a, XDS_CLUSTER, "c1", 0));
   ASSERT_OK(grit_xds_ads_watch(a, XDS_CLUSTER, "c2", 0));
   req_view v;
+  ASSERT_EQ(state_of(a, XDS_CLUSTER, "c1"), XDS_CACHE_REQUESTED);
+  ASSERT_EQ(state_of(a, XDS_CLUSTER, "nope"), -1);
   ASSERT(!next_req(a, &v)); /* no stream yet */
   grit_xds_ads_stream_started(a, 1000);
   ASSERT(next_req(a, &v));
@@ -273,6 +295,8 @@ static void test_ads_flow(void) {
   ASSERT_OK(grit_xds_ads_on_response(a, resp.b, resp.n, 1100));
   free(resp.b);
   ASSERT_STR_EQ(ev.log, "res:c1 err:c2");
+  ASSERT_EQ(state_of(a, XDS_CLUSTER, "c1"), XDS_CACHE_ACKED);
+  ASSERT_EQ(state_of(a, XDS_CLUSTER, "c2"), XDS_CACHE_NACKED);
   ASSERT(next_req(a, &v));
   ASSERT(!v.node);              /* the Node goes once per stream */
   ASSERT_STR_EQ(v.version, ""); /* NACK: the last ACKed version */
@@ -291,6 +315,7 @@ static void test_ads_flow(void) {
   ASSERT_OK(grit_xds_ads_on_response(a, resp.b, resp.n, 1200));
   free(resp.b);
   ASSERT_STR_EQ(ev.log, "res:c2");
+  ASSERT_EQ(state_of(a, XDS_CLUSTER, "c2"), XDS_CACHE_ACKED);
   ASSERT(next_req(a, &v));
   ASSERT_STR_EQ(v.version, "v2");
   ASSERT_STR_EQ(v.nonce, "n2");
@@ -306,6 +331,21 @@ static void test_ads_flow(void) {
   free(resp.b);
   ASSERT_STR_EQ(ev.log, "res:c1 dne:c2");
   ASSERT_STR_EQ(ev.last->u.cluster.eds_service_name, "svc1-changed");
+  ASSERT_EQ(state_of(a, XDS_CLUSTER, "c2"), XDS_CACHE_DOES_NOT_EXIST);
+  ASSERT_EQ(state_of(a, XDS_CLUSTER, "c1"), XDS_CACHE_ACKED);
+
+  /* v4 refuses c1: the previous c1 stays in force (A78's
+   * nacked_but_cached); c2 was deleted already and stays so. */
+  memset(&resp, 0, sizeof(resp));
+  bad_cluster_any(&resp, "c1");
+  finish_resp(&resp, "v4", CLUSTER_T, "n4");
+  ASSERT_OK(grit_xds_ads_on_response(a, resp.b, resp.n, 1350));
+  free(resp.b);
+  ASSERT_EQ(state_of(a, XDS_CLUSTER, "c1"), XDS_CACHE_NACKED_BUT_CACHED);
+  ASSERT_EQ(state_of(a, XDS_CLUSTER, "c2"), XDS_CACHE_DOES_NOT_EXIST);
+  ASSERT_STR_EQ(grit_xds_cache_state_name(XDS_CACHE_NACKED_BUT_CACHED),
+                "nacked_but_cached");
+  ASSERT_STR_EQ(grit_xds_ads_version(a, XDS_CLUSTER), "v3");
 
   /* A new watch of a cached name is answered at once; a new stream
    * requests everything again with the version kept. */
@@ -339,8 +379,8 @@ static void test_ads_flow(void) {
   xds_ads_stats st;
   grit_xds_ads_get_stats(a, &st);
   ASSERT_EQ(st.valid[XDS_CLUSTER], 5);
-  ASSERT_EQ(st.invalid[XDS_CLUSTER], 1);
-  ASSERT_EQ(st.responses, 3);
+  ASSERT_EQ(st.invalid[XDS_CLUSTER], 2);
+  ASSERT_EQ(st.responses, 4);
   grit_xds_resource_unref(ev.last);
   grit_xds_ads_destroy(a);
   grit_xds_bootstrap_free(b);

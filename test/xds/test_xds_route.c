@@ -261,8 +261,8 @@ int main(void) {
     else
       split_users++;
   }
-  printf("ring_hash by x-user: %d users on b0, %d on b1, %d split\n",
-         users[0], users[1], split_users);
+  printf("ring_hash by x-user: %d users on b0, %d on b1, %d split\n", users[0],
+         users[1], split_users);
   CHECK(split_users == 0);
   CHECK(users[0] > 0 && users[1] > 0);
 
