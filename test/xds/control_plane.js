@@ -14,7 +14,8 @@
  * {"event":"request", "type", "version", "nonce", "names", "error",
  * "stream" (its number), "agent" (the Node's user_agent_name)} for
  * every DiscoveryRequest, {"event":"response", "type", "version", "nonce",
- * "names", "stream"} for every response sent, {"event":"updated", "name"}.
+ * "names", "stream", "t_ms"} for every response sent,
+ * {"event":"updated", "name"}.
  * It exits when stdin closes. Loopback only. */
 'use strict';
 const path = require('path');
@@ -123,7 +124,12 @@ function send(s, t) {
   }
   s.sent.set(t, { version, nonce, names: names.join(',') });
   s.call.write({ version_info: version, resources, type_url: t, nonce });
-  log({ event: 'response', type: t, version, nonce, names, stream: s.id });
+  /* t_ms: the wall clock (ms, fractional) once the response is written,
+   * for bench/xds-cost's update-to-in-force figure. */
+  log({
+    event: 'response', type: t, version, nonce, names, stream: s.id,
+    t_ms: performance.timeOrigin + performance.now(),
+  });
 }
 
 function ads(call) {

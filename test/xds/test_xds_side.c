@@ -316,7 +316,7 @@ static int stream_of(xcp *cp, const char *agent, int ms) {
  * |err|; false when either is missing after 30 s. */
 static bool answered(xcp *cp, int from, int stream, char *err, size_t size) {
   char want[64];
-  snprintf(want, sizeof(want), "\"stream\":%d}", stream);
+  snprintf(want, sizeof(want), "\"stream\":%d,", stream);
   int i =
       xcp_wait(cp, from, 30000, "\"event\":\"response\"", want, (char *)NULL);
   json_t *j = i >= 0 ? json_loads(xcp_line(cp, i), 0, NULL) : NULL;
