@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define FOR_FIELDS(c, f, g)                                                    \
@@ -566,6 +567,58 @@ static bool same_locality(const xds_locality *a, const xds_locality *b) {
          strcmp(a->sub_zone, b->sub_zone) == 0;
 }
 
+/* An endpoint and its place in the resource (document order). */
+typedef struct ep_ref {
+  const xds_endpoint *ep;
+  size_t idx;
+} ep_ref;
+
+static int ep_ref_cmp(const void *x, const void *y) {
+  const ep_ref *a = x, *b = y;
+  if (a->ep->port != b->ep->port)
+    return a->ep->port < b->ep->port ? -1 : 1;
+  int d = strcmp(a->ep->host, b->ep->host);
+  if (d)
+    return d;
+  return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+/* Duplicate endpoint addresses anywhere in the resource, in O(n log n)
+ * (issue 27: one EDS update of 1 000 endpoints took 3.5 ms here with a
+ * pairwise check, on the thread that reads the ADS stream). The one named
+ * is the first in document order that has a duplicate. */
+static bool check_duplicates(xds_dctx *c, const xds_endpoints *e) {
+  size_t n = 0;
+  for (size_t i = 0; i < e->nlocalities; i++)
+    n += e->localities[i].nendpoints;
+  if (n < 2)
+    return true;
+  ep_ref *v = grit_malloc(n * sizeof(*v));
+  if (!v)
+    return grit_xds_oom(c);
+  size_t k = 0;
+  for (size_t i = 0; i < e->nlocalities; i++)
+    for (size_t x = 0; x < e->localities[i].nendpoints; x++, k++)
+      v[k] = (ep_ref){&e->localities[i].endpoints[x], k};
+  qsort(v, n, sizeof(*v), ep_ref_cmp);
+  const xds_endpoint *dup = NULL;
+  size_t dup_idx = 0;
+  for (size_t i = 1; i < n; i++) {
+    /* v[i - 1] is its group's first when the group starts there. */
+    if (v[i].ep->port == v[i - 1].ep->port &&
+        strcmp(v[i].ep->host, v[i - 1].ep->host) == 0 &&
+        (!dup || v[i - 1].idx < dup_idx)) {
+      dup = v[i - 1].ep;
+      dup_idx = v[i - 1].idx;
+    }
+  }
+  bool ok = true;
+  if (dup)
+    ok = grit_xds_fail(c, "duplicate endpoint %s:%u", dup->host, dup->port);
+  grit_free(v);
+  return ok;
+}
+
 /* The cross-locality rules: no duplicate address, no duplicate locality in
  * a priority, per-priority weight sums within 2^32-1, priorities 0..n-1
  * with none missing. Localities of weight 0 are dropped (A27). */
@@ -603,22 +656,7 @@ static bool check_endpoints(xds_dctx *c, xds_endpoints *e) {
       return grit_xds_fail(c, "locality weights in priority %u exceed 2^32-1",
                            p);
   }
-  /* Duplicate endpoint addresses anywhere in the resource. */
-  for (size_t i = 0; i < kept; i++) {
-    const xds_locality *a = &e->localities[i];
-    for (size_t x = 0; x < a->nendpoints; x++) {
-      for (size_t j = i; j < kept; j++) {
-        const xds_locality *b = &e->localities[j];
-        for (size_t y = j == i ? x + 1 : 0; y < b->nendpoints; y++) {
-          if (a->endpoints[x].port == b->endpoints[y].port &&
-              strcmp(a->endpoints[x].host, b->endpoints[y].host) == 0)
-            return grit_xds_fail(c, "duplicate endpoint %s:%u",
-                                 a->endpoints[x].host, a->endpoints[x].port);
-        }
-      }
-    }
-  }
-  return true;
+  return check_duplicates(c, e);
 }
 
 /* ClusterLoadAssignment: cluster_name=1, endpoints=2, policy=4

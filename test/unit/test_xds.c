@@ -883,6 +883,62 @@ static void test_endpoints(void) {
   ASSERT_NACK(XDS_ENDPOINTS, &c6, "no name");
 }
 
+/* 1 000 endpoints (issue 27): all decoded in document order; duplicates
+ * among many are found (sorted, not pairwise) and the one named is the
+ * first in document order that has a duplicate, as before. */
+static void many_endpoints(pbw *cla, int dup_a, int dup_b) {
+  pbw a = {0}, b = {0};
+  char ip[32];
+  pbw_str(cla, 1, "many");
+  for (int i = 0; i < 500; i++) {
+    snprintf(ip, sizeof(ip), "127.0.0.%d", i % 250 + 1);
+    endpoint(&a, ip, (uint32_t)(1000 + i / 250), 0, 0);
+  }
+  locality(cla, "a", 1, 0, &a);
+  for (int i = 0; i < 500; i++) {
+    /* b[dup_b] repeats a[dup_a]; a[dup_b] is also repeated, later. */
+    int j = i == dup_b ? dup_a : i == dup_b + 1 ? dup_b : -1;
+    if (j >= 0)
+      snprintf(ip, sizeof(ip), "127.0.0.%d", j % 250 + 1);
+    else
+      snprintf(ip, sizeof(ip), "127.0.1.%d", i % 250 + 1);
+    endpoint(&b, ip, j >= 0 ? (uint32_t)(1000 + j / 250) : (uint32_t)(2000 + i),
+             0, 0);
+  }
+  locality(cla, "b", 1, 0, &b);
+}
+
+static void test_endpoints_many(void) {
+  pbw cla = {0};
+  many_endpoints(&cla, -1, -10);
+  char err[256];
+  xds_resource *r = decode(XDS_ENDPOINTS, &cla, err, sizeof(err));
+  ASSERT_NOT_NULL(r);
+  const xds_endpoints *e = &r->u.endpoints;
+  ASSERT_EQ(e->nlocalities, 2);
+  ASSERT_EQ(e->localities[0].nendpoints, 500);
+  ASSERT_EQ(e->localities[1].nendpoints, 500);
+  ASSERT_STR_EQ(e->localities[0].endpoints[251].host, "127.0.0.2");
+  ASSERT_EQ(e->localities[0].endpoints[251].port, 1001);
+  ASSERT_EQ(e->localities[1].endpoints[499].port, 2499);
+  grit_xds_resource_unref(r);
+
+  /* b[400] repeats a[260] (127.0.0.11:1001), b[401] repeats a[400]
+   * (127.0.0.151:1001): a[260] is named, the first with a duplicate. */
+  pbw d = {0};
+  many_endpoints(&d, 260, 400);
+  ASSERT_NACK(XDS_ENDPOINTS, &d, "duplicate endpoint 127.0.0.11:1001");
+  /* Within one locality, and the same address on another port is fine. */
+  pbw one = {0}, l = {0};
+  pbw_str(&one, 1, "one");
+  endpoint(&l, "10.0.0.1", 80, 0, 0);
+  endpoint(&l, "10.0.0.1", 81, 0, 0);
+  endpoint(&l, "10.0.0.2", 80, 0, 0);
+  endpoint(&l, "10.0.0.1", 81, 0, 0);
+  locality(&one, "z", 1, 0, &l);
+  ASSERT_NACK(XDS_ENDPOINTS, &one, "duplicate endpoint 10.0.0.1:81");
+}
+
 static void test_any_unwrap(void) {
   pbw res = {0}, inner = {0}, wrapper = {0}, val = {0};
   pbw_str(&val, 1, "payload");
@@ -933,6 +989,7 @@ static void test_oom_sweep(void) {
   pbw cla = {0}, loc = {0};
   pbw_str(&cla, 1, "e");
   endpoint(&loc, "127.0.0.1", 80, 0, 0);
+  endpoint(&loc, "127.0.0.2", 80, 0, 0); /* the duplicate check's array */
   locality(&cla, "z", 1, 0, &loc);
   pbw rc = {0}, vh = {0};
   route_to(&vh, 10, "/a.B/[A-Z]+", "regex");
@@ -1066,6 +1123,7 @@ static const test_case tests[] = {
     {"cluster_typed_lb", test_cluster_typed_lb},
     {"cluster_logical_dns_and_nacks", test_cluster_logical_dns_and_nacks},
     {"endpoints", test_endpoints},
+    {"endpoints_many", test_endpoints_many},
     {"any_unwrap", test_any_unwrap},
     {"oom_sweep", test_oom_sweep},
     {"cluster_pick_first_per_priority", test_cluster_pick_first_per_priority},

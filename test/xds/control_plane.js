@@ -11,9 +11,11 @@
  * and name ({"@type": T, "name": N, "@delete": true} removes one).
  * stdin, one command a line: "update NAME" applies an update and pushes it
  * to every stream. stdout, one line each: "PORT n" first, then JSON events:
- * {"event":"request", "type", "version", "nonce", "names", "error"} for
+ * {"event":"request", "type", "version", "nonce", "names", "error",
+ * "stream" (its number), "agent" (the Node's user_agent_name)} for
  * every DiscoveryRequest, {"event":"response", "type", "version", "nonce",
- * "names"} for every response sent, {"event":"updated", "name"}.
+ * "names", "stream", "t_ms"} for every response sent,
+ * {"event":"updated", "name"}.
  * It exits when stdin closes. Loopback only. */
 'use strict';
 const path = require('path');
@@ -102,6 +104,7 @@ const pkg = grpc.loadPackageDefinition(protoLoader.loadSync(files[0], {
 }));
 const streams = new Set();
 let nonceCounter = 0;
+let streamCounter = 0;
 
 /* Send |t| to |s|: the watched names that exist (all of them for a
  * wildcard subscription of LDS/CDS). */
@@ -121,19 +124,28 @@ function send(s, t) {
   }
   s.sent.set(t, { version, nonce, names: names.join(',') });
   s.call.write({ version_info: version, resources, type_url: t, nonce });
-  log({ event: 'response', type: t, version, nonce, names });
+  /* t_ms: the wall clock (ms, fractional) once the response is written,
+   * for bench/xds-cost's update-to-in-force figure. */
+  log({
+    event: 'response', type: t, version, nonce, names, stream: s.id,
+    t_ms: performance.timeOrigin + performance.now(),
+  });
 }
 
 function ads(call) {
-  const s = { call, subs: new Map(), sent: new Map() };
+  const s = { call, subs: new Map(), sent: new Map(), id: ++streamCounter };
   streams.add(s);
   call.on('data', (req) => {
     const t = req.type_url;
+    /* Which client: the stream's number and the user_agent_name of the
+     * Node its first request carried ("grit", "gRPC Node Pure JS"). */
+    if (req.node && s.agent === undefined) s.agent = req.node.user_agent_name;
     log({
       event: 'request', type: t, version: req.version_info,
       nonce: req.response_nonce, names: req.resource_names,
       error: req.error_detail ? req.error_detail.message : null,
       node: req.node ? req.node.id : null,
+      stream: s.id, agent: s.agent === undefined ? null : s.agent,
     });
     const names = new Set(req.resource_names);
     const prev = s.subs.get(t);

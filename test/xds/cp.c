@@ -66,6 +66,10 @@ xcp *xcp_start(const char *scenario, int port) {
 }
 
 xcp *xcp_spawn(char *const argv[]) {
+  return xcp_spawn_until(argv, "PORT ");
+}
+
+xcp *xcp_spawn_until(char *const argv[], const char *ready) {
   int in[2], out[2];
   if (pipe(in) != 0 || pipe(out) != 0)
     return NULL;
@@ -93,8 +97,8 @@ xcp *xcp_spawn(char *const argv[]) {
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->cv, NULL);
   pthread_create(&c->reader, NULL, reader, c);
-  /* Wait for "PORT n" (node and the .proto files take a few seconds). */
-  if (xcp_wait(c, -1, 60000, "PORT ", (char *)NULL) < 0) {
+  /* Wait for |ready| (node and the .proto files take a few seconds). */
+  if (xcp_wait(c, -1, 60000, ready, (char *)NULL) < 0) {
     xcp_stop(c);
     return NULL;
   }

@@ -16,6 +16,8 @@ xcp *xcp_start(const char *scenario, int port);
 /* Start |argv| (a program printing "PORT n" first, stopping when its
  * stdin closes) the same way. */
 xcp *xcp_spawn(char *const argv[]);
+/* The same, waiting for a line containing |ready| instead of "PORT ". */
+xcp *xcp_spawn_until(char *const argv[], const char *ready);
 int xcp_port(const xcp *c);
 /* Send one stdin command ("update NAME"). */
 void xcp_cmd(xcp *c, const char *line);
