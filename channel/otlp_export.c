@@ -79,20 +79,82 @@ static void otlp_free(grit_otlp_exporter *e) {
   grit_free(e);
 }
 
-/* One Export call of the encoded |req| holding |n| spans; counts the
- * outcome. */
-static void otlp_send(grit_otlp_exporter *e, const grit_buf *req, size_t n) {
-  grit_status st = {0};
+/* The outcome of one Export call, handed from the I/O thread's callback
+ * to the exporter's thread. */
+typedef struct otlp_wait {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool done;
+  grit_status_code code;
+  char msg[128];
+} otlp_wait;
+
+static void otlp_done(const grit_status *st, const uint8_t *resp,
+                      size_t resp_len, const grit_call_info *info, void *ud) {
+  (void)resp;
+  (void)resp_len;
+  (void)info;
+  otlp_wait *w = ud;
+  pthread_mutex_lock(&w->mu);
+  w->code = st->code;
+  grit_str_copy(w->msg, sizeof(w->msg), st->message ? st->message : "");
+  w->done = true;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+/* One Export call of |framed| (the gRPC message prefix and the |raw_len|
+ * bytes of the request the encoder wrote after it: sent as it is, no
+ * framing copy) holding |n| spans; takes the slice; counts the outcome.
+ * grit_unary_call's steps, but for a message already framed. */
+static void otlp_send(grit_otlp_exporter *e, grit_slice *framed, size_t raw_len,
+                      size_t n) {
   grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION,
                       .timeout_ms = OTLP_TIMEOUT_MS};
-  bool ok = grit_unary_call(e->ch, OTLP_METHOD, req->data, req->len, &o, NULL,
-                            &st, NULL) == GRIT_OK &&
-            st.code == GRIT_STATUS_OK;
+  otlp_wait w = {.done = false, .code = GRIT_STATUS_UNKNOWN};
+  const char *why = "the channel is shutting down";
+  framed->data[0] = 0; /* not compressed */
+  framed->data[1] = (uint8_t)(raw_len >> 24);
+  framed->data[2] = (uint8_t)(raw_len >> 16);
+  framed->data[3] = (uint8_t)(raw_len >> 8);
+  framed->data[4] = (uint8_t)raw_len;
+  grit_call *c = NULL;
+  grit_err rv =
+      grit_rt_forked(e->ch->rt)
+          ? GRIT_ERR_SHUTDOWN
+          : grit_call_create_internal(e->ch, OTLP_METHOD, &o, &c, &why);
+  if (rv == GRIT_OK) {
+    c->unary_cb = otlp_done;
+    c->user_data = &w;
+    c->kind = GRIT_METHOD_UNARY;
+    rv = grit_call_auth_start(c);
+    if (rv == GRIT_OK) {
+      grit_call_auth_send(c, framed->data + 5, raw_len);
+      pthread_mutex_init(&w.mu, NULL);
+      pthread_cond_init(&w.cv, NULL);
+      rv = grit_call_launch_unary(c, framed, raw_len); /* takes the slice */
+      framed = NULL;
+      if (rv == GRIT_OK) {
+        pthread_mutex_lock(&w.mu);
+        while (!w.done)
+          pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+      }
+      pthread_mutex_destroy(&w.mu);
+      pthread_cond_destroy(&w.cv);
+    }
+    if (rv != GRIT_OK)
+      grit_call_unref(c);
+  }
+  if (framed)
+    grit_slice_unref(framed);
+  if (rv != GRIT_OK)
+    grit_str_copy(w.msg, sizeof(w.msg), why);
+  bool ok = rv == GRIT_OK && w.code == GRIT_STATUS_OK;
   if (!ok)
     GRIT_TRACE(GRIT_TRACE_CHANNEL, GRIT_LEVEL_INFO,
                "otlp %s: export of %zu spans failed: %s %s", e->endpoint, n,
-               grit_status_code_name(st.code), st.message ? st.message : "");
-  grit_status_free(&st);
+               grit_status_code_name(w.code), w.msg);
   if (ok) {
     __atomic_add_fetch(&n_exported, n, __ATOMIC_RELAXED);
   } else {
@@ -107,8 +169,6 @@ static void otlp_send(grit_otlp_exporter *e, const grit_buf *req, size_t n) {
  * given back. A batch stops at the ring's end, so it is contiguous. */
 static void *otlp_thread(void *arg) {
   grit_otlp_exporter *e = arg;
-  grit_buf req;
-  grit_buf_init(&req);
   pthread_mutex_lock(&e->mu);
   for (;;) {
     /* Wait for a full batch, the interval with spans waiting, or stop. */
@@ -132,14 +192,14 @@ static void *otlp_thread(void *arg) {
       n = OTLP_QUEUE - e->head;
     const grit_otlp_span *batch = &e->ring[e->head];
     pthread_mutex_unlock(&e->mu);
-    req.len = 0; /* the buffer is kept from batch to batch */
-    bool encoded = grit_otlp_encode(batch, n, "grit", &req) == GRIT_OK;
+    grit_slice *req; /* 5 bytes for the gRPC message prefix, the request */
+    bool encoded = grit_otlp_encode_slice(batch, n, "grit", 5, &req) == GRIT_OK;
     pthread_mutex_lock(&e->mu);
     e->head = (e->head + n) % OTLP_QUEUE;
     e->count -= n;
     pthread_mutex_unlock(&e->mu);
     if (encoded) {
-      otlp_send(e, &req, n);
+      otlp_send(e, req, req->len - 5, n);
     } else { /* no memory for the request: these spans are lost */
       __atomic_add_fetch(&n_dropped, n, __ATOMIC_RELAXED);
     }
@@ -149,7 +209,6 @@ static void *otlp_thread(void *arg) {
   }
   bool detached = e->detached;
   pthread_mutex_unlock(&e->mu);
-  grit_buf_free(&req);
   if (detached)
     otlp_free(e);
   return NULL;

@@ -268,6 +268,13 @@ void grit_otlp_fix_text(char *s, size_t n);
  * are not changed). GRIT_OK or GRIT_ERR_NOMEM. */
 grit_err grit_otlp_encode(const grit_otlp_span *spans, size_t n,
                           const char *service_name, grit_buf *out);
+/* The same request in a new slice (*out, one reference, the caller's) of
+ * |head| bytes left for the caller (a gRPC message prefix) and the request
+ * after them: the exporter sends it as it is, without a framing copy.
+ * GRIT_OK or GRIT_ERR_NOMEM (*out NULL). */
+grit_err grit_otlp_encode_slice(const grit_otlp_span *spans, size_t n,
+                                const char *service_name, size_t head,
+                                grit_slice **out);
 
 /* ---- W3C trace context (traceparent), gRFC A72 ---- */
 
