@@ -249,7 +249,7 @@ static void span_emit(grit_call *c, const call_attempt *a, uint64_t end_us,
       msg[0] ? grit_otlp_put_text(o->message, sizeof(o->message), msg) : 0;
   o->peer_len =
       peer[0] ? grit_otlp_put_text(o->peer, sizeof(o->peer), peer) : 0;
-  grit_otlp_commit(ch->otlp);
+  grit_otlp_commit(ch->otlp, o);
 }
 
 void grit_obs_attempt_start(call_attempt *a) {

@@ -268,13 +268,16 @@ void grit_otlp_fix_text(char *s, size_t n);
  * are not changed). GRIT_OK or GRIT_ERR_NOMEM. */
 grit_err grit_otlp_encode(const grit_otlp_span *spans, size_t n,
                           const char *service_name, grit_buf *out);
-/* The same request in a new slice (*out, one reference, the caller's) of
- * |head| bytes left for the caller (a gRPC message prefix) and the request
- * after them: the exporter sends it as it is, without a framing copy.
- * GRIT_OK or GRIT_ERR_NOMEM (*out NULL). */
+/* The same request in a slice of |head| bytes left for the caller (a gRPC
+ * message prefix) and the request after them: the exporter sends it as it
+ * is, without a framing copy. |*io| is NULL or a slice of |*cap| bytes
+ * whose only reference the caller holds: reused when large enough (its
+ * len set), else released and replaced by a new one (|*cap| updated), so
+ * an exporter allocates once, not per batch. GRIT_OK or GRIT_ERR_NOMEM
+ * (*io NULL). */
 grit_err grit_otlp_encode_slice(const grit_otlp_span *spans, size_t n,
                                 const char *service_name, size_t head,
-                                grit_slice **out);
+                                grit_slice **io, size_t *cap);
 
 /* ---- W3C trace context (traceparent), gRFC A72 ---- */
 

@@ -369,12 +369,20 @@ grit_err grit_otlp_encode(const grit_otlp_span *spans, size_t n,
 
 grit_err grit_otlp_encode_slice(const grit_otlp_span *spans, size_t n,
                                 const char *service_name, size_t head,
-                                grit_slice **out) {
+                                grit_slice **io, size_t *cap) {
   otlp_req r;
   req_size(&r, spans, n, service_name);
-  *out = grit_slice_new(head + r.total);
-  if (!*out)
-    return GRIT_ERR_NOMEM;
-  req_write(&r, spans, n, (*out)->data + head);
+  size_t need = head + r.total;
+  if (!*io || *cap < need) {
+    grit_slice_unref(*io);
+    *cap = need + need / 4; /* room for somewhat longer batches */
+    *io = grit_slice_new(*cap);
+    if (!*io) {
+      *cap = 0;
+      return GRIT_ERR_NOMEM;
+    }
+  }
+  (*io)->len = need;
+  req_write(&r, spans, n, (*io)->data + head);
   return GRIT_OK;
 }
