@@ -242,13 +242,8 @@ static void span_emit(grit_call *c, const call_attempt *a, uint64_t end_us,
   o->code = (int32_t)code;
   o->start_ns = start_ns;
   o->end_ns = end_ns;
-  memcpy(o->method, c->method[0] == '/' ? c->method + 1 : c->method,
-         tr->name_len);
-  o->method_len = tr->name_len;
-  o->message_len =
-      msg[0] ? grit_otlp_put_text(o->message, sizeof(o->message), msg) : 0;
-  o->peer_len =
-      peer[0] ? grit_otlp_put_text(o->peer, sizeof(o->peer), peer) : 0;
+  grit_otlp_set_texts(o, c->method[0] == '/' ? c->method + 1 : c->method,
+                      tr->name_len, peer, msg);
   grit_otlp_commit(ch->otlp, o);
 }
 

@@ -280,7 +280,7 @@ static uint8_t *w_span(uint8_t *p, const grit_otlp_span *s, size_t len) {
     memcpy(p, "Sent.", KLEN("Sent."));
     p += KLEN("Sent.");
   }
-  memcpy(p, s->method, s->method_len);
+  memcpy(p, GRIT_OTLP_METHOD(s), s->method_len);
   grit_otlp_fix_text((char *)p, s->method_len);
   p += s->method_len;
   p = w_uint(p, 6, s->attempt ? SPAN_KIND_INTERNAL : SPAN_KIND_CLIENT);
@@ -300,10 +300,10 @@ static uint8_t *w_span(uint8_t *p, const grit_otlp_span *s, size_t len) {
           ? W_KV_SMALL(p, H_STATUS, s->code)
           : w_kv_int(p, K_STATUS, KLEN(K_STATUS), (uint64_t)(int64_t)s->code);
   if (s->peer_len)
-    p = w_kv_str(p, K_PEER, KLEN(K_PEER), s->peer, s->peer_len);
+    p = w_kv_str(p, K_PEER, KLEN(K_PEER), GRIT_OTLP_PEER(s), s->peer_len);
   if (s->code != 0) { /* OK leaves the status unset; others are ERROR */
     p = w_len(p, 15, status_len(s));
-    p = w_text(p, 2, s->message, s->message_len);
+    p = w_text(p, 2, GRIT_OTLP_MESSAGE(s), s->message_len);
     p = w_uint(p, 3, STATUS_CODE_ERROR);
   }
   return w_fixed(p, 16, WT_I32, s->flags, 4);
