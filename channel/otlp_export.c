@@ -34,9 +34,13 @@ struct grit_otlp_exporter {
   pthread_mutex_t mu;
   pthread_cond_t work;    /* a batch is ready, a flush, or stop */
   pthread_cond_t done_cv; /* done moved */
+  /* The producers' cache line (what a span's reserve and commit read or
+   * write) apart from the lock and the exporter's fields. */
+  char pad0[64];
   grit_otlp_span *ring;
   uint64_t *seq; /* per slot, atomic (see above) */
   uint64_t tail; /* atomic: the next position a producer claims */
+  char pad1[64];
   uint64_t head; /* atomic: the exporter's next position to encode */
   uint64_t done; /* under mu: positions below it were sent or dropped */
   bool sleeping; /* atomic: the thread waits on |work| */
