@@ -352,8 +352,18 @@ grit_otlp_span *grit_otlp_reserve(grit_otlp_exporter *e) {
     uint64_t seq = __atomic_load_n(&e->seq[pos % OTLP_QUEUE], __ATOMIC_ACQUIRE);
     if (seq == pos) { /* free: claim it */
       if (__atomic_compare_exchange_n(&e->tail, &pos, pos + 1, true,
-                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+        /* The next span's slot was last read by the exporter's thread (or
+         * left the cache since): ask for its lines now, for writing, so
+         * that span's stores find them instead of stalling the loop
+         * (the first three lines: the fixed fields and an OK call's
+         * texts). */
+        const char *next = (const char *)&e->ring[(pos + 1) % OTLP_QUEUE];
+        __builtin_prefetch(next, 1, 3);
+        __builtin_prefetch(next + 64, 1, 3);
+        __builtin_prefetch(next + 128, 1, 3);
         return &e->ring[pos % OTLP_QUEUE];
+      }
     } else if (seq < pos) { /* not yet sent: the queue is full */
       __atomic_add_fetch(&n_dropped, 1, __ATOMIC_RELAXED);
       return NULL;
