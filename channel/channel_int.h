@@ -36,6 +36,17 @@ void grit_otlp_commit(grit_otlp_exporter *e, grit_otlp_span *o);
 /* Wait until what was queued before now was sent or dropped (bounded by
  * the export timeout). Not on an I/O thread. */
 void grit_otlp_flush(grit_otlp_exporter *e);
+/* api_call.c: grit_unary_call_async for a message already framed: |framed|
+ * holds the gRPC message prefix and |raw_len| bytes and is taken in every
+ * case; |cb| runs exactly once when this returns GRIT_OK, else |*why|
+ * says what failed (SHUTDOWN after fork, NOMEM, or a creation error).
+ * The exporter, below the call machinery, calls up through this table. */
+typedef struct grit_framed_unary_ops {
+  grit_err (*start)(grit_channel *ch, const char *method, grit_slice *framed,
+                    size_t raw_len, const grit_call_opts *opts,
+                    grit_unary_cb cb, void *user_data, const char **why);
+} grit_framed_unary_ops;
+extern const grit_framed_unary_ops grit_framed_unary;
 
 /* ---- args.c: channel arguments, resolved ---- */
 

@@ -121,50 +121,33 @@ static void otlp_done(const grit_status *st, const uint8_t *resp,
 /* One Export call of |framed| (the gRPC message prefix and the |raw_len|
  * bytes of the request the encoder wrote after it: sent as it is, no
  * framing copy) holding |n| spans; takes the slice; counts the outcome.
- * grit_unary_call's steps, but for a message already framed. */
+ * grit_unary_call, but for a message already framed (through
+ * grit_framed_unary: api_call.c is above this file). */
 static void otlp_send(grit_otlp_exporter *e, grit_slice *framed, size_t raw_len,
                       size_t n) {
   grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION,
                       .timeout_ms = OTLP_TIMEOUT_MS};
   otlp_wait w = {.done = false, .code = GRIT_STATUS_UNKNOWN};
-  const char *why = "the channel is shutting down";
+  const char *why = NULL;
   framed->data[0] = 0; /* not compressed */
   framed->data[1] = (uint8_t)(raw_len >> 24);
   framed->data[2] = (uint8_t)(raw_len >> 16);
   framed->data[3] = (uint8_t)(raw_len >> 8);
   framed->data[4] = (uint8_t)raw_len;
-  grit_call *c = NULL;
-  grit_err rv =
-      grit_rt_forked(e->ch->rt)
-          ? GRIT_ERR_SHUTDOWN
-          : grit_call_create_internal(e->ch, OTLP_METHOD, &o, &c, &why);
+  pthread_mutex_init(&w.mu, NULL);
+  pthread_cond_init(&w.cv, NULL);
+  grit_err rv = grit_framed_unary.start(e->ch, OTLP_METHOD, framed, raw_len, &o,
+                                        otlp_done, &w, &why);
   if (rv == GRIT_OK) {
-    c->unary_cb = otlp_done;
-    c->user_data = &w;
-    c->kind = GRIT_METHOD_UNARY;
-    rv = grit_call_auth_start(c);
-    if (rv == GRIT_OK) {
-      grit_call_auth_send(c, framed->data + 5, raw_len);
-      pthread_mutex_init(&w.mu, NULL);
-      pthread_cond_init(&w.cv, NULL);
-      rv = grit_call_launch_unary(c, framed, raw_len); /* takes the slice */
-      framed = NULL;
-      if (rv == GRIT_OK) {
-        pthread_mutex_lock(&w.mu);
-        while (!w.done)
-          pthread_cond_wait(&w.cv, &w.mu);
-        pthread_mutex_unlock(&w.mu);
-      }
-      pthread_mutex_destroy(&w.mu);
-      pthread_cond_destroy(&w.cv);
-    }
-    if (rv != GRIT_OK)
-      grit_call_unref(c);
+    pthread_mutex_lock(&w.mu);
+    while (!w.done)
+      pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
   }
-  if (framed)
-    grit_slice_unref(framed);
+  pthread_mutex_destroy(&w.mu);
+  pthread_cond_destroy(&w.cv);
   if (rv != GRIT_OK)
-    grit_str_copy(w.msg, sizeof(w.msg), why);
+    grit_str_copy(w.msg, sizeof(w.msg), why ? why : "the call did not start");
   bool ok = rv == GRIT_OK && w.code == GRIT_STATUS_OK;
   if (!ok)
     GRIT_TRACE(GRIT_TRACE_CHANNEL, GRIT_LEVEL_INFO,
