@@ -26,16 +26,27 @@ typedef struct grit_otlp_exporter grit_otlp_exporter;
 grit_err grit_otlp_get(const char *endpoint, grit_otlp_exporter **out);
 /* Drop a reference; the last one sends what is queued, then stops. */
 void grit_otlp_put(grit_otlp_exporter *e);
-/* A free slot of the queue to fill in place, the queue's lock held (fill
- * it with plain stores and copies, then grit_otlp_commit at once); NULL
- * when the queue is full: the span is dropped and counted, no lock held.
- * Any thread; no allocation, no wait but the lock. */
+/* A free slot of the queue, the caller's to fill in place (plain stores
+ * and copies, then grit_otlp_commit at once); NULL when the queue is full:
+ * the span is dropped and counted. Any thread; no lock, no allocation, no
+ * wait (a compare-and-swap on the queue's tail). */
 grit_otlp_span *grit_otlp_reserve(grit_otlp_exporter *e);
-/* Queue the slot grit_otlp_reserve returned and release the lock. */
-void grit_otlp_commit(grit_otlp_exporter *e);
+/* Hand the slot |o| grit_otlp_reserve returned to the exporter. */
+void grit_otlp_commit(grit_otlp_exporter *e, grit_otlp_span *o);
 /* Wait until what was queued before now was sent or dropped (bounded by
  * the export timeout). Not on an I/O thread. */
 void grit_otlp_flush(grit_otlp_exporter *e);
+/* api_call.c: grit_unary_call_async for a message already framed: |framed|
+ * holds the gRPC message prefix and |raw_len| bytes and is taken in every
+ * case; |cb| runs exactly once when this returns GRIT_OK, else |*why|
+ * says what failed (SHUTDOWN after fork, NOMEM, or a creation error).
+ * The exporter, below the call machinery, calls up through this table. */
+typedef struct grit_framed_unary_ops {
+  grit_err (*start)(grit_channel *ch, const char *method, grit_slice *framed,
+                    size_t raw_len, const grit_call_opts *opts,
+                    grit_unary_cb cb, void *user_data, const char **why);
+} grit_framed_unary_ops;
+extern const grit_framed_unary_ops grit_framed_unary;
 
 /* ---- args.c: channel arguments, resolved ---- */
 

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "util/util.h"
 
@@ -230,9 +231,11 @@ int grit_http_parse_request(const char *buf, size_t len, grit_http_req *out);
 /* One finished span, self-contained (it waits in the exporter's queue).
  * The I/O thread fills it in place in the exporter's ring with plain
  * copies (no formatting, no allocation): the texts are the raw bytes, cut
- * to fit, with their lengths; the encoder (on the exporter's thread)
- * makes them valid UTF-8 and puts "Sent." or "Attempt." before the
- * method to name the span. */
+ * to fit, one after the other in |text| (the method, the peer, the status
+ * message), so a span of an OK call touches the fixed fields and one
+ * short run of bytes, two or three cache lines; the encoder (on the
+ * exporter's thread) makes them valid UTF-8 and puts "Sent." or
+ * "Attempt." before the method to name the span. */
 #define GRIT_OTLP_METHOD_MAX 160
 #define GRIT_OTLP_MESSAGE_MAX 160
 #define GRIT_OTLP_PEER_MAX 64
@@ -240,19 +243,22 @@ typedef struct grit_otlp_span {
   uint8_t trace_id[16];
   uint8_t span_id[8];
   uint8_t parent_span_id[8];
+  uint64_t start_ns, end_ns; /* Unix time */
+  int32_t code;              /* grpc status */
+  uint32_t previous_rpc_attempts;
+  uint32_t attempts;
+  uint16_t method_len, peer_len, message_len;
   bool has_parent;
   bool attempt; /* INTERNAL attempt span; else the call's CLIENT span */
   bool transparent_retry;
   uint8_t flags;
-  int32_t code; /* grpc status */
-  uint32_t previous_rpc_attempts;
-  uint32_t attempts;
-  uint64_t start_ns, end_ns; /* Unix time */
-  uint16_t method_len, message_len, peer_len;
-  char method[GRIT_OTLP_METHOD_MAX]; /* "pkg.Service/Method", no '/' */
-  char message[GRIT_OTLP_MESSAGE_MAX];
-  char peer[GRIT_OTLP_PEER_MAX];
+  /* "pkg.Service/Method" (no '/'), then the peer, then the message. */
+  char text[GRIT_OTLP_METHOD_MAX + GRIT_OTLP_PEER_MAX + GRIT_OTLP_MESSAGE_MAX];
 } grit_otlp_span;
+
+#define GRIT_OTLP_METHOD(s) ((s)->text)
+#define GRIT_OTLP_PEER(s) ((s)->text + (s)->method_len)
+#define GRIT_OTLP_MESSAGE(s) ((s)->text + (s)->method_len + (s)->peer_len)
 
 /* Copy at most |cap| bytes of |src| into |dst| (no NUL); returns how many.
  * The call path's only text work: a bounded length and a memcpy. */
@@ -262,12 +268,37 @@ uint16_t grit_otlp_put_text(char *dst, size_t cap, const char *src);
  * sequence (a stray byte, an overlong form, a surrogate, a sequence cut
  * by the end) becomes '?'. */
 void grit_otlp_fix_text(char *s, size_t n);
+/* Fill |s|'s texts: |method_len| bytes of |method| (at most
+ * GRIT_OTLP_METHOD_MAX, measured once per call by the caller), then
+ * |peer| and |msg| (NUL-terminated, cut to their maxima; "" for none). */
+static inline void grit_otlp_set_texts(grit_otlp_span *s, const char *method,
+                                       size_t method_len, const char *peer,
+                                       const char *msg) {
+  memcpy(s->text, method, method_len);
+  s->method_len = (uint16_t)method_len;
+  s->peer_len = peer[0] ? grit_otlp_put_text(s->text + method_len,
+                                             GRIT_OTLP_PEER_MAX, peer)
+                        : 0;
+  s->message_len = msg[0] ? grit_otlp_put_text(GRIT_OTLP_MESSAGE(s),
+                                               GRIT_OTLP_MESSAGE_MAX, msg)
+                          : 0;
+}
 /* Append the ExportTraceServiceRequest of |spans| (resource service.name
  * |service_name|) to |out|: each span named "Sent.<method>" (the call) or
  * "Attempt.<method>", its texts made valid UTF-8 on the way (the records
  * are not changed). GRIT_OK or GRIT_ERR_NOMEM. */
 grit_err grit_otlp_encode(const grit_otlp_span *spans, size_t n,
                           const char *service_name, grit_buf *out);
+/* The same request in a slice of |head| bytes left for the caller (a gRPC
+ * message prefix) and the request after them: the exporter sends it as it
+ * is, without a framing copy. |*io| is NULL or a slice of |*cap| bytes
+ * whose only reference the caller holds: reused when large enough (its
+ * len set), else released and replaced by a new one (|*cap| updated), so
+ * an exporter allocates once, not per batch. GRIT_OK or GRIT_ERR_NOMEM
+ * (*io NULL). */
+grit_err grit_otlp_encode_slice(const grit_otlp_span *spans, size_t n,
+                                const char *service_name, size_t head,
+                                grit_slice **io, size_t *cap);
 
 /* ---- W3C trace context (traceparent), gRFC A72 ---- */
 

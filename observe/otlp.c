@@ -68,17 +68,29 @@ uint16_t grit_otlp_put_text(char *dst, size_t cap, const char *src) {
   return (uint16_t)n;
 }
 
+/* True when the |n| bytes at |p| are all ASCII: 8 bytes a load, the last
+ * load overlapping the one before, so a 34-byte method name is 5 loads. */
+static inline bool text_ascii(const uint8_t *p, size_t n) {
+  uint64_t w, acc = 0;
+  if (n >= 8) {
+    size_t i = 0;
+    for (; i + 8 < n; i += 8) {
+      memcpy(&w, p + i, 8);
+      acc |= w;
+    }
+    memcpy(&w, p + n - 8, 8);
+    return ((acc | w) & 0x8080808080808080u) == 0;
+  }
+  for (size_t i = 0; i < n; i++)
+    acc |= p[i];
+  return (acc & 0x80) == 0;
+}
+
 void grit_otlp_fix_text(char *s, size_t n) {
   uint8_t *p = (uint8_t *)s;
+  if (text_ascii(p, n)) /* the usual case */
+    return;
   size_t i = 0;
-  for (; i + 8 <= n; i += 8) { /* ASCII, the usual case: 8 bytes a step */
-    uint64_t w;
-    memcpy(&w, p + i, 8);
-    if (w & 0x8080808080808080u)
-      break;
-  }
-  while (i < n && p[i] < 0x80)
-    i++;
   while (i < n) {
     size_t l = utf8_seq(p + i, n - i);
     if (l) {
@@ -92,6 +104,8 @@ void grit_otlp_fix_text(char *s, size_t n) {
 /* ---- sizes ---- */
 
 static inline size_t varint_len(uint64_t v) {
+  if (v < 0x80) /* lengths, codes: nearly always one byte */
+    return 1;
   size_t n = 1;
   while (v > 0x7f) {
     v >>= 7;
@@ -266,7 +280,7 @@ static uint8_t *w_span(uint8_t *p, const grit_otlp_span *s, size_t len) {
     memcpy(p, "Sent.", KLEN("Sent."));
     p += KLEN("Sent.");
   }
-  memcpy(p, s->method, s->method_len);
+  memcpy(p, GRIT_OTLP_METHOD(s), s->method_len);
   grit_otlp_fix_text((char *)p, s->method_len);
   p += s->method_len;
   p = w_uint(p, 6, s->attempt ? SPAN_KIND_INTERNAL : SPAN_KIND_CLIENT);
@@ -286,49 +300,89 @@ static uint8_t *w_span(uint8_t *p, const grit_otlp_span *s, size_t len) {
           ? W_KV_SMALL(p, H_STATUS, s->code)
           : w_kv_int(p, K_STATUS, KLEN(K_STATUS), (uint64_t)(int64_t)s->code);
   if (s->peer_len)
-    p = w_kv_str(p, K_PEER, KLEN(K_PEER), s->peer, s->peer_len);
+    p = w_kv_str(p, K_PEER, KLEN(K_PEER), GRIT_OTLP_PEER(s), s->peer_len);
   if (s->code != 0) { /* OK leaves the status unset; others are ERROR */
     p = w_len(p, 15, status_len(s));
-    p = w_text(p, 2, s->message, s->message_len);
+    p = w_text(p, 2, GRIT_OTLP_MESSAGE(s), s->message_len);
     p = w_uint(p, 3, STATUS_CODE_ERROR);
   }
   return w_fixed(p, 16, WT_I32, s->flags, 4);
 }
 
-grit_err grit_otlp_encode(const grit_otlp_span *spans, size_t n,
-                          const char *service_name, grit_buf *out) {
-  size_t svc_len = strlen(service_name);
-  size_t svc_kv = kv_str_len(KLEN("service.name"), svc_len);
-  size_t res = len_field(svc_kv);
-  size_t scope = len_field(4) + len_field(strlen(GRIT_VERSION));
-  size_t ss = len_field(scope);
-  size_t lens[512]; /* the sizes of the first spans, kept for the write */
+/* The request's parts: the sizes of the nested messages (every span's
+ * kept for the write, up to OTLP_LENS of them). */
+#define OTLP_LENS 512
+typedef struct otlp_req {
+  const char *svc;
+  size_t svc_len, svc_kv, res, scope, ss, rs, total;
+  size_t lens[OTLP_LENS];
+} otlp_req;
+
+static void req_size(otlp_req *r, const grit_otlp_span *spans, size_t n,
+                     const char *service_name) {
+  r->svc = service_name;
+  r->svc_len = strlen(service_name);
+  r->svc_kv = kv_str_len(KLEN("service.name"), r->svc_len);
+  r->res = len_field(r->svc_kv);
+  r->scope = len_field(4) + len_field(strlen(GRIT_VERSION));
+  r->ss = len_field(r->scope);
   for (size_t i = 0; i < n; i++) {
     size_t l = span_len(&spans[i]);
-    if (i < 512)
-      lens[i] = l;
-    ss += len_field(l);
+    if (i < OTLP_LENS)
+      r->lens[i] = l;
+    r->ss += len_field(l);
   }
-  size_t rs = len_field(res) + len_field(ss);
-  size_t total = len_field(rs);
-  grit_err rv = grit_buf_reserve(out, total);
-  if (rv != GRIT_OK)
-    return rv;
-  uint8_t *p = out->data + out->len, *start = p;
-  p = w_len(p, 1, rs);  /* ExportTraceServiceRequest.resource_spans */
-  p = w_len(p, 1, res); /* ResourceSpans.resource */
+  r->rs = len_field(r->res) + len_field(r->ss);
+  r->total = len_field(r->rs);
+}
+
+static void req_write(const otlp_req *r, const grit_otlp_span *spans, size_t n,
+                      uint8_t *p) {
+  uint8_t *start = p;
+  p = w_len(p, 1, r->rs);  /* ExportTraceServiceRequest.resource_spans */
+  p = w_len(p, 1, r->res); /* ResourceSpans.resource */
   /* Resource.attributes (field 1) {service.name: string} */
-  p = w_len(p, 1, svc_kv);
+  p = w_len(p, 1, r->svc_kv);
   p = w_bytes(p, 1, "service.name", KLEN("service.name"));
-  p = w_len(p, 2, len_field(svc_len));
-  p = w_text(p, 1, service_name, svc_len);
-  p = w_len(p, 2, ss);    /* ResourceSpans.scope_spans */
-  p = w_len(p, 1, scope); /* ScopeSpans.scope */
+  p = w_len(p, 2, len_field(r->svc_len));
+  p = w_text(p, 1, r->svc, r->svc_len);
+  p = w_len(p, 2, r->ss);    /* ResourceSpans.scope_spans */
+  p = w_len(p, 1, r->scope); /* ScopeSpans.scope */
   p = w_bytes(p, 1, "grit", 4);
   p = w_bytes(p, 2, GRIT_VERSION, strlen(GRIT_VERSION));
   for (size_t i = 0; i < n; i++)
-    p = w_span(p, &spans[i], i < 512 ? lens[i] : span_len(&spans[i]));
-  GRIT_ASSERT((size_t)(p - start) == total);
-  out->len += total;
+    p = w_span(p, &spans[i], i < OTLP_LENS ? r->lens[i] : span_len(&spans[i]));
+  GRIT_ASSERT((size_t)(p - start) == r->total);
+}
+
+grit_err grit_otlp_encode(const grit_otlp_span *spans, size_t n,
+                          const char *service_name, grit_buf *out) {
+  otlp_req r;
+  req_size(&r, spans, n, service_name);
+  grit_err rv = grit_buf_reserve(out, r.total);
+  if (rv != GRIT_OK)
+    return rv;
+  req_write(&r, spans, n, out->data + out->len);
+  out->len += r.total;
+  return GRIT_OK;
+}
+
+grit_err grit_otlp_encode_slice(const grit_otlp_span *spans, size_t n,
+                                const char *service_name, size_t head,
+                                grit_slice **io, size_t *cap) {
+  otlp_req r;
+  req_size(&r, spans, n, service_name);
+  size_t need = head + r.total;
+  if (!*io || *cap < need) {
+    grit_slice_unref(*io);
+    *cap = need + need / 4; /* room for somewhat longer batches */
+    *io = grit_slice_new(*cap);
+    if (!*io) {
+      *cap = 0;
+      return GRIT_ERR_NOMEM;
+    }
+  }
+  (*io)->len = need;
+  req_write(&r, spans, n, (*io)->data + head);
   return GRIT_OK;
 }

@@ -2,7 +2,7 @@
 """An OTLP/gRPC trace receiver on grpcio for grit's span export test
 (SPEC OP-02; test/tools/test_ops.py).
 
-  otlp_receiver.py GENDIR [--quiet] [--delay-ms N]
+  otlp_receiver.py GENDIR [--quiet] [--delay-ms N] [--no-decode]
 
 GENDIR holds otlp_trace_pb2.py and otlp_trace_pb2_grpc.py, compiled by the
 test from test/peers/otlp_trace.proto with protoc. Serves
@@ -11,7 +11,10 @@ opentelemetry.proto.collector.trace.v1.TraceService/Export on 127.0.0.1
 received: name, kind, ids in hex, times, status, attributes, and the
 resource's and scope's names (--quiet: nothing, for benchmarks).
 --delay-ms N: every Export waits N ms before answering (a slow
-collector). Runs until stdin closes or SIGTERM/SIGINT.
+collector). --no-decode: answer every Export without parsing it (implies
+--quiet; bench/ops-figures uses it to measure grit's own export cost
+without a Python decoder on the same cores). Runs until stdin closes or
+SIGTERM/SIGINT.
 """
 
 import json
@@ -31,7 +34,8 @@ import otlp_trace_pb2 as pb  # noqa: E402
 import otlp_trace_pb2_grpc as pbg  # noqa: E402
 
 OUT = threading.Lock()
-QUIET = "--quiet" in sys.argv[2:]
+NO_DECODE = "--no-decode" in sys.argv[2:]
+QUIET = "--quiet" in sys.argv[2:] or NO_DECODE
 DELAY_S = 0.0
 if "--delay-ms" in sys.argv[2:]:
     DELAY_S = int(sys.argv[sys.argv.index("--delay-ms") + 1]) / 1000.0
@@ -77,7 +81,21 @@ class Receiver(pbg.TraceServiceServicer):
 
 def main():
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    pbg.add_TraceServiceServicer_to_server(Receiver(), server)
+    if NO_DECODE:
+        # The request stays bytes (no deserializer); the reply is an empty
+        # ExportTraceServiceResponse, which is zero bytes on the wire.
+        def export_raw(request, context):
+            if DELAY_S:
+                time.sleep(DELAY_S)
+            return b""
+
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+            "opentelemetry.proto.collector.trace.v1.TraceService",
+            {"Export": grpc.unary_unary_rpc_method_handler(
+                export_raw, request_deserializer=None,
+                response_serializer=None)}),))
+    else:
+        pbg.add_TraceServiceServicer_to_server(Receiver(), server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     peerlife.announce_and_wait(port)

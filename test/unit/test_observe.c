@@ -443,19 +443,13 @@ static void test_otlp_encode(void) {
                            .end_ns = 3000}};
   memset(sp[0].trace_id, 0xab, 16);
   memset(sp[0].span_id, 0x01, 8);
-  sp[0].method_len =
-      grit_otlp_put_text(sp[0].method, sizeof(sp[0].method), "a.B/C");
+  grit_otlp_set_texts(&sp[0], "a.B/C", 5, "", "");
   memcpy(sp[1].trace_id, sp[0].trace_id, 16);
   memset(sp[1].span_id, 0x02, 8);
   memcpy(sp[1].parent_span_id, sp[0].span_id, 8);
   /* Raw bytes as the I/O thread copies them: the encoder makes them
    * valid UTF-8 ("d\xffwn" is sent as "d?wn"). */
-  sp[1].method_len =
-      grit_otlp_put_text(sp[1].method, sizeof(sp[1].method), "a.B/C");
-  sp[1].message_len =
-      grit_otlp_put_text(sp[1].message, sizeof(sp[1].message), "d\xffwn");
-  sp[1].peer_len =
-      grit_otlp_put_text(sp[1].peer, sizeof(sp[1].peer), "127.0.0.1:1");
+  grit_otlp_set_texts(&sp[1], "a.B/C", 5, "127.0.0.1:1", "d\xffwn");
   static const char *const names[2] = {"Sent.a.B/C", "Attempt.a.B/C"};
   grit_buf b;
   grit_buf_init(&b);
