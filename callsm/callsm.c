@@ -266,6 +266,12 @@ static void attempt_failed(grit_callsm *m, grit_callsm_actions *out,
                            const grit_callsm_event *ev, uint8_t s) {
   bool recv_timed_out = m->slots[s].recv_timed_out;
   release(m, s);
+  if (ev->drop) { /* an LB drop ends the call, its other attempts too */
+    record(out, s, ev->code, ev->message, GRIT_REASON_DROPPED);
+    finish(m, out, ev->code, ev->message, ev->trailers, GRIT_REASON_DROPPED, s,
+           false, ev->throttle);
+    return;
+  }
   if (m->winner == s) { /* RT-05: committed, so final */
     grit_attempt_reason why =
         ev->code == GRIT_STATUS_OK ? GRIT_REASON_OK : GRIT_REASON_COMMITTED;

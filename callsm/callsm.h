@@ -94,6 +94,10 @@ typedef struct grit_callsm_event {
   const void *trailers;             /* passed back in SAVE_STATUS and FINISH */
   grit_callsm_wire wire;            /* STREAM_END */
   bool headers_received;            /* STREAM_END: not Trailers-Only */
+  /* PICK_FAILED: the load balancer dropped the call (an xDS drop category
+   * or circuit breaker, issue 27): final, never retried or hedged (as
+   * grpc-core and grpc-go); the record's reason is DROPPED. */
+  bool drop;
   grit_pushback pushback;           /* STREAM_END: parsed trailers (RT-04) */
   grit_throttle *throttle;          /* the call's bucket, locked; or NULL */
   grit_rng *rng; /* the channel's PRNG, for backoff (RT-03); loop-owned */

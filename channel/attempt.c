@@ -256,7 +256,9 @@ static void attempt_pick(call_attempt *a) {
   /* An xDS drop (issue 27) fails wait-for-ready calls too. */
   if ((r.kind == GRIT_PICK_FAIL && !c->wait_for_ready) ||
       r.kind == GRIT_PICK_DROP) {
-    /* RT-12, LB-03: the attempt fails and the policy decides. */
+    /* RT-12, LB-03: the attempt fails and the policy decides; a drop ends
+     * the call (never retried, as grpc-core and grpc-go). */
+    a->pick_drop = r.kind == GRIT_PICK_DROP;
     a->c->hooks->attempt_event(a, GRIT_CALLSM_EV_PICK_FAILED, r.code,
                                r.message);
     return;

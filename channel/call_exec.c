@@ -215,6 +215,7 @@ static bool call_next_waiting(grit_call *c, grit_callsm_event *ev) {
     if (a->pick_failed) {
       a->pick_failed = false;
       ev->kind = GRIT_CALLSM_EV_PICK_FAILED;
+      ev->drop = a->pick_drop;
       ev->code = a->pick_code;
       ev->message = a->pick_msg ? a->pick_msg : "pick failed";
     } else {
@@ -261,8 +262,12 @@ void grit_call_sm_attempt_event(call_attempt *a, grit_callsm_event_kind kind,
                                 grit_status_code code, const char *msg) {
   grit_call *c = a->c;
   if (!c->sm_busy) {
-    grit_callsm_event ev = {
-        .kind = kind, .slot = a->slot, .code = code, .message = msg};
+    grit_callsm_event ev = {.kind = kind,
+                            .slot = a->slot,
+                            .code = code,
+                            .message = msg,
+                            .drop = kind == GRIT_CALLSM_EV_PICK_FAILED &&
+                                    a->pick_drop};
     grit_call_sm_feed(c, &ev);
     return;
   }

@@ -397,6 +397,7 @@ typedef struct call_attempt {
   bool ended;       /* dropped while its stream runs: on_done frees it */
   bool pick_failed; /* an event waits in pick_code, pick_msg (SM-01) */
   bool started;     /* a STREAM_STARTED waits */
+  bool pick_drop;   /* the pick failed as an LB drop (issue 27) */
   grit_status_code pick_code;
   char *pick_msg;        /* NULL: "pick failed" */
   size_t sent;           /* replay items handed to the stream */

@@ -395,7 +395,8 @@ GRIT_EXTERN const char *grit_attempt_kind_name(grit_attempt_kind k);
   XX(BUFFER, 10, "replay buffer limit reached")                                \
   XX(DISABLED, 11, "retries disabled by channel argument")                     \
   XX(HEDGE_LOST, 12, "another hedge won")                                      \
-  XX(FATAL, 13, "fatal status for hedging")
+  XX(FATAL, 13, "fatal status for hedging")                                    \
+  XX(DROPPED, 14, "dropped by the load balancer")
 
 typedef enum grit_attempt_reason {
 #define GRIT_REASON_GEN(name, val, text) GRIT_REASON_##name = (val),

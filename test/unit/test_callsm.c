@@ -400,6 +400,38 @@ static void test_rt12_pick_failed(void) {
   ASSERT(act(GRIT_CALLSM_START_ATTEMPT, 0));
 }
 
+/* Issue 27 (A27, A32): a pick the load balancer drops (an xDS drop
+ * category, the circuit breaker) ends the call: no retry under a retry
+ * policy, and under hedging the other attempts end with it. */
+static void test_pick_dropped(void) {
+  setup();
+  config(&t.rp, NULL);
+  feed((grit_callsm_event){.kind = GRIT_CALLSM_EV_PICK_FAILED,
+                           .slot = 0,
+                           .code = UNAV,
+                           .drop = true,
+                           .message = "dropped by xDS drop config"});
+  ASSERT_EQ(act(GRIT_CALLSM_RECORD, 0)->reason, GRIT_REASON_DROPPED);
+  ASSERT_EQ(act(GRIT_CALLSM_FINISH, 0)->code, UNAV);
+  ASSERT_EQ(act(GRIT_CALLSM_FINISH, 0)->reason, GRIT_REASON_DROPPED);
+  ASSERT_EQ(count(GRIT_CALLSM_START_TIMER), 0);
+  ASSERT_EQ(count(GRIT_CALLSM_START_ATTEMPT), 0);
+
+  setup();
+  config(NULL, &t.hp);
+  t.now += 100;
+  timer(GRIT_CALLSM_TIMER_RETRY); /* the hedge, slot 1 */
+  ASSERT(act(GRIT_CALLSM_START_ATTEMPT, 0));
+  feed((grit_callsm_event){.kind = GRIT_CALLSM_EV_PICK_FAILED,
+                           .slot = 1,
+                           .code = UNAV,
+                           .drop = true,
+                           .message = "dropped by circuit breaker"});
+  ASSERT_EQ(act(GRIT_CALLSM_FINISH, 0)->reason, GRIT_REASON_DROPPED);
+  ASSERT_EQ(count(GRIT_CALLSM_START_ATTEMPT), 0);
+  ASSERT(act(GRIT_CALLSM_DROP_ATTEMPT, 0)); /* the first attempt ends too */
+}
+
 /* RT-14: a non-retryable code leaves the throttle alone; a retryable one
  * records a failure first, and then throttling wins over maxAttempts. */
 static void test_rt14_order(void) {
@@ -855,6 +887,7 @@ static const test_case cases[] = {
     {"rt10_recv_timeout", test_rt10_recv_timeout},
     {"rt11_cancel", test_rt11_cancel},
     {"rt12_pick_failed", test_rt12_pick_failed},
+    {"pick_dropped", test_pick_dropped},
     {"rt13_repick_resets_sent", test_rt13_repick_resets_sent},
     {"rt14_order", test_rt14_order},
     {"hg01_schedule", test_hg01_schedule},
