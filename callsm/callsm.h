@@ -98,8 +98,8 @@ typedef struct grit_callsm_event {
    * or circuit breaker, issue 27): final, never retried or hedged (as
    * grpc-core and grpc-go); the record's reason is DROPPED. */
   bool drop;
-  grit_pushback pushback;           /* STREAM_END: parsed trailers (RT-04) */
-  grit_throttle *throttle;          /* the call's bucket, locked; or NULL */
+  grit_pushback pushback;  /* STREAM_END: parsed trailers (RT-04) */
+  grit_throttle *throttle; /* the call's bucket, locked; or NULL */
   grit_rng *rng; /* the channel's PRNG, for backoff (RT-03); loop-owned */
 } grit_callsm_event;
 
