@@ -539,12 +539,12 @@ static int held_now(void) {
 
 /* A42: with hash_policy header x-user over chash (b0, b1, b2), each
  * client settles (the key "settle" 20 times in a row on one backend; round
- * robin on c1 never does that), then 20 keys of 5 calls each: every key's
- * calls on one backend, and the keys over more than one backend (all 20 on
- * one of three is 3^-19 even for a fair ring). Which backend a key chose
- * in each client is printed and compared, not asserted: both hash the
- * header with XXH64 (A42) but the ring's points come from each one's
- * address strings. */
+ * robin on c1 as side.json starts it never does that), then 20 keys of 5
+ * calls each: every key's calls on one backend, and the keys over more
+ * than one backend (all 20 on one of three is 3^-19 even for a fair ring).
+ * Which backend a key chose in each client is printed and compared, not
+ * asserted: both hash the header with XXH64 (A42) but the ring's points
+ * come from each one's address strings. */
 #define NKEYS 20
 static void ring_hash_step(const step *s) {
   int chose[2][NKEYS];
