@@ -17,9 +17,10 @@
  *     "method" (default /lb.Svc/Call), "request" (the request bytes as a
  *     string, default empty), "parallel": true (the N calls all started
  *     at once instead of one after the other, and the command started at
- *     once, without waiting for earlier ones to end), "detail": true (the answer
- *     also has "results": one {"code","answer","message","ms"} a call, in
- *     the order the calls ended; "ms" from the call's start to its end).
+ *     once, without waiting for earlier ones to end), "detail": true (the
+ *     answer also has "results": one {"code","answer","message","ms"} a
+ *     call, in the order the calls ended; "ms" from the call's start to
+ *     its end).
  *
  * Every call waits for ready (as grit's side does) with a deadline of
  * timeout_ms (10 s by default). Loopback only: the target's control plane
