@@ -13,7 +13,14 @@
  *     keeps one channel; prints "READY 0" once registered; then reads one
  *     JSON command a line on stdin, {"calls":N,"metadata":{"k":"v"},
  *     "timeout_ms":T}, and answers each with the line above (plus its
- *     "seq"); exits when stdin closes.
+ *     "seq"); exits when stdin closes. Optional fields of a command:
+ *     "method" (default /lb.Svc/Call), "request" (the request bytes as a
+ *     string, default empty), "parallel": true (the N calls all started
+ *     at once instead of one after the other, and the command started at
+ *     once, without waiting for earlier ones to end), "detail": true (the
+ *     answer also has "results": one {"code","answer","message","ms"} a
+ *     call, in the order the calls ended; "ms" from the call's start to
+ *     its end).
  *
  * Every call waits for ready (as grit's side does) with a deadline of
  * timeout_ms (10 s by default). Loopback only: the target's control plane
@@ -56,27 +63,40 @@ if (!serve && !(Number.isInteger(calls) && calls > 0)) {
 const client = new grpc.Client(target, grpc.credentials.createInsecure());
 const identity = (b) => b;
 
-/* One call; resolves to {backend, code, message}. */
-function call(md, timeoutMs) {
+/* One call; resolves to {backend, code, message, ms}. */
+function call(md, timeoutMs, method, request) {
   return new Promise((resolve) => {
     const meta = new grpc.Metadata({ waitForReady: true });
     for (const [k, v] of Object.entries(md || {})) meta.set(k, String(v));
-    client.makeUnaryRequest('/lb.Svc/Call', identity, identity, Buffer.alloc(0),
-      meta, { deadline: Date.now() + timeoutMs }, (err, resp) => {
-        if (err) resolve({ backend: null, code: err.code, message: err.details || err.message });
-        else resolve({ backend: resp.toString(), code: 0, message: null });
+    const t0 = process.hrtime.bigint();
+    const ms = () => Number((process.hrtime.bigint() - t0) / 1000000n);
+    client.makeUnaryRequest(method || '/lb.Svc/Call', identity, identity,
+      Buffer.from(request || ''), meta, { deadline: Date.now() + timeoutMs },
+      (err, resp) => {
+        if (err) resolve({ backend: null, code: err.code, message: err.details || err.message, ms: ms() });
+        else resolve({ backend: resp.toString(), code: 0, message: null, ms: ms() });
       });
   });
 }
 
-async function run(n, md, timeoutMs) {
+async function run(n, md, timeoutMs, opts) {
+  const o = opts || {};
   const out = { event: 'calls', n, backends: {}, statuses: {}, message: null };
-  for (let i = 0; i < n; i++) {
-    const r = await call(md, timeoutMs);
+  const results = [];
+  const note = (r) => {
     out.statuses[r.code] = (out.statuses[r.code] || 0) + 1;
     if (r.backend !== null) out.backends[r.backend] = (out.backends[r.backend] || 0) + 1;
     else if (out.message === null) out.message = r.message;
+    results.push({ code: r.code, answer: r.backend, message: r.message, ms: r.ms });
+  };
+  if (o.parallel) {
+    const all = [];
+    for (let i = 0; i < n; i++) all.push(call(md, timeoutMs, o.method, o.request).then(note));
+    await Promise.all(all);
+  } else {
+    for (let i = 0; i < n; i++) note(await call(md, timeoutMs, o.method, o.request));
   }
+  if (o.detail) out.results = results;
   return out;
 }
 
@@ -102,12 +122,15 @@ if (!serve) {
       return;
     }
     const s = ++seq;
-    /* Commands run one after the other, in order. */
-    chain = chain.then(() => run(Number(cmd.calls) || 1, cmd.metadata,
-      Number(cmd.timeout_ms) || 10000)).then((o) => {
+    const go = () => run(Number(cmd.calls) || 1, cmd.metadata,
+      Number(cmd.timeout_ms) || 10000, cmd).then((o) => {
       o.seq = s;
       write(o);
     });
+    /* Commands run one after the other, in order; a parallel one starts
+     * at once, beside those still running. */
+    if (cmd.parallel) chain = Promise.all([chain, go()]);
+    else chain = chain.then(go);
   });
   rl.on('close', () => {
     chain.then(() => {
