@@ -9,7 +9,7 @@
 /* Gather at most this much nghttp2 output into one write; the rest goes
  * out when that write completes, or from the pump when the socket took it
  * all at once. */
-#define CONN_WRITE_CHUNK (1024 * 1024)
+#define CONN_WRITE_CHUNK GRIT_CONN_WRITE_CHUNK
 #define CONN_DEFAULT_MAX_HEADER_LIST (16 * 1024)
 #define CONN_DEFAULT_MAX_RECV (4 * 1024 * 1024)
 #define CONN_DEFAULT_KEEPALIVE_TIMEOUT_MS 20000
@@ -196,6 +196,7 @@ static void conn_flush(grit_transport *t) {
   out->len = 0;
   bool h2_ok = !t->tls || grit_tls_conn_ready(t->tls);
   t->more_output = false;
+  t->flush_out = out; /* h2_send_data's uncopied DATA frames go here */
   while (h2_ok) {
     if (out->len >= CONN_WRITE_CHUNK) {
       /* nghttp2 may have more: the next flush takes it (conn_on_pump). */
@@ -205,6 +206,7 @@ static void conn_flush(grit_transport *t) {
     const uint8_t *data;
     ssize_t n = nghttp2_session_mem_send(t->h2, &data);
     if (n < 0) {
+      t->flush_out = NULL;
       snprintf(why, sizeof(why), "HTTP/2 send failed: %s",
                nghttp2_strerror((int)n));
       conn_io_fail(t, why);
@@ -213,10 +215,12 @@ static void conn_flush(grit_transport *t) {
     if (n == 0)
       break;
     if (grit_buf_append(out, data, (size_t)n) != GRIT_OK) {
+      t->flush_out = NULL;
       conn_io_fail(t, "out of memory writing to the connection");
       return;
     }
   }
+  t->flush_out = NULL;
   if (t->tls) {
     grit_err rv = GRIT_OK;
     if (out->len > 0)

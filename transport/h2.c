@@ -512,16 +512,55 @@ void grit_h2_release_withheld(grit_transport *t, grit_stream *s) {
   }
 }
 
+/* DATA frames of at least this many bytes skip nghttp2's copy: nghttp2
+ * hands the frame to h2_send_data, which writes its header and payload
+ * straight into the flush's buffer (one copy of a large message or an OTLP
+ * Export batch instead of two). Smaller frames are cheaper copied. */
+#define H2_NO_COPY_MIN 1024
+
+/* NGHTTP2_DATA_FLAG_NO_COPY's frame: the 9-byte header, then |length|
+ * bytes from the stream's queue (no padding: grit sets none). */
+static int h2_send_data(nghttp2_session *session, nghttp2_frame *frame,
+                        const uint8_t *framehd, size_t length,
+                        nghttp2_data_source *source, void *user_data) {
+  (void)source;
+  grit_transport *t = user_data;
+  grit_stream *s = h2_stream(session, frame->hd.stream_id);
+  grit_buf *out = t->flush_out;
+  if (!s || !out)
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
+  if (out->len >= GRIT_CONN_WRITE_CHUNK) {
+    /* Full: nghttp2 keeps the frame and asks again on the next flush. */
+    t->more_output = true;
+    return NGHTTP2_ERR_WOULDBLOCK;
+  }
+  if (grit_buf_reserve(out, 9 + length) != GRIT_OK)
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
+  memcpy(out->data + out->len, framehd, 9);
+  size_t n = grit_stream_take_send(s, out->data + out->len + 9, length);
+  if (n != length)
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
+  out->len += 9 + n;
+  return 0;
+}
+
 ssize_t grit_h2_data_read(nghttp2_session *session, int32_t stream_id,
                           uint8_t *buf, size_t length, uint32_t *data_flags,
                           nghttp2_data_source *source, void *user_data) {
   (void)source;
-  (void)user_data;
+  grit_transport *t = user_data;
   /* Look the stream up rather than trusting source->ptr: the stream may
    * have been finished and freed while nghttp2 still holds the item. */
   grit_stream *s = h2_stream(session, stream_id);
   if (!s)
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  if (t->flush_out && s->pending_bytes >= H2_NO_COPY_MIN) {
+    size_t n = s->pending_bytes < length ? s->pending_bytes : length;
+    *data_flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+    if (n == s->pending_bytes && s->half_close)
+      *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)n;
+  }
   size_t n = grit_stream_take_send(s, buf, length);
   if (s->sendq.count == 0 && s->half_close) {
     *data_flags |= NGHTTP2_DATA_FLAG_EOF;
@@ -550,6 +589,7 @@ grit_err grit_h2_session_new(grit_transport *t) {
   nghttp2_session_callbacks_set_on_frame_not_send_callback(
       cbs, h2_on_frame_not_send);
   nghttp2_session_callbacks_set_error_callback2(cbs, h2_on_error);
+  nghttp2_session_callbacks_set_send_data_callback(cbs, h2_send_data);
 
   nghttp2_option *opt;
   if (nghttp2_option_new(&opt) != 0) {

@@ -13,6 +13,11 @@
 
 /* ---- tls.c: one TLS client session over memory BIOs ---- */
 
+/* A flush stops once it has this many bytes for the socket: the rest
+ * waits for the write, so reads run in between (an early response stops
+ * a large upload: test_flow early_*). */
+#define GRIT_CONN_WRITE_CHUNK (1024 * 1024)
+
 typedef struct grit_tls_conn grit_tls_conn;
 
 /* Create a session for |ctx| with SNI and hostname check for
@@ -100,7 +105,11 @@ struct grit_transport {
   bool io_dead;   /* read/write failed or EOF: no more writes */
   bool writing;
   bool more_output; /* the last flush stopped at CONN_WRITE_CHUNK */
-  bool going_away;  /* GOAWAY received or drain started: no new streams */
+  /* During conn_flush's nghttp2_session_mem_send loop: the buffer the
+   * flush fills, where h2_send_data writes uncopied DATA frames (at most
+   * GRIT_CONN_WRITE_CHUNK bytes a flush, as the copied ones). */
+  grit_buf *flush_out;
+  bool going_away; /* GOAWAY received or drain started: no new streams */
   bool goaway_received;
   uint32_t goaway_last_id;
   bool ping_outstanding;
