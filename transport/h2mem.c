@@ -25,11 +25,11 @@
 #include <string.h>
 
 #if defined(__SANITIZE_ADDRESS__)
-#define H2MEM_NO_KEEP 1
+#  define H2MEM_NO_KEEP 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define H2MEM_NO_KEEP 1
-#endif
+#  if __has_feature(address_sanitizer)
+#    define H2MEM_NO_KEEP 1
+#  endif
 #endif
 
 #define H2MEM_HDR sizeof(uint64_t)

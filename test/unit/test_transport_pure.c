@@ -561,14 +561,14 @@ static void test_oom_sweep(void) {
 /* ---- nghttp2's memory (h2mem.c, issue 24) ---- */
 
 #if defined(__SANITIZE_ADDRESS__)
-#define H2MEM_TEST_KEEPS 0
+#  define H2MEM_TEST_KEEPS 0
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define H2MEM_TEST_KEEPS 0
-#endif
+#  if __has_feature(address_sanitizer)
+#    define H2MEM_TEST_KEEPS 0
+#  endif
 #endif
 #ifndef H2MEM_TEST_KEEPS
-#define H2MEM_TEST_KEEPS 1
+#  define H2MEM_TEST_KEEPS 1
 #endif
 
 static long h2mem_live;
