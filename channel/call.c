@@ -502,8 +502,7 @@ static void call_start_on_loop(grit_call *c) {
     return;
   }
   c->started_on_loop = true;
-  grit_list_insert_tail(&ch->live_calls, &c->live_link);
-  grit_channel_idle_on_call_start(ch);
+  grit_list_insert_tail(&ch->live_calls, &c->live_link); /* idle.c sees it */
   __atomic_add_fetch(&ch->stats.calls_started, 1, __ATOMIC_RELAXED);
   grit_obs_call_start(c);               /* OB-01, OB-02 */
   if (!grit_call_auth_check_on_loop(c)) /* IC-01, AP-05: nothing sent */

@@ -233,6 +233,7 @@ struct grit_channel {
   grit_task connect_task;
   grit_task destroy_task;
   uv_timer_t *idle_timer; /* idle.c; NULL until first armed */
+  uint64_t idle_since;    /* idle.c: loop time the last live call ended */
 
   uint32_t state; /* grit_connectivity_state; atomic for any-thread reads */
 
@@ -324,10 +325,9 @@ void grit_channel_config_txt_timeout(grit_channel *ch, bool timed_out);
 
 /* ---- idle.c: client idle timeout ---- */
 
-/* A call went live: stop the timer. */
-void grit_channel_idle_on_call_start(grit_channel *ch);
-/* Arm the timer if no call is live (after the last one ends, and when the
- * user asks to connect). */
+/* No call is live (the last one ended, or the user asked to connect):
+ * the idle time counts from now. A call going live needs no call here:
+ * the timer finds it in live_calls. */
 void grit_channel_idle_arm(grit_channel *ch);
 /* Channel teardown: close the timer. */
 void grit_channel_idle_close(grit_channel *ch);

@@ -29,9 +29,10 @@ static void rt_run_tasks(grit_runtime *rt) {
   grit_list *e;
   while ((e = grit_list_pop_head(&batch)) != NULL) {
     grit_task *t = GRIT_CONTAINER_OF(e, grit_task, link);
-    pthread_mutex_lock(&rt->mu);
-    t->queued = false;
-    pthread_mutex_unlock(&rt->mu);
+    /* Out of every list now: a post from here on queues it again. An
+     * exchange, not a store, so that fn sees what a post that found it
+     * still queued wrote before (no lock per task: issue 24). */
+    (void)__atomic_exchange_n(&t->queued, false, __ATOMIC_ACQ_REL);
     t->fn(t);
   }
 }
@@ -77,11 +78,10 @@ bool grit_rt_post(grit_runtime *rt, grit_task *t) {
   pthread_mutex_lock(&rt->mu);
   /* A stopped runtime's wake handle is closed: the task is dropped (every
    * object it could serve has already finished on the loop). */
-  bool queued = !t->queued && !rt->stopped;
-  if (queued) {
-    t->queued = true;
+  bool queued =
+      !rt->stopped && !__atomic_exchange_n(&t->queued, true, __ATOMIC_ACQ_REL);
+  if (queued)
     grit_list_insert_tail(&rt->tasks, &t->link);
-  }
   pthread_mutex_unlock(&rt->mu);
   if (!queued)
     return false;

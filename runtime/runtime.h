@@ -20,7 +20,8 @@
 typedef struct grit_task {
   grit_list link;
   void (*fn)(struct grit_task *t);
-  bool queued;
+  bool queued; /* atomic: set by the post that queues it (under the
+                  runtime's mu), cleared by the loop just before fn runs */
 } grit_task;
 
 struct grit_runtime {

@@ -61,6 +61,9 @@ def source_files(root):
         path = os.path.join(root, top)
         if not os.path.isdir(path) or top in SKIP_DIRS or top.startswith("."):
             continue
+        if top.startswith("build"):
+            continue  # build output, as .gitignore has it (/build*/):
+            # bench/compare's build-compare holds copies of other trees
         if os.path.exists(os.path.join(path, "meson-private")):
             continue  # a build directory inside the source tree
         for dirpath, dirnames, files in os.walk(path):

@@ -40,6 +40,7 @@ static void conn_free(grit_transport *t) {
   }
   grit_stream_cache_free(t);
   nghttp2_session_del(t->h2);
+  grit_h2mem_release(&t->h2mem);
   grit_tls_conn_destroy(t->tls);
   grit_tls_ctx_unref(t->tls_ctx);
   grit_buf_free(&t->wbuf);

@@ -24,8 +24,21 @@
  * it resumes, so a slow reader stops the server (SPEC FC-04). */
 #define H2_ACK_MIN_BYTES 1024
 
-static grit_stream *h2_stream(nghttp2_session *session, int32_t id) {
-  grit_stream *s = nghttp2_session_get_stream_user_data(session, id);
+/* The stream of |id| that is not finished, or NULL. A unary call's
+ * callbacks ask for the same stream about a dozen times in a row, so the
+ * last one nghttp2 returned is remembered (t->hot; grit_stream_free
+ * forgets it). nghttp2 only drops a stream after on_stream_close, which
+ * finishes it, so a remembered stream that nghttp2 no longer has is a
+ * finished one, NULL either way. */
+static grit_stream *h2_stream(void *user_data, nghttp2_session *session,
+                              int32_t id) {
+  grit_transport *t = user_data;
+  grit_stream *s = t->hot;
+  if (!s || s->id != id) {
+    s = nghttp2_session_get_stream_user_data(session, id);
+    if (s)
+      t->hot = s;
+  }
   return s && !s->finished ? s : NULL;
 }
 
@@ -47,7 +60,7 @@ static int h2_on_begin_headers(nghttp2_session *session,
   (void)user_data;
   if (frame->hd.type != NGHTTP2_HEADERS)
     return 0;
-  grit_stream *s = h2_stream(session, frame->hd.stream_id);
+  grit_stream *s = h2_stream(user_data, session, frame->hd.stream_id);
   if (!s)
     return 0;
   if (s->headers_received)
@@ -100,7 +113,7 @@ static int h2_on_header(nghttp2_session *session, const nghttp2_frame *frame,
   grit_transport *t = user_data;
   if (frame->hd.type != NGHTTP2_HEADERS)
     return 0;
-  grit_stream *s = h2_stream(session, frame->hd.stream_id);
+  grit_stream *s = h2_stream(user_data, session, frame->hd.stream_id);
   if (!s || s->blk_kind == GRIT_BLK_NONE)
     return 0;
   /* SPEC HS-06: the limit fails this call, not the connection. Returning
@@ -231,16 +244,16 @@ static int h2_on_frame_recv(nghttp2_session *session,
   grit_stream *s;
   switch (frame->hd.type) {
   case NGHTTP2_HEADERS:
-    if ((s = h2_stream(session, frame->hd.stream_id)) != NULL)
+    if ((s = h2_stream(user_data, session, frame->hd.stream_id)) != NULL)
       h2_headers_done(s, frame);
     break;
   case NGHTTP2_DATA:
     if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
-        (s = h2_stream(session, frame->hd.stream_id)) != NULL)
+        (s = h2_stream(user_data, session, frame->hd.stream_id)) != NULL)
       h2_stream_ended(s, false);
     break;
   case NGHTTP2_RST_STREAM:
-    if ((s = h2_stream(session, frame->hd.stream_id)) != NULL) {
+    if ((s = h2_stream(user_data, session, frame->hd.stream_id)) != NULL) {
       uint32_t code = frame->rst_stream.error_code;
       char why[120];
       snprintf(why, sizeof(why), "stream reset by server: %s (%u)",
@@ -289,7 +302,7 @@ static int h2_on_data_chunk_recv(nghttp2_session *session, uint8_t flags,
                                  size_t len, void *user_data) {
   (void)flags;
   (void)user_data;
-  grit_stream *s = h2_stream(session, stream_id);
+  grit_stream *s = h2_stream(user_data, session, stream_id);
   if (!s)
     return 0;
   if (s->read_paused) {
@@ -344,7 +357,7 @@ static int h2_on_data_chunk_recv(nghttp2_session *session, uint8_t flags,
 static int h2_on_stream_close(nghttp2_session *session, int32_t stream_id,
                               uint32_t error_code, void *user_data) {
   (void)user_data;
-  grit_stream *s = h2_stream(session, stream_id);
+  grit_stream *s = h2_stream(user_data, session, stream_id);
   if (!s)
     return 0;
   char why[120];
@@ -401,7 +414,7 @@ static int h2_on_frame_not_send(nghttp2_session *session,
     t->ev_goaway_code = NGHTTP2_NO_ERROR;
     grit_transport_schedule(t);
   }
-  grit_stream *s = h2_stream(session, frame->hd.stream_id);
+  grit_stream *s = h2_stream(user_data, session, frame->hd.stream_id);
   if (!s)
     return 0;
   char why[120];
@@ -551,7 +564,7 @@ ssize_t grit_h2_data_read(nghttp2_session *session, int32_t stream_id,
   grit_transport *t = user_data;
   /* Look the stream up rather than trusting source->ptr: the stream may
    * have been finished and freed while nghttp2 still holds the item. */
-  grit_stream *s = h2_stream(session, stream_id);
+  grit_stream *s = h2_stream(user_data, session, stream_id);
   if (!s)
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   if (t->flush_out && s->pending_bytes >= H2_NO_COPY_MIN) {
@@ -601,15 +614,10 @@ grit_err grit_h2_session_new(grit_transport *t) {
   /* Window goes back as grit_h2_ack_received decides (FC-04). */
   nghttp2_option_set_no_auto_window_update(opt, 1);
 
-  /* All of nghttp2's memory goes through grit's allocator (STYLE 3.5). */
-  const grit_allocator *a = grit_allocator_get();
-  nghttp2_mem mem = {
-      .mem_user_data = a->user_data,
-      .malloc = a->malloc,
-      .free = a->free,
-      .calloc = a->calloc,
-      .realloc = a->realloc,
-  };
+  /* All of nghttp2's memory goes through grit's allocator (STYLE 3.5),
+   * its small blocks kept for reuse by the session (h2mem.c). */
+  grit_h2mem_init(&t->h2mem);
+  nghttp2_mem mem = grit_h2mem_nghttp2(&t->h2mem);
   int rv = nghttp2_session_client_new3(&t->h2, cbs, t, opt, &mem);
   nghttp2_option_del(opt);
   nghttp2_session_callbacks_del(cbs);

@@ -100,6 +100,8 @@ void grit_stream_free(grit_stream *s) {
   grit_list_remove(&s->node);
   grit_list_remove(&s->ev_node);
   grit_list_remove(&s->rx_node);
+  if (t->hot == s)
+    t->hot = NULL;
   /* Detach from nghttp2 so no later callback can find this memory; this
    * also works for a request still queued under MAX_CONCURRENT_STREAMS. */
   if (s->id > 0 && t->h2)

@@ -42,6 +42,23 @@ grit_err grit_tls_conn_send(grit_tls_conn *c, const uint8_t *p, size_t n,
 grit_err grit_tls_conn_take(grit_tls_conn *c, grit_buf *out);
 bool grit_tls_conn_ready(const grit_tls_conn *c);
 
+/* ---- h2mem.c: nghttp2's memory for one session ---- */
+
+/* Free lists of nghttp2's small blocks, by size class (16, 32, ... 512
+ * bytes), over the process allocator in force when made. */
+#define GRIT_H2MEM_CLASSES 32
+typedef struct grit_h2mem {
+  grit_allocator a;
+  void *free[GRIT_H2MEM_CLASSES];
+  unsigned nfree[GRIT_H2MEM_CLASSES];
+} grit_h2mem;
+
+void grit_h2mem_init(grit_h2mem *m);
+/* The nghttp2_mem for nghttp2_session_client_new3 (which copies it). */
+nghttp2_mem grit_h2mem_nghttp2(grit_h2mem *m);
+/* Return every kept block; only after the session is deleted. */
+void grit_h2mem_release(grit_h2mem *m);
+
 /* ---- the connection ---- */
 
 /* A FIFO of slice references: a ring that doubles, never shrinks, so a
@@ -95,6 +112,7 @@ struct grit_transport {
   int open_handles;
 
   nghttp2_session *h2;
+  grit_h2mem h2mem; /* nghttp2's memory (h2mem.c) */
   grit_tls_conn *tls;
   grit_buf wbuf;   /* the bytes of the write in flight */
   grit_buf plain;  /* decrypted input of one read, reused */
@@ -131,6 +149,7 @@ struct grit_transport {
   size_t nfree_streams;
   grit_list ev_streams; /* streams with undelivered events */
   grit_list rx_streams; /* streams that got DATA in the current read */
+  grit_stream *hot;     /* the stream nghttp2 last looked up (h2.c) */
   size_t active;        /* streams whose result is not yet fixed */
   size_t withheld;      /* DATA bytes of paused streams not given back */
 

@@ -1,8 +1,11 @@
 /* Pure helpers of transport/: framing, grpc-timeout, percent-encoding,
  * base64 and the status maps (SPEC HS-01..HS-06). */
 #include "transport/transport.h"
+#include "transport/transport_int.h"
 
 #include "test/harness.h"
+
+#include <stdint.h>
 
 /* ---- framing ---- */
 
@@ -555,6 +558,142 @@ static void test_oom_sweep(void) {
   ASSERT_EQ(failures, total); /* each failure is reported, none crash */
 }
 
+/* ---- nghttp2's memory (h2mem.c, issue 24) ---- */
+
+#if defined(__SANITIZE_ADDRESS__)
+#  define H2MEM_TEST_KEEPS 0
+#elif defined(__has_feature)
+#  if __has_feature(address_sanitizer)
+#    define H2MEM_TEST_KEEPS 0
+#  endif
+#endif
+#ifndef H2MEM_TEST_KEEPS
+#  define H2MEM_TEST_KEEPS 1
+#endif
+
+static long h2mem_live;
+static bool h2mem_fail;
+
+static void *h2mem_test_malloc(size_t n, void *ud) {
+  (void)ud;
+  if (h2mem_fail)
+    return NULL;
+  void *p = malloc(n);
+  h2mem_live += p != NULL;
+  return p;
+}
+static void h2mem_test_free(void *p, void *ud) {
+  (void)ud;
+  h2mem_live -= p != NULL;
+  free(p);
+}
+static void *h2mem_test_calloc(size_t n, size_t m, void *ud) {
+  (void)ud;
+  void *p = h2mem_fail ? NULL : calloc(n, m);
+  h2mem_live += p != NULL;
+  return p;
+}
+static void *h2mem_test_realloc(void *p, size_t n, void *ud) {
+  (void)ud;
+  if (h2mem_fail)
+    return NULL;
+  void *q = realloc(p, n);
+  h2mem_live += p == NULL && q != NULL;
+  return q;
+}
+
+static void test_h2mem(void) {
+  grit_allocator a = {NULL, h2mem_test_malloc, h2mem_test_free,
+                      h2mem_test_calloc, h2mem_test_realloc};
+  grit_set_allocator(&a);
+  h2mem_live = 0;
+  h2mem_fail = false;
+  grit_h2mem m;
+  grit_h2mem_init(&m);
+  nghttp2_mem mem = grit_h2mem_nghttp2(&m);
+  void *ud = mem.mem_user_data;
+
+  /* A small block: aligned for nghttp2's objects, usable to its size. */
+  uint8_t *p = mem.malloc(100, ud);
+  ASSERT_NOT_NULL(p);
+  ASSERT_EQ((uintptr_t)p % 8, 0);
+  memset(p, 0xab, 100);
+  ASSERT_EQ(h2mem_live, 1);
+  /* Freed, it is kept and comes back for a request of its size class
+   * (97..112 bytes); another class gets a new block. */
+  mem.free(p, ud);
+  ASSERT_EQ(h2mem_live, H2MEM_TEST_KEEPS ? 1 : 0);
+  uint8_t *q = mem.malloc(97, ud);
+  ASSERT_NOT_NULL(q);
+  if (H2MEM_TEST_KEEPS)
+    ASSERT(q == p);
+  uint8_t *r = mem.malloc(200, ud);
+  ASSERT_NOT_NULL(r);
+  ASSERT(r != q);
+  ASSERT_EQ(h2mem_live, 2);
+
+  /* realloc: within the class in place, beyond it moved with the bytes. */
+  memset(q, 0x5a, 97);
+  ASSERT(mem.realloc(q, 112, ud) == q);
+  q[111] = 0x5a;
+  uint8_t *q2 = mem.realloc(q, 300, ud);
+  ASSERT_NOT_NULL(q2);
+  for (int i = 0; i < 97; i++)
+    ASSERT_EQ(q2[i], 0x5a);
+  ASSERT_EQ(q2[111], 0x5a);
+
+  /* calloc zeroes, also a reused block; an overflowing size is refused. */
+  mem.free(r, ud);
+  uint8_t *z = mem.calloc(10, 20, ud);
+  ASSERT_NOT_NULL(z);
+  for (int i = 0; i < 200; i++)
+    ASSERT_EQ(z[i], 0);
+  ASSERT_NULL(mem.calloc(SIZE_MAX / 2, 4, ud));
+
+  /* A big block is not kept: it goes back at once; realloc keeps its
+   * bytes. */
+  long before = h2mem_live;
+  uint8_t *big = mem.malloc(4096, ud);
+  ASSERT_NOT_NULL(big);
+  memset(big, 0x11, 4096);
+  big = mem.realloc(big, 8192, ud);
+  ASSERT_NOT_NULL(big);
+  ASSERT_EQ(big[4095], 0x11);
+  ASSERT_EQ(h2mem_live, before + 1);
+  mem.free(big, ud);
+  ASSERT_EQ(h2mem_live, before);
+
+  /* At most 32 blocks of a class are kept. */
+  void *many[40];
+  for (int i = 0; i < 40; i++)
+    ASSERT_NOT_NULL(many[i] = mem.malloc(64, ud));
+  before = h2mem_live;
+  for (int i = 0; i < 40; i++)
+    mem.free(many[i], ud);
+  ASSERT_EQ(h2mem_live, before - (H2MEM_TEST_KEEPS ? 8 : 40));
+
+  /* Out of memory: NULL, from malloc, calloc and a growing realloc (the
+   * old block stays valid). */
+  mem.free(q2, ud);
+  mem.free(z, ud);
+  grit_h2mem_release(&m);
+  ASSERT_EQ(h2mem_live, 0);
+  h2mem_fail = true;
+  ASSERT_NULL(mem.malloc(64, ud));
+  ASSERT_NULL(mem.calloc(1, 64, ud));
+  h2mem_fail = false;
+  p = mem.malloc(16, ud);
+  ASSERT_NOT_NULL(p);
+  h2mem_fail = true;
+  ASSERT_NULL(mem.realloc(p, 4000, ud));
+  h2mem_fail = false;
+  mem.free(p, ud);
+  mem.free(NULL, ud);
+  grit_h2mem_release(&m);
+  ASSERT_EQ(h2mem_live, 0);
+  grit_set_allocator(NULL);
+}
+
 static const test_case tests[] = {
     {"frame_message", test_frame_message},
     {"deframe_splits", test_deframe_splits},
@@ -573,6 +712,7 @@ static const test_case tests[] = {
     {"addr", test_addr},
     {"tls_ctx", test_tls_ctx},
     {"oom_sweep", test_oom_sweep},
+    {"h2mem", test_h2mem},
     {NULL, NULL},
 };
 
