@@ -63,7 +63,6 @@ static bool rr_recount(round_robin *rr) {
 /* The state (grit_lb_sclist_aggregate's rule, from the counts), published
  * when |force|d, when it changed or when the READY list |moved|. */
 static void rr_publish(round_robin *rr, bool force, bool moved) {
-  rr->skipped.valid = false; /* a subchannel or the list changed */
   grit_connectivity_state s =
       rr->nready                               ? GRIT_STATE_READY
       : rr->counts[GRIT_STATE_CONNECTING] != 0 ? GRIT_STATE_CONNECTING
@@ -98,7 +97,11 @@ static void rr_on_sc_state(grit_subchannel *sc, grit_connectivity_state s,
     moved = (prev == GRIT_STATE_READY || s == GRIT_STATE_READY) &&
             rr_list_ready(rr);
   }
-  rr->skipped.valid = false;
+  /* The skipped text (connected but not picked: health, ejection) walks
+   * the list: it stays valid while it names nobody and |sc| joins it not
+   * (a reconnecting endpoint among 1 000). */
+  if (rr->skipped.text || grit_subchannel_skip_reason(sc)[0])
+    rr->skipped.valid = false;
   grit_lb_sc_changed(sc, s, &rr->h, rr->started, rr->error, sizeof(rr->error));
   rr_publish(rr, false, moved);
 }
@@ -145,6 +148,7 @@ static grit_err rr_update(grit_lb_policy *p, const grit_addr *addrs, size_t n,
     rr->cursor = grit_rng_below(rr->a.rng, (uint32_t)rr->list.n);
   if (rr->started)
     rr_connect_all(rr);
+  rr->skipped.valid = false; /* the list changed */
   rr_publish(rr, true, rr_recount(rr));
   return GRIT_OK;
 }
@@ -153,6 +157,7 @@ static void rr_exit_idle(grit_lb_policy *p) {
   round_robin *rr = (round_robin *)p;
   rr->started = true;
   rr_connect_all(rr);
+  rr->skipped.valid = false;
   rr_publish(rr, true, rr_recount(rr));
 }
 
