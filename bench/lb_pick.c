@@ -9,6 +9,11 @@
  * processes. Prints one line per policy:
  *
  *   RESULT policy=round_robin backends=1000 picks=2000000 ns_per_pick=11.3
+ *     ns_per_pick_with_detail=.. us_per_same_update=..
+ *
+ * us_per_same_update: an update_addresses with the same N addresses in the
+ * same order (every connection kept), as an EDS update that changes
+ * nothing of 1 000 endpoints but a weight (issue 27).
  *
  *   lb_pick [--backends N] [--picks N] [--policy NAME]
  */
@@ -190,10 +195,17 @@ static int bench(uv_loop_t *loop, uint16_t port, const char *name, size_t n,
   double ns_detail = (now_ns() - t1) / (double)picks;
   ok /= 2;
   const char *detail = p->vt->pick(p, &pa[0]).detail;
+  enum { UPDATES = 20 };
+  double t2 = now_ns();
+  for (int u = 0; u < UPDATES; u++)
+    if (p->vt->update_addresses(p, addrs, n, false) != GRIT_OK)
+      return 1;
+  double us_update = (now_ns() - t2) / UPDATES / 1e3;
   printf("RESULT policy=%s backends=%zu picks=%llu complete=%llu "
-         "ns_per_pick=%.1f ns_per_pick_with_detail=%.1f\n",
+         "ns_per_pick=%.1f ns_per_pick_with_detail=%.1f "
+         "us_per_same_update=%.1f\n",
          name, n, (unsigned long long)picks, (unsigned long long)ok, ns,
-         ns_detail);
+         ns_detail, us_update);
   if (detail)
     printf("  e.g. %s\n", detail);
   fflush(stdout);

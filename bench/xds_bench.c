@@ -36,6 +36,7 @@
  *       figures are taken without it). --decode always counts.
  */
 #include "channel/channel.h"
+#include "lb/lb.h"
 #include "xds/ads.h"
 #include "xdsclient/xdsclient.h"
 
@@ -363,16 +364,7 @@ void __wrap_grit_channel_ext_result(grit_channel *ch, const grit_addr *addrs,
                                     size_t n, const char *config_json,
                                     const char *error);
 
-/* Runs on the channel's loop, inside the xds resolver's kick: the
- * addresses are with the LB policy when __real returns. */
-void __wrap_grit_channel_ext_result(grit_channel *ch, const grit_addr *addrs,
-                                    size_t n, const char *config_json,
-                                    const char *error) {
-  double t1 = mono_us();
-  __real_grit_channel_ext_result(ch, addrs, n, config_json, error);
-  double t2 = mono_us();
-  if (!g_watch)
-    return;
+static void watch_line(size_t n, double t1, double t2, const char *error) {
   struct timespec rt;
   clock_gettime(CLOCK_REALTIME, &rt);
   printf("STATE n=%zu t_ms=%.3f apply_us=%.1f heap=%lld rss_kib=%ld "
@@ -381,6 +373,50 @@ void __wrap_grit_channel_ext_result(grit_channel *ch, const grit_addr *addrs,
          g_counting ? (long long)atomic_load(&g_live) : -1LL, rss_kib(),
          error ? error : "-");
   fflush(stdout);
+}
+
+/* Runs on the channel's loop, inside the xds resolver's kick: the
+ * addresses are with the LB policy when __real returns. */
+void __wrap_grit_channel_ext_result(grit_channel *ch, const grit_addr *addrs,
+                                    size_t n, const char *config_json,
+                                    const char *error) {
+  double t1 = mono_us();
+  __real_grit_channel_ext_result(ch, addrs, n, config_json, error);
+  double t2 = mono_us();
+  if (g_watch)
+    watch_line(n, t1, t2, error);
+}
+
+/* Every address in an xDS cluster's policy tree. */
+static size_t node_addrs(const grit_lb_node *n) {
+  size_t c = n->naddrs;
+  for (size_t i = 0; i < n->nchildren; i++)
+    c += node_addrs(n->children[i].node);
+  return c;
+}
+
+/* The routed resolver's result: one child policy per cluster, each an
+ * xDS cluster's policy tree (cluster_impl, priority, weighted_target,
+ * one round_robin per locality); n= counts every address of every tree. */
+void __real_grit_channel_ext_result_clusters(grit_channel *ch,
+                                             const grit_lb_cm_child *kids,
+                                             size_t n, const char *config_json);
+void __wrap_grit_channel_ext_result_clusters(grit_channel *ch,
+                                             const grit_lb_cm_child *kids,
+                                             size_t n, const char *config_json);
+void __wrap_grit_channel_ext_result_clusters(grit_channel *ch,
+                                             const grit_lb_cm_child *kids,
+                                             size_t n,
+                                             const char *config_json) {
+  double t1 = mono_us();
+  __real_grit_channel_ext_result_clusters(ch, kids, n, config_json);
+  double t2 = mono_us();
+  if (!g_watch)
+    return;
+  size_t addrs = 0;
+  for (size_t i = 0; i < n; i++)
+    addrs += kids[i].tree ? node_addrs(kids[i].tree) : kids[i].naddrs;
+  watch_line(addrs, t1, t2, NULL);
 }
 
 /* ------------------------------------------------------------------------

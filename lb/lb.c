@@ -136,8 +136,18 @@ size_t grit_lb_sclist_index(const grit_lb_sclist *l,
   return l->n;
 }
 
+/* |hint| first: an update that keeps the order of the addresses (an EDS
+ * update changing a few of 1 000 endpoints) matches each in O(1), not by
+ * a scan (issue 27). */
 static grit_subchannel *take_matching(grit_lb_sclist *old, const grit_addr *a,
-                                      size_t *from) {
+                                      size_t hint, size_t *from) {
+  if (old && hint < old->n && old->scs[hint] &&
+      strcmp(grit_subchannel_addr(old->scs[hint])->text, a->text) == 0) {
+    grit_subchannel *sc = old->scs[hint];
+    old->scs[hint] = NULL;
+    *from = hint;
+    return sc;
+  }
   for (size_t i = 0; old && i < old->n; i++) {
     grit_subchannel *sc = old->scs[i];
     if (sc && strcmp(grit_subchannel_addr(sc)->text, a->text) == 0) {
@@ -165,7 +175,7 @@ grit_err grit_lb_sclist_reconcile(grit_lb_sclist *old, const grit_addr *addrs,
   grit_err rv = GRIT_OK;
   for (size_t i = 0; i < n && rv == GRIT_OK; i++) {
     from[i] = SIZE_MAX;
-    grit_subchannel *sc = take_matching(old, &addrs[i], &from[i]);
+    grit_subchannel *sc = take_matching(old, &addrs[i], i, &from[i]);
     if (!sc)
       rv = grit_subchannel_create(a, &addrs[i], cb, ud, &sc);
     if (rv == GRIT_OK)

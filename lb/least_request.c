@@ -23,6 +23,7 @@ typedef struct least_request {
   size_t *ready; /* indices of subchannels with a READY transport */
   size_t nready;
   uint32_t choice_count;
+  bool updating; /* connecting them all: publish once at the end */
   bool started;
   grit_connectivity_state state;
   char error[300];
@@ -56,7 +57,8 @@ static void lr_on_sc_state(grit_subchannel *sc, grit_connectivity_state s,
                            void *ud) {
   least_request *lr = ud;
   grit_lb_sc_changed(sc, s, &lr->h, lr->started, lr->error, sizeof(lr->error));
-  lr_publish(lr);
+  if (!lr->updating) /* issue 27: not once per subchannel of an update */
+    lr_publish(lr);
 }
 
 static grit_err lr_create(const grit_subchannel_args *a,
@@ -82,8 +84,10 @@ static grit_err lr_configure(grit_lb_policy *p, const grit_lb_params *params) {
 }
 
 static void lr_connect_all(least_request *lr) {
+  lr->updating = true;
   for (size_t i = 0; i < lr->list.n; i++)
     grit_subchannel_connect(lr->list.scs[i]);
+  lr->updating = false;
 }
 
 static grit_err lr_update(grit_lb_policy *p, const grit_addr *addrs, size_t n,

@@ -50,6 +50,7 @@ struct wrr {
   uint32_t seq;
   size_t cursor;
   bool started;
+  bool updating; /* connecting them all: rebuild and publish at the end */
   grit_connectivity_state state;
   uv_timer_t *timer; /* weightUpdatePeriod; freed in its close callback */
   char error[300];
@@ -196,8 +197,13 @@ static void wrr_publish(wrr *w) {
 static void wrr_on_sc_state(grit_subchannel *sc, grit_connectivity_state s,
                             void *ud) {
   wrr *w = ud;
-  size_t i = grit_lb_sclist_index(&w->list, sc);
   grit_lb_sc_changed(sc, s, &w->h, w->started, w->error, sizeof(w->error));
+  /* Issue 27: while an update or exit_idle connects them all (none gets
+   * READY before it returns), the list is rebuilt and published once at
+   * its end rather than once per subchannel. */
+  if (w->updating)
+    return;
+  size_t i = grit_lb_sclist_index(&w->list, sc);
   if (i < w->list.n) {
     /* A58: a backend that becomes READY starts its blackout afresh. */
     if (s == GRIT_STATE_READY)
@@ -252,8 +258,10 @@ static grit_err wrr_configure(grit_lb_policy *p, const grit_lb_params *params) {
 }
 
 static void wrr_connect_all(wrr *w) {
+  w->updating = true;
   for (size_t i = 0; i < w->list.n; i++)
     grit_subchannel_connect(w->list.scs[i]);
+  w->updating = false;
 }
 
 static grit_err wrr_update(grit_lb_policy *p, const grit_addr *addrs, size_t n,
@@ -329,6 +337,7 @@ static void wrr_exit_idle(grit_lb_policy *p) {
   wrr *w = (wrr *)p;
   w->started = true;
   wrr_connect_all(w);
+  wrr_rebuild(w);
   wrr_publish(w);
 }
 

@@ -41,6 +41,7 @@ static void conn_free(grit_transport *t) {
   grit_stream_cache_free(t);
   nghttp2_session_del(t->h2);
   grit_h2mem_release(&t->h2mem);
+  grit_free(t->rbuf);
   grit_tls_conn_destroy(t->tls);
   grit_tls_ctx_unref(t->tls_ctx);
   grit_buf_free(&t->wbuf);
@@ -399,7 +400,7 @@ static void conn_on_connect_timeout(uv_timer_t *timer) {
 static void conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   grit_transport *t = h->data;
   (void)suggested;
-  *buf = uv_buf_init((char *)t->rbuf, sizeof(t->rbuf));
+  *buf = uv_buf_init((char *)t->rbuf, GRIT_TRANSPORT_RBUF_SIZE);
 }
 
 static void conn_on_read(uv_stream_t *stream, ssize_t nread,
@@ -465,6 +466,16 @@ static void conn_on_connect(uv_connect_t *req, int status) {
     return;
   }
   t->connected = true;
+  /* Issue 27: the read buffer and the HTTP/2 session (its SETTINGS then
+   * go out with the preface) are made only now that there is a
+   * connection; a failure fails this connection attempt like any other. */
+  t->rbuf = grit_malloc(GRIT_TRANSPORT_RBUF_SIZE);
+  if (!t->rbuf || grit_h2_session_new(t) != GRIT_OK) {
+    snprintf(why, sizeof(why), "connect to %s: out of memory", t->addr.text);
+    conn_io_fail(t, why);
+    conn_process(t);
+    return;
+  }
   if (t->addr.u.sa.sa_family != AF_UNIX)
     uv_tcp_nodelay(&t->sock.tcp, 1);
   int r = uv_read_start(&t->sock.stream, conn_on_alloc, conn_on_read);
@@ -553,8 +564,6 @@ grit_err grit_transport_create(uv_loop_t *loop, const grit_addr *addr,
   t->connect_req.data = t;
 
   grit_err rv = conn_copy_opts(t, o);
-  if (rv == GRIT_OK)
-    rv = grit_h2_session_new(t);
   if (rv != GRIT_OK) {
     conn_free(t);
     return rv;

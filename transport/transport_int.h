@@ -153,8 +153,14 @@ struct grit_transport {
   size_t active;        /* streams whose result is not yet fixed */
   size_t withheld;      /* DATA bytes of paused streams not given back */
 
-  uint8_t rbuf[64 * 1024]; /* socket reads land here */
+  /* Socket reads land here; allocated with the HTTP/2 session once the
+   * connection is up (conn_on_connect), so that a transport still
+   * connecting, or one whose connect fails, costs little (issue 27:
+   * 1 000 endpoints in one update). */
+  uint8_t *rbuf;
 };
+
+#define GRIT_TRANSPORT_RBUF_SIZE (64 * 1024)
 
 /* Block kinds while receiving a HEADERS frame. */
 typedef enum grit_blk_kind {

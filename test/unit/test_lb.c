@@ -188,6 +188,7 @@ typedef struct fixture {
   int states[5]; /* state callbacks seen, per state */
   int policy_states[5];
   grit_connectivity_state policy_state;
+  int reresolutions; /* pol_reresolve_count's */
 } fixture;
 
 static void fx_guard(uv_timer_t *t) {
@@ -374,6 +375,82 @@ static bool state_is_tf(void *ud) {
 static bool state_is_ready(void *ud) {
   fixture *f = ud;
   return f->policy_state == GRIT_STATE_READY;
+}
+
+static void pol_reresolve_count(void *ctx) {
+  fixture *f = ctx;
+  f->reresolutions++;
+}
+
+typedef struct rr_cycle_wait {
+  fixture *f;
+  int want;
+} rr_cycle_wait;
+
+static bool reresolutions_reached(void *ud) {
+  rr_cycle_wait *w = ud;
+  return w->f->reresolutions >= w->want;
+}
+
+/* Issue 27: round_robin picks from its list of READY subchannels, rebuilt
+ * on state changes. Two live backends among eight refused ones: picks
+ * alternate strictly between the two, and while the refused ones go
+ * through TRANSIENT_FAILURE, IDLE and CONNECTING again and again (each
+ * failure asks for re-resolution, counted here) the policy publishes
+ * nothing: its state and its READY set stay, so queued calls are not
+ * picked again for each of them. */
+static void test_rr_ready_list(void) {
+  enum { NDEAD = 8 };
+  fixture f;
+  fx_init(&f);
+  raw_server s1, s2;
+  raw_start(&s1, &f.loop, false);
+  raw_start(&s2, &f.loop, false);
+  int dead_fd[NDEAD];
+  grit_addr addrs[NDEAD + 2];
+  for (int i = 0; i < NDEAD; i++) {
+    uint16_t port = dead_port_hold(&dead_fd[i]);
+    ASSERT_NE(port, 0);
+    ASSERT_OK(grit_addr_from_ip(&addrs[i < 4 ? i : i + 2], "127.0.0.1", port));
+  }
+  ASSERT_OK(grit_addr_from_ip(&addrs[4], "127.0.0.1", s1.port));
+  ASSERT_OK(grit_addr_from_ip(&addrs[5], "127.0.0.1", s2.port));
+  grit_lb_helper h = {pol_state, pol_reresolve_count, &f};
+  grit_lb_policy *p = NULL;
+  ASSERT_OK(grit_lb_round_robin.create(&f.a, &h, &p));
+  ASSERT_OK(p->vt->update_addresses(p, addrs, NDEAD + 2, false));
+  p->vt->exit_idle(p);
+  pick_wait w = {.p = p, .want_distinct = 2};
+  ASSERT(fx_run(&f, picks_distinct, &w));
+  ASSERT_EQ(f.policy_state, GRIT_STATE_READY);
+  grit_transport *prev = NULL;
+  for (int i = 0; i < 10; i++) {
+    grit_pick_result r = p->vt->pick(p, NULL);
+    ASSERT_EQ(r.kind, GRIT_PICK_COMPLETE);
+    ASSERT(r.transport == w.seen[0] || r.transport == w.seen[1]);
+    ASSERT(r.transport != prev);
+    prev = r.transport;
+  }
+  int published = f.policy_states[GRIT_STATE_READY] +
+                  f.policy_states[GRIT_STATE_CONNECTING] +
+                  f.policy_states[GRIT_STATE_TRANSIENT_FAILURE] +
+                  f.policy_states[GRIT_STATE_IDLE];
+  /* Every refused backend fails twice more. */
+  rr_cycle_wait cw = {&f, f.reresolutions + 2 * NDEAD};
+  ASSERT(fx_run(&f, reresolutions_reached, &cw));
+  ASSERT_EQ(f.policy_states[GRIT_STATE_READY] +
+                f.policy_states[GRIT_STATE_CONNECTING] +
+                f.policy_states[GRIT_STATE_TRANSIENT_FAILURE] +
+                f.policy_states[GRIT_STATE_IDLE],
+            published);
+  ASSERT_EQ(f.policy_state, GRIT_STATE_READY);
+  grit_pick_result r = p->vt->pick(p, NULL);
+  ASSERT_EQ(r.kind, GRIT_PICK_COMPLETE);
+  ASSERT(r.transport != prev);
+  p->vt->destroy(p);
+  fx_finish(&f);
+  for (int i = 0; i < NDEAD; i++)
+    close(dead_fd[i]);
 }
 
 /* pick_first over a dead address and a live one: the live one wins; with
@@ -656,6 +733,7 @@ int main(int argc, char **argv) {
       {"find", test_find},
       {"too_many_pings", test_too_many_pings},
       {"rr_update_keeps_connections", test_rr_update_keeps_connections},
+      {"rr_ready_list", test_rr_ready_list},
       {"pf_failover_and_tf", test_pf_failover_and_tf},
       {"pf_pass_ends_in_tf", test_pf_pass_ends_in_tf},
       {"pf_happy_eyeballs", test_pf_happy_eyeballs},

@@ -501,6 +501,7 @@ typedef struct call_case {
   grit_channel *warm; /* reused channel, or NULL: a fresh one per run */
   int codes[GRIT_STATUS_COUNT];
   int hangs, bad, after_failed;
+  int connect_oom; /* calls failed by the connection's own allocations */
   bool verbose;
   bool stream;     /* stream_once instead of one unary call */
   size_t want_len; /* response bytes of a successful call */
@@ -550,6 +551,11 @@ static grit_err fn_call(void *arg) {
                 w.message, w.resp_len);
       if (!ok)
         c->bad++;
+      /* Issue 27: the read buffer and the HTTP/2 session are made once
+       * the connection is up (transport/conn.c conn_on_connect). */
+      if (w.code == GRIT_STATUS_UNAVAILABLE &&
+          strstr(w.message, "out of memory") && strstr(w.message, "connect to"))
+        c->connect_oom++;
     }
   }
   waiter_free(&w);
@@ -569,6 +575,9 @@ static grit_err fn_call(void *arg) {
   atomic_store(&oom_armed, armed);
   return rv;
 }
+
+/* Calls failed by the connection's own allocations, over every sweep. */
+static int oom_connect_failures;
 
 static void call_sweep(const char *name, bool warm, const char *config,
                        bool stream) {
@@ -623,6 +632,7 @@ static void call_sweep(const char *name, bool warm, const char *config,
   ASSERT_EQ(c->hangs, 0);
   ASSERT_EQ(c->bad, 0);
   ASSERT_EQ(c->after_failed, 0);
+  oom_connect_failures += c->connect_oom;
   grit_channel_destroy(c->warm);
   grit_channel_args_destroy(c->args);
   grit_runtime_destroy(c->rt);
@@ -631,7 +641,10 @@ static void call_sweep(const char *name, bool warm, const char *config,
 }
 
 static void test_unary_fresh(void) {
+  /* The sweep reaches the allocations made when the connection is up. */
+  int before = oom_connect_failures;
   call_sweep("unary_fresh_channel", false, NULL, false);
+  ASSERT_CMP(oom_connect_failures, >, before);
 }
 
 static void test_unary_warm(void) {
