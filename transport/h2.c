@@ -538,10 +538,14 @@ static int h2_send_data(nghttp2_session *session, nghttp2_frame *frame,
                         nghttp2_data_source *source, void *user_data) {
   (void)source;
   grit_transport *t = user_data;
-  grit_stream *s = h2_stream(session, frame->hd.stream_id);
+  grit_stream *s = h2_stream(user_data, session, frame->hd.stream_id);
   grit_buf *out = t->flush_out;
-  if (!s || !out)
+  if (!out)
     return NGHTTP2_ERR_CALLBACK_FAILURE;
+  /* A frame held back by WOULDBLOCK goes on a later flush: its stream may
+   * have finished (cancelled) meanwhile. That stream alone is reset. */
+  if (!s || s->pending_bytes < length)
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   if (out->len >= GRIT_CONN_WRITE_CHUNK) {
     /* Full: nghttp2 keeps the frame and asks again on the next flush. */
     t->more_output = true;
@@ -551,9 +555,7 @@ static int h2_send_data(nghttp2_session *session, nghttp2_frame *frame,
     return NGHTTP2_ERR_CALLBACK_FAILURE;
   memcpy(out->data + out->len, framehd, 9);
   size_t n = grit_stream_take_send(s, out->data + out->len + 9, length);
-  if (n != length)
-    return NGHTTP2_ERR_CALLBACK_FAILURE;
-  out->len += 9 + n;
+  out->len += 9 + n; /* n == length: pending_bytes said so */
   return 0;
 }
 
