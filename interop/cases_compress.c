@@ -167,6 +167,10 @@ bool interop_client_compressed_streaming(const interop_ctx *ctx) {
   CHECK_OK(send_input(call, 45904, false, GRIT_SEND_NO_COMPRESS));
   CHECK_OK(grit_call_close_send(call));
   grit_err err = grit_call_recv(call, &msg);
+  if (err != GRIT_OK && grit_call_finish(call, &st) == GRIT_OK)
+    CHECK(false, "grit_call_recv: expected the response, got %s (%s: %s)",
+          grit_err_name(err), grit_status_code_name(st.code),
+          st.message ? st.message : "");
   CHECK(err == GRIT_OK, "grit_call_recv: expected the response, got %s",
         grit_err_name(err));
   resp = grpc__testing__streaming_input_call_response__unpack(NULL, msg.len,

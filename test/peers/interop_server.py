@@ -100,21 +100,32 @@ class WireTap:
     message bytes), in arrival order, for the servicer to take."""
 
     def __init__(self):
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()
         self.notes = []
 
     def add(self, compressed, wire_len, raw_len):
         with self.lock:
             self.notes.append((compressed, wire_len, raw_len))
             del self.notes[:-1000]
+            self.lock.notify_all()
 
-    def take(self, raw_len):
-        """The oldest note of a message of |raw_len| bytes, or None."""
+    def take(self, raw_len, wait_s=5.0):
+        """The oldest note of a message of |raw_len| bytes, waiting up to
+        |wait_s| for it; None if none came. The wait is needed: the front
+        notes a message once it has read the whole DATA frame that ends
+        it, while grpcio hands a message to its handler as soon as the
+        message's bytes are in, which can be before the end of a frame that
+        also carries the start of the next message."""
+        deadline = time.monotonic() + wait_s
         with self.lock:
-            for i, n in enumerate(self.notes):
-                if n[2] == raw_len:
-                    return self.notes.pop(i)
-        return None
+            while True:
+                for i, n in enumerate(self.notes):
+                    if n[2] == raw_len:
+                        return self.notes.pop(i)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self.lock.wait(left)
 
 
 class H2Reader:
