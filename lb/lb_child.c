@@ -236,3 +236,34 @@ grit_lb_node *grit_lb_node_dup(const grit_lb_node *n) {
   }
   return d;
 }
+
+static bool kid_wants_reports(const grit_lb_policy *c) {
+  return c->vt->wants_load_reports && c->vt->wants_load_reports(c);
+}
+
+void grit_lb_kids_call_result(grit_lb_kid *const *kids, size_t n,
+                              const grit_addr *peer, bool ok,
+                              const grit_orca_report *report) {
+  for (size_t i = 0; i < n; i++) {
+    grit_lb_policy *c = kids[i]->p;
+    if (c && c->vt->on_call_result)
+      c->vt->on_call_result(c, peer, ok, kid_wants_reports(c) ? report : NULL);
+  }
+}
+
+bool grit_lb_kids_want_load_reports(grit_lb_kid *const *kids, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (kids[i]->p && kid_wants_reports(kids[i]->p))
+      return true;
+  return false;
+}
+
+grit_err grit_lb_node_update_addresses(grit_lb_policy *p,
+                                       const grit_addr *addrs, size_t n,
+                                       bool shuffle) {
+  (void)p;
+  (void)addrs;
+  (void)n;
+  (void)shuffle;
+  return GRIT_OK; /* the node carries the addresses */
+}

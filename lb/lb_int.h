@@ -119,6 +119,18 @@ grit_lb_kid *grit_lb_kid_new(const char *name, const grit_lb_helper *up,
 grit_err grit_lb_kid_update(grit_lb_kid *k, const grit_subchannel_args *a,
                             const grit_lb_node *n);
 void grit_lb_kid_free(grit_lb_kid *k);
+/* The tree policies' shared vtable entries: a call's result (and its ORCA
+ * report, for the children that want reports) to each of the |n| kids
+ * that have a policy; whether any of them wants reports; and
+ * update_addresses, a no-op (GRIT_OK): a tree node carries its addresses
+ * in update_node. */
+void grit_lb_kids_call_result(grit_lb_kid *const *kids, size_t n,
+                              const grit_addr *peer, bool ok,
+                              const grit_orca_report *report);
+bool grit_lb_kids_want_load_reports(grit_lb_kid *const *kids, size_t n);
+grit_err grit_lb_node_update_addresses(grit_lb_policy *p,
+                                       const grit_addr *addrs, size_t n,
+                                       bool shuffle);
 /* Every address under |n|, in a new array (free with grit_free; its
  * length in |*count|). Returns GRIT_OK or GRIT_ERR_NOMEM. */
 grit_err grit_lb_node_addrs(const grit_lb_node *n, grit_addr **out,

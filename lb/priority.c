@@ -304,15 +304,6 @@ static grit_err prio_update_node(grit_lb_policy *p, const grit_lb_node *n) {
   return rv;
 }
 
-static grit_err prio_update_addresses(grit_lb_policy *p, const grit_addr *addrs,
-                                      size_t n, bool shuffle) {
-  (void)p;
-  (void)addrs;
-  (void)n;
-  (void)shuffle;
-  return GRIT_OK; /* the node carries the addresses */
-}
-
 static void prio_exit_idle(grit_lb_policy *p) {
   priority *pr = (priority *)p;
   if (pr->current_kid)
@@ -338,25 +329,13 @@ static grit_pick_result prio_pick(grit_lb_policy *p,
 
 static void prio_on_call_result(grit_lb_policy *p, const grit_addr *peer,
                                 bool ok, const grit_orca_report *report) {
-  priority *pr = (priority *)p;
-  for (size_t i = 0; i < pr->nkids; i++) {
-    grit_lb_policy *c = pr->kids[i]->p;
-    if (c->vt->on_call_result)
-      c->vt->on_call_result(
-          c, peer, ok,
-          c->vt->wants_load_reports && c->vt->wants_load_reports(c) ? report
-                                                                    : NULL);
-  }
+  const priority *pr = (const priority *)p;
+  grit_lb_kids_call_result(pr->kids, pr->nkids, peer, ok, report);
 }
 
 static bool prio_wants_load_reports(const grit_lb_policy *p) {
   const priority *pr = (const priority *)p;
-  for (size_t i = 0; i < pr->nkids; i++) {
-    const grit_lb_policy *c = pr->kids[i]->p;
-    if (c->vt->wants_load_reports && c->vt->wants_load_reports(c))
-      return true;
-  }
-  return false;
+  return grit_lb_kids_want_load_reports(pr->kids, pr->nkids);
 }
 
 static void prio_timer_closed(uv_handle_t *h) {
@@ -380,7 +359,7 @@ static void prio_destroy(grit_lb_policy *p) {
 const grit_lb_policy_vtable grit_lb_priority = {
     .name = "priority_experimental",
     .create = prio_create,
-    .update_addresses = prio_update_addresses,
+    .update_addresses = grit_lb_node_update_addresses,
     .exit_idle = prio_exit_idle,
     .pick = prio_pick,
     .destroy = prio_destroy,

@@ -131,15 +131,6 @@ static grit_err wt_update_node(grit_lb_policy *p, const grit_lb_node *n) {
   return rv;
 }
 
-static grit_err wt_update_addresses(grit_lb_policy *p, const grit_addr *addrs,
-                                    size_t n, bool shuffle) {
-  (void)p;
-  (void)addrs;
-  (void)n;
-  (void)shuffle;
-  return GRIT_OK; /* the node carries the addresses */
-}
-
 static void wt_exit_idle(grit_lb_policy *p) {
   wtarget *wt = (wtarget *)p;
   wt->started = true;
@@ -185,25 +176,13 @@ static grit_pick_result wt_pick(grit_lb_policy *p, const grit_pick_args *args) {
 
 static void wt_on_call_result(grit_lb_policy *p, const grit_addr *peer, bool ok,
                               const grit_orca_report *report) {
-  wtarget *wt = (wtarget *)p;
-  for (size_t i = 0; i < wt->nkids; i++) {
-    grit_lb_policy *c = wt->kids[i]->p;
-    if (c->vt->on_call_result)
-      c->vt->on_call_result(
-          c, peer, ok,
-          c->vt->wants_load_reports && c->vt->wants_load_reports(c) ? report
-                                                                    : NULL);
-  }
+  const wtarget *wt = (const wtarget *)p;
+  grit_lb_kids_call_result(wt->kids, wt->nkids, peer, ok, report);
 }
 
 static bool wt_wants_load_reports(const grit_lb_policy *p) {
   const wtarget *wt = (const wtarget *)p;
-  for (size_t i = 0; i < wt->nkids; i++) {
-    const grit_lb_policy *c = wt->kids[i]->p;
-    if (c->vt->wants_load_reports && c->vt->wants_load_reports(c))
-      return true;
-  }
-  return false;
+  return grit_lb_kids_want_load_reports(wt->kids, wt->nkids);
 }
 
 static void wt_destroy(grit_lb_policy *p) {
@@ -222,7 +201,7 @@ static void wt_destroy(grit_lb_policy *p) {
 const grit_lb_policy_vtable grit_lb_weighted_target = {
     .name = "weighted_target_experimental",
     .create = wt_create,
-    .update_addresses = wt_update_addresses,
+    .update_addresses = grit_lb_node_update_addresses,
     .exit_idle = wt_exit_idle,
     .pick = wt_pick,
     .destroy = wt_destroy,

@@ -117,15 +117,6 @@ static grit_err ci_update_node(grit_lb_policy *p, const grit_lb_node *n) {
   return rv;
 }
 
-static grit_err ci_update_addresses(grit_lb_policy *p, const grit_addr *addrs,
-                                    size_t n, bool shuffle) {
-  (void)p;
-  (void)addrs;
-  (void)n;
-  (void)shuffle;
-  return GRIT_OK; /* the node carries the addresses */
-}
-
 static void ci_exit_idle(grit_lb_policy *p) {
   cluster_impl *ci = (cluster_impl *)p;
   if (ci->kid) {
@@ -186,16 +177,13 @@ void grit_lb_xds_cluster_impl_stats(const grit_lb_policy *p,
 
 static void ci_on_call_result(grit_lb_policy *p, const grit_addr *peer, bool ok,
                               const grit_orca_report *report) {
-  cluster_impl *ci = (cluster_impl *)p;
-  grit_lb_policy *c = ci->kid ? ci->kid->p : NULL;
-  if (c && c->vt->on_call_result)
-    c->vt->on_call_result(c, peer, ok, report);
+  const cluster_impl *ci = (const cluster_impl *)p;
+  grit_lb_kids_call_result(&ci->kid, ci->kid ? 1 : 0, peer, ok, report);
 }
 
 static bool ci_wants_load_reports(const grit_lb_policy *p) {
   const cluster_impl *ci = (const cluster_impl *)p;
-  const grit_lb_policy *c = ci->kid ? ci->kid->p : NULL;
-  return c && c->vt->wants_load_reports && c->vt->wants_load_reports(c);
+  return grit_lb_kids_want_load_reports(&ci->kid, ci->kid ? 1 : 0);
 }
 
 static void ci_destroy(grit_lb_policy *p) {
@@ -212,7 +200,7 @@ static void ci_destroy(grit_lb_policy *p) {
 const grit_lb_policy_vtable grit_lb_xds_cluster_impl = {
     .name = "xds_cluster_impl_experimental",
     .create = ci_create,
-    .update_addresses = ci_update_addresses,
+    .update_addresses = grit_lb_node_update_addresses,
     .exit_idle = ci_exit_idle,
     .pick = ci_pick,
     .destroy = ci_destroy,
