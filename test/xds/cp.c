@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "xdsclient/xdsclient.h"
+
 struct xcp {
   pid_t pid;
   int in_fd;
@@ -192,6 +194,22 @@ reaped:
 
 int xcp_failures;
 
+void xcp_dump_if_failed(xcp *c) {
+  if (!xcp_failures || !c)
+    return;
+  for (int i = 0; i < xcp_nlines(c); i++)
+    fprintf(stderr, "cp: %s\n", xcp_line(c, i));
+}
+
+int xcp_exit_status(void) {
+  if (xcp_failures) {
+    fprintf(stderr, "%d failures\n", xcp_failures);
+    return 1;
+  }
+  printf("ok\n");
+  return 0;
+}
+
 uint64_t xcp_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -262,9 +280,13 @@ void xcp_bootstrap_json(char *out, size_t size, const char *node_id, int port) {
            port, node_id);
 }
 
-void xcp_bootstrap_env(const char *node_id, int port) {
+grit_channel *xcp_xds_channel(const char *node_id, int port) {
   char boot[512];
   xcp_bootstrap_json(boot, sizeof(boot), node_id, port);
   setenv("GRPC_XDS_BOOTSTRAP_CONFIG", boot, 1);
   unsetenv("GRPC_XDS_BOOTSTRAP");
+  CHECK(grit_xds_resolver_register() == GRIT_OK);
+  grit_channel *ch = NULL;
+  CHECK(grit_channel_create(NULL, "xds:///svc", NULL, NULL, &ch) == GRIT_OK);
+  return ch;
 }

@@ -49,6 +49,13 @@ extern int xcp_failures;
     }                                                                          \
   } while (0)
 
+/* When a CHECK failed, the log of |c| (NULL: none) on stderr, for the
+ * failure's reader. */
+void xcp_dump_if_failed(xcp *c);
+/* The program's end: "N failures" on stderr, or "ok" on stdout; the exit
+ * status (1 when a CHECK failed, else 0). */
+int xcp_exit_status(void);
+
 /* CLOCK_MONOTONIC in milliseconds. */
 uint64_t xcp_now_ms(void);
 
@@ -67,7 +74,9 @@ int xcp_backends_ports(xcp *backends, grit_channel **ctl);
 /* The bootstrap JSON naming the control plane on 127.0.0.1:|port|
  * (insecure) with node id |node_id|, into |out|. */
 void xcp_bootstrap_json(char *out, size_t size, const char *node_id, int port);
-/* The same put into GRPC_XDS_BOOTSTRAP_CONFIG, GRPC_XDS_BOOTSTRAP unset. */
-void xcp_bootstrap_env(const char *node_id, int port);
+/* The same put into GRPC_XDS_BOOTSTRAP_CONFIG (GRPC_XDS_BOOTSTRAP unset),
+ * the xds resolver registered and a channel to xds:///svc made (both
+ * CHECKed); the channel, or NULL. */
+grit_channel *xcp_xds_channel(const char *node_id, int port);
 
 #endif

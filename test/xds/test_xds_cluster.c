@@ -130,10 +130,7 @@ int main(void) {
   xcp *cp = xcp_start_scenario("cluster.json", 0);
   if (!cp)
     return 1;
-  xcp_bootstrap_env("grit-xds-cluster-test", xcp_port(cp));
-  CHECK(grit_xds_resolver_register() == GRIT_OK);
-  grit_channel *ch = NULL;
-  CHECK(grit_channel_create(NULL, "xds:///svc", NULL, NULL, &ch) == GRIT_OK);
+  grit_channel *ch = xcp_xds_channel("grit-xds-cluster-test", xcp_port(cp));
   if (!ch)
     return 1;
 
@@ -309,17 +306,11 @@ int main(void) {
 
   grit_channel_destroy(ch);
   grit_channel_destroy(ctl);
-  if (xcp_failures)
-    for (int i = 0; i < xcp_nlines(cp); i++)
-      fprintf(stderr, "cp: %s\n", xcp_line(cp, i));
+  xcp_dump_if_failed(cp);
   xcp_stop(cp);
   xcp_stop(backends);
   close(bh);
   CHECK(grit_xdsc_wait_all_freed(10000));
   grit_default_runtime_shutdown();
-  if (xcp_failures)
-    fprintf(stderr, "%d failures\n", xcp_failures);
-  else
-    printf("ok\n");
-  return xcp_failures ? 1 : 0;
+  return xcp_exit_status();
 }

@@ -247,16 +247,10 @@ int main(void) {
 
   grit_channel_destroy(ch);
   grit_channel_destroy(ctl);
-  if (xcp_failures)
-    for (int i = 0; i < xcp_nlines(cp); i++)
-      fprintf(stderr, "cp: %s\n", xcp_line(cp, i));
+  xcp_dump_if_failed(cp);
   xcp_stop(cp);
   xcp_stop(backends);
   /* No grit_xdsc_wait_all_freed: the shutdown waits for the stream. */
   CHECK(grit_default_runtime_shutdown() == GRIT_OK);
-  if (xcp_failures)
-    fprintf(stderr, "%d failures\n", xcp_failures);
-  else
-    printf("ok\n");
-  return xcp_failures ? 1 : 0;
+  return xcp_exit_status();
 }

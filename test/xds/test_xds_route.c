@@ -180,10 +180,7 @@ int main(void) {
   xcp *cp = xcp_start_scenario("routes.json", 0);
   if (!cp)
     return 1;
-  xcp_bootstrap_env("grit-xds-route-test", xcp_port(cp));
-  CHECK(grit_xds_resolver_register() == GRIT_OK);
-  grit_channel *ch = NULL;
-  CHECK(grit_channel_create(NULL, "xds:///svc", NULL, NULL, &ch) == GRIT_OK);
+  grit_channel *ch = xcp_xds_channel("grit-xds-route-test", xcp_port(cp));
   if (!ch)
     return 1;
 
@@ -312,9 +309,7 @@ int main(void) {
   printf("after drop_cb: x-cluster: b: b0 %d, b1 %d, failed %d\n", count[0],
          count[1], failed);
   CHECK(count[0] == 20);
-  if (xcp_failures)
-    for (int i = 0; i < xcp_nlines(cp); i++)
-      fprintf(stderr, "cp: %s\n", xcp_line(cp, i));
+  xcp_dump_if_failed(cp);
   grit_channel_destroy(ch);
   grit_channel_destroy(ctl);
   xcp_stop(cp);
@@ -323,9 +318,5 @@ int main(void) {
   close(dead_fd);
   CHECK(grit_xdsc_wait_all_freed(10000)); /* the ADS stream's worker */
   grit_default_runtime_shutdown();
-  if (xcp_failures)
-    fprintf(stderr, "%d failures\n", xcp_failures);
-  else
-    printf("ok\n");
-  return xcp_failures ? 1 : 0;
+  return xcp_exit_status();
 }

@@ -980,9 +980,7 @@ int main(int argc, char **argv) {
   grit_channel_destroy(ctl);
   grit_channel_destroy(g_retry);
   xcp_stop(nc.node);
-  if (xcp_failures)
-    for (int i = 0; i < xcp_nlines(cp); i++)
-      fprintf(stderr, "cp: %s\n", xcp_line(cp, i));
+  xcp_dump_if_failed(cp);
   xcp_stop(cp);
   xcp_stop(backends);
   xcp_stop(retry);
@@ -990,10 +988,5 @@ int main(int argc, char **argv) {
   rmdir(dir);
   CHECK(grit_xdsc_wait_all_freed(10000));
   grit_default_runtime_shutdown();
-  if (xcp_failures) {
-    fprintf(stderr, "%d failures\n", xcp_failures);
-    return 1;
-  }
-  printf("ok\n");
-  return 0;
+  return xcp_exit_status();
 }

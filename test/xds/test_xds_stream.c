@@ -223,15 +223,9 @@ int main(void) {
   grit_xdsc_unwatch(c, XDS_CLUSTER, "c1", &cds);
   grit_xdsc_unwatch(c, XDS_ENDPOINTS, "c1", &eds);
   grit_xdsc_release(c);
-  if (xcp_failures) /* what the control plane saw, for the failure's reader */
-    for (int i = 0; i < xcp_nlines(cp); i++)
-      fprintf(stderr, "cp: %s\n", xcp_line(cp, i));
+  xcp_dump_if_failed(cp);
   xcp_stop(cp);
   CHECK(grit_xdsc_wait_all_freed(10000)); /* the ADS stream's worker */
   grit_default_runtime_shutdown();
-  if (xcp_failures)
-    fprintf(stderr, "%d failures\n", xcp_failures);
-  else
-    printf("ok\n");
-  return xcp_failures ? 1 : 0;
+  return xcp_exit_status();
 }

@@ -148,14 +148,8 @@ int main(int argc, char **argv) {
   unlink(boot);
   unlink(bad);
   rmdir(dir);
-  if (xcp_failures)
-    for (int i = 0; i < xcp_nlines(cp); i++)
-      fprintf(stderr, "cp: %s\n", xcp_line(cp, i));
+  xcp_dump_if_failed(cp);
   xcp_stop(cp);
   xcp_stop(backends);
-  if (xcp_failures)
-    fprintf(stderr, "%d failures\n", xcp_failures);
-  else
-    printf("ok\n");
-  return xcp_failures ? 1 : 0;
+  return xcp_exit_status();
 }
