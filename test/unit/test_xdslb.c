@@ -136,15 +136,22 @@ static void top_reresolve(void *ctx) {
   (void)ctx;
 }
 
-static grit_lb_policy *make(const grit_lb_policy_vtable *vt) {
+/* Create a top policy of |vt| on the test loop with the top helper. */
+static grit_err create_top(const grit_lb_policy_vtable *vt,
+                           grit_lb_policy **p) {
   grit_subchannel_args a = {.loop = &g_loop,
                             .rng = &g_rng,
                             .initial_backoff_ms = 1000,
                             .max_backoff_ms = 120000,
                             .min_connect_timeout_ms = 20000};
   grit_lb_helper h = {top_state, top_reresolve, NULL};
+  *p = NULL;
+  return vt->create(&a, &h, p);
+}
+
+static grit_lb_policy *make(const grit_lb_policy_vtable *vt) {
   grit_lb_policy *p = NULL;
-  if (vt->create(&a, &h, &p) != GRIT_OK)
+  if (create_top(vt, &p) != GRIT_OK)
     abort(); /* out of memory with the real allocator */
   return p;
 }
@@ -690,14 +697,8 @@ static grit_err tree_run(void) {
                        .cluster = "c",
                        .drops = &drop,
                        .ndrops = 1};
-  grit_subchannel_args a = {.loop = &g_loop,
-                            .rng = &g_rng,
-                            .initial_backoff_ms = 1000,
-                            .max_backoff_ms = 120000,
-                            .min_connect_timeout_ms = 20000};
-  grit_lb_helper h = {top_state, top_reresolve, NULL};
   grit_lb_policy *p = NULL;
-  grit_err rv = grit_lb_node_vt(&root)->create(&a, &h, &p);
+  grit_err rv = create_top(grit_lb_node_vt(&root), &p);
   if (rv != GRIT_OK)
     return p ? GRIT_ERR_INVALID_ARG : rv;
   grit_err r1 = p->vt->update_node(p, &root);

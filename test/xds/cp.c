@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "xdsclient/xdsclient.h"
+
 struct xcp {
   pid_t pid;
   int in_fd;
@@ -186,4 +188,105 @@ reaped:
   pthread_cond_destroy(&c->cv);
   pthread_mutex_destroy(&c->mu);
   free(c);
+}
+
+/* ---- What the xds test programs share ---- */
+
+int xcp_failures;
+
+void xcp_dump_if_failed(xcp *c) {
+  if (!xcp_failures || !c)
+    return;
+  for (int i = 0; i < xcp_nlines(c); i++)
+    fprintf(stderr, "cp: %s\n", xcp_line(c, i));
+}
+
+int xcp_exit_status(void) {
+  if (xcp_failures) {
+    fprintf(stderr, "%d failures\n", xcp_failures);
+    return 1;
+  }
+  printf("ok\n");
+  return 0;
+}
+
+uint64_t xcp_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+xcp *xcp_start_scenario(const char *name, int port) {
+  const char *src = getenv("XDS_SCENARIOS");
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/%s", src ? src : ".", name);
+  xcp *c = xcp_start(path, port);
+  if (!c)
+    fprintf(stderr, "cannot start the control plane\n");
+  return c;
+}
+
+xcp *xcp_backends_start(void) {
+  const char *src = getenv("XDS_SCENARIOS");
+  char script[1024];
+  snprintf(script, sizeof(script), "%s/../peers/health_server.py",
+           src ? src : ".");
+  char *const argv[] = {(char *)"/usr/bin/python3", script, NULL};
+  xcp *backends = xcp_spawn(argv);
+  if (!backends)
+    fprintf(stderr, "cannot start the grpcio backends\n");
+  return backends;
+}
+
+int xcp_backends_ports(xcp *backends, grit_channel **ctl) {
+  char target[64];
+  snprintf(target, sizeof(target), "ipv4:127.0.0.1:%d", xcp_port(backends));
+  *ctl = NULL;
+  if (grit_channel_create(NULL, target, NULL, NULL, ctl) != GRIT_OK) {
+    fprintf(stderr, "cannot make a channel to the backends (%s)\n", target);
+    return 0;
+  }
+  grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION,
+                      .timeout_ms = 10000,
+                      .wait_for_ready = GRIT_WFR_ON};
+  grit_status st = {0};
+  grit_bytes resp = {0};
+  char ports[64] = "";
+  if (grit_unary_call(*ctl, "/ctl.Ctl/Ports", "", 0, &o, &resp, &st, NULL) ==
+      GRIT_OK)
+    snprintf(ports, sizeof(ports), "%.*s", (int)resp.len,
+             resp.data ? (const char *)resp.data : "");
+  grit_bytes_free(&resp);
+  grit_status_free(&st);
+  int p[3];
+  int n = sscanf(ports, "%d %d %d", &p[0], &p[1], &p[2]);
+  if (n != 3) {
+    fprintf(stderr, "no backend ports (%s)\n", ports);
+    return n < 0 ? 0 : n;
+  }
+  for (int i = 0; i < 3; i++) {
+    char name[4] = {'B', (char)('0' + i), 0}, buf[16];
+    snprintf(buf, sizeof(buf), "%d", p[i]);
+    setenv(name, buf, 1);
+  }
+  return n;
+}
+
+void xcp_bootstrap_json(char *out, size_t size, const char *node_id, int port) {
+  snprintf(out, size,
+           "{\"xds_servers\": [{\"server_uri\": \"127.0.0.1:%d\", "
+           "\"channel_creds\": [{\"type\": \"insecure\"}]}], "
+           "\"node\": {\"id\": \"%s\"}}",
+           port, node_id);
+}
+
+grit_channel *xcp_xds_channel(const char *node_id, int port) {
+  char boot[512];
+  xcp_bootstrap_json(boot, sizeof(boot), node_id, port);
+  setenv("GRPC_XDS_BOOTSTRAP_CONFIG", boot, 1);
+  unsetenv("GRPC_XDS_BOOTSTRAP");
+  CHECK(grit_xds_resolver_register() == GRIT_OK);
+  grit_channel *ch = NULL;
+  CHECK(grit_channel_create(NULL, "xds:///svc", NULL, NULL, &ch) == GRIT_OK);
+  return ch;
 }

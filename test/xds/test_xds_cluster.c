@@ -32,21 +32,6 @@
 #include "test/xds/cp.h"
 #include "xdsclient/xdsclient.h"
 
-static int failures;
-#define CHECK(c)                                                               \
-  do {                                                                         \
-    if (!(c)) {                                                                \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);    \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
-
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* One unary call: its status, the answer ("b0".."b2") into |out| and the
  * status message into |msg|. */
 static grit_status_code call_msg(grit_channel *ch, const char *method,
@@ -84,10 +69,10 @@ static int backend_of(const char *answer) {
 
 /* Within 10 s, |n| calls in a row answered by backends in |mask|. */
 static bool run_on(grit_channel *ch, unsigned mask, int n) {
-  uint64_t t0 = now_ms();
+  uint64_t t0 = xcp_now_ms();
   int run = 0;
   char ans[32];
-  while (run < n && now_ms() - t0 < 10000) {
+  while (run < n && xcp_now_ms() - t0 < 10000) {
     int b = -1;
     if (call(ch, "/lb.Svc/Call", 10000, ans, sizeof(ans)) == GRIT_STATUS_OK)
       b = backend_of(ans);
@@ -131,52 +116,21 @@ static int blackhole(int *port) {
 }
 
 int main(void) {
-  const char *src = getenv("XDS_SCENARIOS");
-  char script[1024], scenario[1024];
-  snprintf(script, sizeof(script), "%s/../peers/health_server.py", src);
-  snprintf(scenario, sizeof(scenario), "%s/cluster.json", src);
-  char *const argv[] = {(char *)"/usr/bin/python3", script, NULL};
-  xcp *backends = xcp_spawn(argv);
-  if (!backends) {
-    fprintf(stderr, "cannot start the grpcio backends\n");
+  xcp *backends = xcp_backends_start();
+  if (!backends)
     return 1;
-  }
-  char target[64];
-  snprintf(target, sizeof(target), "ipv4:127.0.0.1:%d", xcp_port(backends));
   grit_channel *ctl = NULL;
-  CHECK(grit_channel_create(NULL, target, NULL, NULL, &ctl) == GRIT_OK);
-  char ports[64] = "";
-  CHECK(call(ctl, "/ctl.Ctl/Ports", 10000, ports, sizeof(ports)) ==
-        GRIT_STATUS_OK);
-  int p[3];
-  CHECK(sscanf(ports, "%d %d %d", &p[0], &p[1], &p[2]) == 3);
+  CHECK(xcp_backends_ports(backends, &ctl) == 3);
   char buf[16];
-  for (int i = 0; i < 3; i++) {
-    char name[4] = {'B', (char)('0' + i), 0};
-    snprintf(buf, sizeof(buf), "%d", p[i]);
-    setenv(name, buf, 1);
-  }
   int bh_port = 0;
   int bh = blackhole(&bh_port);
   CHECK(bh >= 0);
   snprintf(buf, sizeof(buf), "%d", bh_port);
   setenv("BH", buf, 1);
-  xcp *cp = xcp_start(scenario, 0);
-  if (!cp) {
-    fprintf(stderr, "cannot start the control plane\n");
+  xcp *cp = xcp_start_scenario("cluster.json", 0);
+  if (!cp)
     return 1;
-  }
-  char boot[512];
-  snprintf(boot, sizeof(boot),
-           "{\"xds_servers\": [{\"server_uri\": \"127.0.0.1:%d\", "
-           "\"channel_creds\": [{\"type\": \"insecure\"}]}], "
-           "\"node\": {\"id\": \"grit-xds-cluster-test\"}}",
-           xcp_port(cp));
-  setenv("GRPC_XDS_BOOTSTRAP_CONFIG", boot, 1);
-  unsetenv("GRPC_XDS_BOOTSTRAP");
-  CHECK(grit_xds_resolver_register() == GRIT_OK);
-  grit_channel *ch = NULL;
-  CHECK(grit_channel_create(NULL, "xds:///svc", NULL, NULL, &ch) == GRIT_OK);
+  grit_channel *ch = xcp_xds_channel("grit-xds-cluster-test", xcp_port(cp));
   if (!ch)
     return 1;
 
@@ -217,9 +171,9 @@ int main(void) {
     h[i] = (held){.ch = ch};
     pthread_create(&th[i], NULL, hold_call, &h[i]);
   }
-  uint64_t t0 = now_ms();
+  uint64_t t0 = xcp_now_ms();
   int done = 0;
-  while (now_ms() - t0 < 15000) {
+  while (xcp_now_ms() - t0 < 15000) {
     done = 0;
     for (int i = 0; i < 4; i++)
       done += h[i].done;
@@ -262,8 +216,8 @@ int main(void) {
   /* drop_overloads 50 %. */
   xcp_cmd(cp, "update drops");
   bool dropping = false;
-  t0 = now_ms();
-  while (!dropping && now_ms() - t0 < 10000)
+  t0 = xcp_now_ms();
+  while (!dropping && xcp_now_ms() - t0 < 10000)
     dropping = call_msg(ch, "/lb.Svc/Call", 10000, ans, sizeof(ans), msg,
                         sizeof(msg)) == GRIT_STATUS_UNAVAILABLE &&
                strstr(msg, "dropped by xDS drop config");
@@ -293,13 +247,13 @@ int main(void) {
   /* Priority failover (A56): priority 0 never becomes READY, so priority 1
    * takes the calls once the 10 s timer fires, not before. */
   xcp_cmd(cp, "update failover");
-  t0 = now_ms();
+  t0 = xcp_now_ms();
   int b = -1;
-  while (b != 2 && now_ms() - t0 < 30000) {
+  while (b != 2 && xcp_now_ms() - t0 < 30000) {
     if (call(ch, "/lb.Svc/Call", 30000, ans, sizeof(ans)) == GRIT_STATUS_OK)
       b = backend_of(ans);
   }
-  uint64_t took = now_ms() - t0;
+  uint64_t took = xcp_now_ms() - t0;
   printf("priority 0 never connecting: calls on priority 1 after %llu ms\n",
          (unsigned long long)took);
   CHECK(b == 2);
@@ -320,15 +274,15 @@ int main(void) {
   grit_bytes_free(&sr);
   grit_status_free(&sst);
   xcp_cmd(cp, "update outlier");
-  t0 = now_ms();
+  t0 = xcp_now_ms();
   bool ejected = false;
   int failed_b1 = 0;
   /* In force once b1 takes calls (and fails them). */
-  while (failed_b1 == 0 && now_ms() - t0 < 10000)
+  while (failed_b1 == 0 && xcp_now_ms() - t0 < 10000)
     failed_b1 += call(ch, "/lb.Svc/Call", 10000, ans, sizeof(ans)) ==
                  GRIT_STATUS_UNAVAILABLE;
   CHECK(failed_b1 > 0);
-  while (failed_b1 > 0 && !ejected && now_ms() - t0 < 20000) {
+  while (failed_b1 > 0 && !ejected && xcp_now_ms() - t0 < 20000) {
     int run = 0;
     for (int i = 0; i < 20; i++) {
       grit_status_code c = call(ch, "/lb.Svc/Call", 10000, ans, sizeof(ans));
@@ -341,27 +295,22 @@ int main(void) {
   }
   printf("outlier detection: b1 failing, ejected after %llu ms and %d failed "
          "calls; 20 calls in a row on b0\n",
-         (unsigned long long)(now_ms() - t0), failed_b1);
+         (unsigned long long)(xcp_now_ms() - t0), failed_b1);
   CHECK(ejected);
   /* A LOGICAL_DNS cluster: "localhost" resolved by grit's DNS resolver
    * (c-ares), pick_first over its addresses (b2 listens on 127.0.0.1). */
   xcp_cmd(cp, "update logical_dns");
   CHECK(run_on(ch, 4, 20));
-  printf("LOGICAL_DNS localhost:%d: 20 calls in a row on b2\n", p[2]);
+  printf("LOGICAL_DNS localhost:%s: 20 calls in a row on b2\n",
+         getenv("B2") ? getenv("B2") : "?");
 
   grit_channel_destroy(ch);
   grit_channel_destroy(ctl);
-  if (failures)
-    for (int i = 0; i < xcp_nlines(cp); i++)
-      fprintf(stderr, "cp: %s\n", xcp_line(cp, i));
+  xcp_dump_if_failed(cp);
   xcp_stop(cp);
   xcp_stop(backends);
   close(bh);
   CHECK(grit_xdsc_wait_all_freed(10000));
   grit_default_runtime_shutdown();
-  if (failures)
-    fprintf(stderr, "%d failures\n", failures);
-  else
-    printf("ok\n");
-  return failures ? 1 : 0;
+  return xcp_exit_status();
 }

@@ -25,21 +25,6 @@
 #include "grit/grit.h"
 #include "test/xds/cp.h"
 
-static int failures;
-#define CHECK(c)                                                               \
-  do {                                                                         \
-    if (!(c)) {                                                                \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);    \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
-
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* One unary call; its answer into |out|, its status message into |msg|. */
 static grit_status_code call(grit_channel *ch, bool wfr, char *out, size_t size,
                              char *msg, size_t msize) {
@@ -63,9 +48,9 @@ static grit_status_code call(grit_channel *ch, bool wfr, char *out, size_t size,
 /* Within 10 s, a call ends with |want| (and, when not OK, a message
  * containing |has|). */
 static bool until(grit_channel *ch, grit_status_code want, const char *has) {
-  uint64_t t0 = now_ms();
+  uint64_t t0 = xcp_now_ms();
   char ans[32], msg[512];
-  while (now_ms() - t0 < 10000) {
+  while (xcp_now_ms() - t0 < 10000) {
     grit_status_code c =
         call(ch, want == GRIT_STATUS_OK, ans, sizeof(ans), msg, sizeof(msg));
     if (c == want && (!has || strstr(msg, has)))
@@ -116,8 +101,8 @@ static char *metrics(void) {
 /* Within 10 s, the metrics hold a line starting with |prefix| whose value
  * is at least |min|. */
 static bool metric_at_least(const char *prefix, double min) {
-  uint64_t t0 = now_ms();
-  while (now_ms() - t0 < 10000) {
+  uint64_t t0 = xcp_now_ms();
+  while (xcp_now_ms() - t0 < 10000) {
     char *m = metrics();
     const char *p = m ? strstr(m, prefix) : NULL;
     double v = -1;
@@ -178,48 +163,17 @@ int main(void) {
   CHECK(d.reason[0] != '\0');
 
   /* ---- the peers ---- */
-  const char *src = getenv("XDS_SCENARIOS");
-  char script[1024], scenario[1024];
-  snprintf(script, sizeof(script), "%s/../peers/health_server.py", src);
-  snprintf(scenario, sizeof(scenario), "%s/pkg.json", src);
-  char *const argv[] = {(char *)"/usr/bin/python3", script, NULL};
-  xcp *backends = xcp_spawn(argv);
-  if (!backends) {
-    fprintf(stderr, "cannot start the grpcio backends\n");
+  xcp *backends = xcp_backends_start();
+  if (!backends)
     return 1;
-  }
-  char target[64];
-  snprintf(target, sizeof(target), "ipv4:127.0.0.1:%d", xcp_port(backends));
   grit_channel *ctl = NULL;
-  CHECK(grit_channel_create(NULL, target, NULL, NULL, &ctl) == GRIT_OK);
-  char ports[64] = "", msg[512];
-  grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION, .timeout_ms = 10000};
-  grit_bytes resp = {0};
-  grit_status st = {0};
-  CHECK(grit_unary_call(ctl, "/ctl.Ctl/Ports", "", 0, &o, &resp, &st, NULL) ==
-        GRIT_OK);
-  snprintf(ports, sizeof(ports), "%.*s", (int)resp.len,
-           resp.data ? (const char *)resp.data : "");
-  grit_bytes_free(&resp);
-  grit_status_free(&st);
-  int p[3];
-  CHECK(sscanf(ports, "%d %d %d", &p[0], &p[1], &p[2]) == 3);
-  for (int i = 0; i < 3; i++) {
-    char name[4] = {'B', (char)('0' + i), 0}, buf[16];
-    snprintf(buf, sizeof(buf), "%d", p[i]);
-    setenv(name, buf, 1);
-  }
-  xcp *cp = xcp_start(scenario, 0);
-  if (!cp) {
-    fprintf(stderr, "cannot start the control plane\n");
+  CHECK(xcp_backends_ports(backends, &ctl) == 3);
+  char msg[512];
+  xcp *cp = xcp_start_scenario("pkg.json", 0);
+  if (!cp)
     return 1;
-  }
   char boot[512];
-  snprintf(boot, sizeof(boot),
-           "{\"xds_servers\": [{\"server_uri\": \"127.0.0.1:%d\", "
-           "\"channel_creds\": [{\"type\": \"insecure\"}]}], "
-           "\"node\": {\"id\": \"grit-xds-pkg-test\"}}",
-           xcp_port(cp));
+  xcp_bootstrap_json(boot, sizeof(boot), "grit-xds-pkg-test", xcp_port(cp));
 
   /* ---- the argument wins over the (broken) environment ---- */
   memset(&d, 0, sizeof(d));
@@ -253,8 +207,8 @@ int main(void) {
 
   /* ---- one more watcher event per applied update ---- */
   xcp_cmd(cp, "update only_b2");
-  uint64_t t0 = now_ms();
-  while (events() == ev0 && now_ms() - t0 < 10000)
+  uint64_t t0 = xcp_now_ms();
+  while (events() == ev0 && xcp_now_ms() - t0 < 10000)
     usleep(20000);
   printf("after an EDS update: %d xds event(s)\n", events());
   CHECK(events() > ev0);
@@ -264,9 +218,9 @@ int main(void) {
   CHECK(metric_at_least("grpc_xds_client_resources{grpc_target=\"xds:///"
                         "svc\",grpc_xds_server=\"127.0.0.1:",
                         1));
-  t0 = now_ms();
+  t0 = xcp_now_ms();
   bool nacked = false;
-  while (!nacked && now_ms() - t0 < 10000) {
+  while (!nacked && xcp_now_ms() - t0 < 10000) {
     m = metrics();
     nacked = m && strstr(m, "grpc_xds_cache_state=\"nacked_but_cached\"} 1");
     free(m);
@@ -293,16 +247,10 @@ int main(void) {
 
   grit_channel_destroy(ch);
   grit_channel_destroy(ctl);
-  if (failures)
-    for (int i = 0; i < xcp_nlines(cp); i++)
-      fprintf(stderr, "cp: %s\n", xcp_line(cp, i));
+  xcp_dump_if_failed(cp);
   xcp_stop(cp);
   xcp_stop(backends);
   /* No grit_xdsc_wait_all_freed: the shutdown waits for the stream. */
   CHECK(grit_default_runtime_shutdown() == GRIT_OK);
-  if (failures)
-    fprintf(stderr, "%d failures\n", failures);
-  else
-    printf("ok\n");
-  return failures ? 1 : 0;
+  return xcp_exit_status();
 }

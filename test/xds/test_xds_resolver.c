@@ -18,21 +18,6 @@
 #include "test/xds/cp.h"
 #include "xdsclient/xdsclient.h"
 
-static int failures;
-#define CHECK(c)                                                               \
-  do {                                                                         \
-    if (!(c)) {                                                                \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);    \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
-
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* One unary call; its answer ("b0".."b2") into |out|. */
 static grit_status_code call(grit_channel *ch, const char *method,
                              uint64_t timeout_ms, char *out, size_t size) {
@@ -62,10 +47,10 @@ static int backend_of(const char *answer) {
 /* Within 10 s, |n| calls in a row answered by backends in |mask| (bit i:
  * bi). */
 static bool run_on(grit_channel *ch, unsigned mask, int n) {
-  uint64_t t0 = now_ms();
+  uint64_t t0 = xcp_now_ms();
   int run = 0;
   char ans[32];
-  while (run < n && now_ms() - t0 < 10000) {
+  while (run < n && xcp_now_ms() - t0 < 10000) {
     int b = -1;
     if (call(ch, "/lb.Svc/Call", 10000, ans, sizeof(ans)) == GRIT_STATUS_OK)
       b = backend_of(ans);
@@ -95,49 +80,17 @@ static void *run_calls(void *arg) {
 }
 
 int main(void) {
-  const char *src = getenv("XDS_SCENARIOS");
-  char script[1024], scenario[1024];
-  snprintf(script, sizeof(script), "%s/../peers/health_server.py", src);
-  snprintf(scenario, sizeof(scenario), "%s/basic.json", src);
-  char *const argv[] = {(char *)"/usr/bin/python3", script, NULL};
-  xcp *backends = xcp_spawn(argv);
-  if (!backends) {
-    fprintf(stderr, "cannot start the grpcio backends\n");
+  xcp *backends = xcp_backends_start();
+  if (!backends)
     return 1;
-  }
   /* The three ports, from the backends themselves. */
-  char target[64];
-  snprintf(target, sizeof(target), "ipv4:127.0.0.1:%d", xcp_port(backends));
   grit_channel *ctl = NULL;
-  CHECK(grit_channel_create(NULL, target, NULL, NULL, &ctl) == GRIT_OK);
-  char ports[64] = "";
-  CHECK(call(ctl, "/ctl.Ctl/Ports", 10000, ports, sizeof(ports)) ==
-        GRIT_STATUS_OK);
-  int p[3];
-  CHECK(sscanf(ports, "%d %d %d", &p[0], &p[1], &p[2]) == 3);
-  char buf[16];
-  for (int i = 0; i < 3; i++) {
-    char name[4] = {'B', (char)('0' + i), 0};
-    snprintf(buf, sizeof(buf), "%d", p[i]);
-    setenv(name, buf, 1);
-  }
-  xcp *cp = xcp_start(scenario, 0);
-  if (!cp) {
-    fprintf(stderr, "cannot start the control plane\n");
+  CHECK(xcp_backends_ports(backends, &ctl) == 3);
+  xcp *cp = xcp_start_scenario("basic.json", 0);
+  if (!cp)
     return 1;
-  }
   int cp_port = xcp_port(cp);
-  char boot[512];
-  snprintf(boot, sizeof(boot),
-           "{\"xds_servers\": [{\"server_uri\": \"127.0.0.1:%d\", "
-           "\"channel_creds\": [{\"type\": \"insecure\"}]}], "
-           "\"node\": {\"id\": \"grit-xds-resolver-test\"}}",
-           cp_port);
-  setenv("GRPC_XDS_BOOTSTRAP_CONFIG", boot, 1);
-  unsetenv("GRPC_XDS_BOOTSTRAP");
-  CHECK(grit_xds_resolver_register() == GRIT_OK);
-  grit_channel *ch = NULL;
-  CHECK(grit_channel_create(NULL, "xds:///svc", NULL, NULL, &ch) == GRIT_OK);
+  grit_channel *ch = xcp_xds_channel("grit-xds-resolver-test", cp_port);
   if (!ch)
     return 1;
 
@@ -170,15 +123,15 @@ int main(void) {
     CHECK(count[i] >= 90 && count[i] <= 110);
 
   /* EDS update: only b2. Traffic moves within one second. */
-  uint64_t t0 = now_ms();
+  uint64_t t0 = xcp_now_ms();
   xcp_cmd(cp, "update only_b2");
   int run = 0;
   uint64_t moved_ms = 0;
-  while (now_ms() - t0 < 10000) {
+  while (xcp_now_ms() - t0 < 10000) {
     if (call(ch, "/lb.Svc/Call", 10000, ans, sizeof(ans)) == GRIT_STATUS_OK &&
         backend_of(ans) == 2) {
       if (run++ == 0)
-        moved_ms = now_ms() - t0;
+        moved_ms = xcp_now_ms() - t0;
       if (run == 20)
         break;
     } else {
@@ -240,7 +193,7 @@ int main(void) {
   usleep(200000);
   xcp_stop(cp);
   usleep(500000);
-  cp = xcp_start(scenario, cp_port);
+  cp = xcp_start_scenario("basic.json", cp_port);
   CHECK(cp != NULL);
   bool back = false;
   for (int i = 0; i < 2000 && cp && !back; i++) {
@@ -259,17 +212,11 @@ int main(void) {
 
   grit_channel_destroy(ch);
   grit_channel_destroy(ctl);
-  if (failures && cp)
-    for (int i = 0; i < xcp_nlines(cp); i++)
-      fprintf(stderr, "cp: %s\n", xcp_line(cp, i));
+  xcp_dump_if_failed(cp);
   if (cp)
     xcp_stop(cp);
   xcp_stop(backends);
   CHECK(grit_xdsc_wait_all_freed(10000)); /* the ADS stream's worker */
   grit_default_runtime_shutdown();
-  if (failures)
-    fprintf(stderr, "%d failures\n", failures);
-  else
-    printf("ok\n");
-  return failures ? 1 : 0;
+  return xcp_exit_status();
 }

@@ -25,21 +25,6 @@
 #include "test/xds/cp.h"
 #include "xdsclient/xdsclient.h"
 
-static int failures;
-#define CHECK(c)                                                               \
-  do {                                                                         \
-    if (!(c)) {                                                                \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);    \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
-
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* One unary call with the metadata pairs |kv| (NULL-terminated key,
  * value list; NULL: none); its answer into |out| and its status message
  * into |msg|. */
@@ -111,10 +96,10 @@ static int attempts_of(grit_channel *ch, const char *key) {
 /* Within 10 s, the first CDS request after log line |from| whose names
  * lack |gone|; its index, or -1. */
 static int cds_without(xcp *cp, int from, const char *gone) {
-  uint64_t t0 = now_ms();
+  uint64_t t0 = xcp_now_ms();
   char quoted[32];
   snprintf(quoted, sizeof(quoted), "\"%s\"", gone);
-  while (now_ms() - t0 < 10000) {
+  while (xcp_now_ms() - t0 < 10000) {
     for (int i = from; i < xcp_nlines(cp); i++) {
       const char *l = xcp_line(cp, i);
       if (strstr(l, "\"event\":\"request\"") &&
@@ -173,32 +158,18 @@ static uint64_t calls_started(grit_channel *ch) {
 
 int main(void) {
   const char *src = getenv("XDS_SCENARIOS");
-  char script[1024], rscript[1024], scenario[1024];
-  snprintf(script, sizeof(script), "%s/../peers/health_server.py", src);
+  char rscript[1024];
   snprintf(rscript, sizeof(rscript), "%s/../peers/retry_server.py", src);
-  snprintf(scenario, sizeof(scenario), "%s/routes.json", src);
-  char *const argv[] = {(char *)"/usr/bin/python3", script, NULL};
   char *const rargv[] = {(char *)"/usr/bin/python3", rscript, NULL};
-  xcp *backends = xcp_spawn(argv);
+  xcp *backends = xcp_backends_start();
   xcp *retry = xcp_spawn(rargv);
   if (!backends || !retry) {
     fprintf(stderr, "cannot start the grpcio backends\n");
     return 1;
   }
-  char target[64], buf[16];
-  snprintf(target, sizeof(target), "ipv4:127.0.0.1:%d", xcp_port(backends));
+  char buf[16];
   grit_channel *ctl = NULL;
-  CHECK(grit_channel_create(NULL, target, NULL, NULL, &ctl) == GRIT_OK);
-  char ports[64] = "";
-  CHECK(call(ctl, "/ctl.Ctl/Ports", "", NULL, ports, sizeof(ports), NULL, 0) ==
-        GRIT_STATUS_OK);
-  int p[3];
-  CHECK(sscanf(ports, "%d %d %d", &p[0], &p[1], &p[2]) == 3);
-  for (int i = 0; i < 2; i++) {
-    char name[4] = {'B', (char)('0' + i), 0};
-    snprintf(buf, sizeof(buf), "%d", p[i]);
-    setenv(name, buf, 1);
-  }
+  CHECK(xcp_backends_ports(backends, &ctl) == 3);
   snprintf(buf, sizeof(buf), "%d", xcp_port(retry));
   setenv("R", buf, 1);
   int dead_fd;
@@ -206,22 +177,10 @@ int main(void) {
   CHECK(dead > 0);
   snprintf(buf, sizeof(buf), "%d", dead);
   setenv("DEAD", buf, 1);
-  xcp *cp = xcp_start(scenario, 0);
-  if (!cp) {
-    fprintf(stderr, "cannot start the control plane\n");
+  xcp *cp = xcp_start_scenario("routes.json", 0);
+  if (!cp)
     return 1;
-  }
-  char boot[512];
-  snprintf(boot, sizeof(boot),
-           "{\"xds_servers\": [{\"server_uri\": \"127.0.0.1:%d\", "
-           "\"channel_creds\": [{\"type\": \"insecure\"}]}], "
-           "\"node\": {\"id\": \"grit-xds-route-test\"}}",
-           xcp_port(cp));
-  setenv("GRPC_XDS_BOOTSTRAP_CONFIG", boot, 1);
-  unsetenv("GRPC_XDS_BOOTSTRAP");
-  CHECK(grit_xds_resolver_register() == GRIT_OK);
-  grit_channel *ch = NULL;
-  CHECK(grit_channel_create(NULL, "xds:///svc", NULL, NULL, &ch) == GRIT_OK);
+  grit_channel *ch = xcp_xds_channel("grit-xds-route-test", xcp_port(cp));
   if (!ch)
     return 1;
 
@@ -309,10 +268,10 @@ int main(void) {
    * over max_stream_duration 60 s. */
   const char *paths[] = {"/slow.Svc/Cap", "/slow.Svc/HeaderMax"};
   for (int i = 0; i < 2; i++) {
-    uint64_t t0 = now_ms();
+    uint64_t t0 = xcp_now_ms();
     grit_status_code code =
         call(ch, paths[i], "", NULL, NULL, 0, msg, sizeof(msg));
-    uint64_t took = now_ms() - t0;
+    uint64_t took = xcp_now_ms() - t0;
     printf("%s: %s after %llu ms\n", paths[i], grit_status_code_name(code),
            (unsigned long long)took);
     CHECK(code == GRIT_STATUS_DEADLINE_EXCEEDED);
@@ -324,7 +283,7 @@ int main(void) {
    * (grpc-core keeps a cluster while a call uses it); x-cluster: b then
    * goes to ca. */
   held h = {.ch = ch, .code = GRIT_STATUS_OK};
-  uint64_t held_t0 = now_ms();
+  uint64_t held_t0 = xcp_now_ms();
   uint64_t before = calls_started(ch);
   pthread_t th;
   CHECK(pthread_create(&th, NULL, hold_call, &h) == 0);
@@ -340,7 +299,7 @@ int main(void) {
   }
   pthread_join(th, NULL);
   printf("held call: %s after %llu ms\n", grit_status_code_name(h.code),
-         (unsigned long long)(now_ms() - held_t0));
+         (unsigned long long)(xcp_now_ms() - held_t0));
   CHECK(h.code == GRIT_STATUS_DEADLINE_EXCEEDED);
   int no_slow = cds_without(cp, no_cb >= 0 ? no_cb : mark, "cslow");
   CHECK(no_slow >= 0);
@@ -350,9 +309,7 @@ int main(void) {
   printf("after drop_cb: x-cluster: b: b0 %d, b1 %d, failed %d\n", count[0],
          count[1], failed);
   CHECK(count[0] == 20);
-  if (failures)
-    for (int i = 0; i < xcp_nlines(cp); i++)
-      fprintf(stderr, "cp: %s\n", xcp_line(cp, i));
+  xcp_dump_if_failed(cp);
   grit_channel_destroy(ch);
   grit_channel_destroy(ctl);
   xcp_stop(cp);
@@ -361,9 +318,5 @@ int main(void) {
   close(dead_fd);
   CHECK(grit_xdsc_wait_all_freed(10000)); /* the ADS stream's worker */
   grit_default_runtime_shutdown();
-  if (failures)
-    fprintf(stderr, "%d failures\n", failures);
-  else
-    printf("ok\n");
-  return failures ? 1 : 0;
+  return xcp_exit_status();
 }

@@ -33,21 +33,6 @@
 #include "test/xds/cp.h"
 #include "xdsclient/xdsclient.h"
 
-static int failures;
-#define CHECK(c)                                                               \
-  do {                                                                         \
-    if (!(c)) {                                                                \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);    \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
-
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* ---- The scenarios ---- */
 
 #define NB 3 /* backends b0, b1, b2; a mask has bit i for bi */
@@ -241,7 +226,7 @@ static void node_calls(client *c, int n, const char *header, tally *t) {
   json_t *j = i >= 0 ? json_loads(xcp_line(c->node, i), 0, NULL) : NULL;
   if (!j) {
     fprintf(stderr, "%s: no answer to %s\n", c->name, cmd);
-    failures++;
+    xcp_failures++;
     return;
   }
   const char *k;
@@ -274,10 +259,10 @@ static void calls(client *c, int n, const char *header, tally *t) {
  * |mask| answered since the last call outside it, for a split, both sides
  * answered. Bounded (60 s); false when it did not settle. */
 static bool settle(client *c, const check *k) {
-  uint64_t t0 = now_ms();
+  uint64_t t0 = xcp_now_ms();
   unsigned seen = 0;
   int run = 0, made = 0;
-  while (now_ms() - t0 < 60000) {
+  while (xcp_now_ms() - t0 < 60000) {
     tally t;
     calls(c, 1, k->header, &t);
     made++;
@@ -409,10 +394,10 @@ static void grit_one(batch *b, one *o) {
                          .metadata = md};
   grit_status st = {0};
   grit_bytes resp = {0};
-  uint64_t t0 = now_ms();
+  uint64_t t0 = xcp_now_ms();
   grit_err e = grit_unary_call(b->c->ch, b->method, b->request,
                                strlen(b->request), &opts, &resp, &st, NULL);
-  o->ms = now_ms() - t0;
+  o->ms = xcp_now_ms() - t0;
   o->code = e == GRIT_OK ? (int)st.code : -1;
   snprintf(o->answer, sizeof(o->answer), "%.*s", (int)resp.len,
            resp.data ? (const char *)resp.data : "");
@@ -551,9 +536,9 @@ static void ring_hash_step(const step *s) {
   for (int c = 0; c < 2; c++) {
     client *cl = g_both[c];
     const char *settle_kv[] = {"x-user", "settle", NULL};
-    uint64_t t0 = now_ms();
+    uint64_t t0 = xcp_now_ms();
     int run = 0, last = -1;
-    while (run < 20 && now_ms() - t0 < 60000) {
+    while (run < 20 && xcp_now_ms() - t0 < 60000) {
       one o = call1(cl, "/lb.Svc/Call", "", settle_kv, 10000);
       int b = o.code == 0 ? backend_of(o.answer, strlen(o.answer)) : -1;
       run = b >= 0 && b == last ? run + 1 : 1;
@@ -561,7 +546,7 @@ static void ring_hash_step(const step *s) {
     }
     if (run < 20) {
       fprintf(stderr, "%s: ring_hash did not settle\n", cl->name);
-      failures++;
+      xcp_failures++;
     }
     unsigned used = 0;
     int sticky = 0;
@@ -574,7 +559,7 @@ static void ring_hash_step(const step *s) {
       batch_start(&b);
       chose[c][u] = -1;
       if (!batch_wait(&b)) {
-        failures++;
+        xcp_failures++;
         continue;
       }
       int first = backend_of(b.res[0].answer, strlen(b.res[0].answer));
@@ -644,9 +629,9 @@ static void retry_step(const step *s) {
                {"p1", "1", false, 14, 1}};
   for (int c = 0; c < 2; c++) {
     client *cl = g_both[c];
-    uint64_t t0 = now_ms();
+    uint64_t t0 = xcp_now_ms();
     int code = -1;
-    while (code != 0 && now_ms() - t0 < 60000) {
+    while (code != 0 && xcp_now_ms() - t0 < 60000) {
       const char *kv[] = {"x-retry", "1", NULL};
       one o = call1(cl, "/retry.Svc/Call", "x", kv, 10000);
       code = o.code == 0 && strcmp(o.answer, "x") == 0 ? 0 : o.code;
@@ -655,7 +640,7 @@ static void retry_step(const step *s) {
     }
     if (code != 0) {
       fprintf(stderr, "%s: the retry route is not in force\n", cl->name);
-      failures++;
+      xcp_failures++;
     }
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
       char key[48];
@@ -718,8 +703,8 @@ static void max_stream_duration_step(const step *s) {
 static void circuit_breaker_step(const step *s) {
   for (int c = 0; c < 2; c++) {
     client *cl = g_both[c];
-    uint64_t t0 = now_ms();
-    while (held_now() != 0 && now_ms() - t0 < 35000)
+    uint64_t t0 = xcp_now_ms();
+    while (held_now() != 0 && xcp_now_ms() - t0 < 35000)
       usleep(50000); /* the backends hold a call at most 30 s */
     CHECK(held_now() == 0);
     batch in = {.c = cl,
@@ -728,8 +713,8 @@ static void circuit_breaker_step(const step *s) {
                 .parallel = true,
                 .timeout_ms = 20000};
     batch_start(&in);
-    t0 = now_ms();
-    while (held_now() < 2 && now_ms() - t0 < 15000)
+    t0 = xcp_now_ms();
+    while (held_now() < 2 && xcp_now_ms() - t0 < 15000)
       usleep(20000);
     batch over = {.c = cl,
                   .method = "/lb.Svc/Hold",
@@ -773,9 +758,9 @@ static void drop_overloads_step(const step *s) {
   static const check drop = {NULL, 1000, 3, false, 0, 0};
   for (int c = 0; c < 2; c++) {
     client *cl = g_both[c];
-    uint64_t t0 = now_ms();
+    uint64_t t0 = xcp_now_ms();
     bool dropping = false;
-    while (!dropping && now_ms() - t0 < 60000) {
+    while (!dropping && xcp_now_ms() - t0 < 60000) {
       tally t;
       calls(cl, 1, NULL, &t);
       dropping = t.codes[GRIT_STATUS_UNAVAILABLE] == 1;
@@ -859,47 +844,19 @@ int main(int argc, char **argv) {
     fprintf(stderr, "XDS_SCENARIOS is not set (run through run.sh)\n");
     return 2;
   }
-  char script[1024], scenario[1024], client_js[1024];
-  snprintf(script, sizeof(script), "%s/../peers/health_server.py", src);
-  snprintf(scenario, sizeof(scenario), "%s/side.json", src);
+  char client_js[1024];
   snprintf(client_js, sizeof(client_js), "%s/xds_client.js", src);
   char rscript[1024];
   snprintf(rscript, sizeof(rscript), "%s/../peers/retry_server.py", src);
 
   /* The three grpcio backends; their ports into B0..B2 for side.json. */
-  char *const bargv[] = {(char *)"/usr/bin/python3", script, NULL};
-  xcp *backends = xcp_spawn(bargv);
-  if (!backends) {
-    fprintf(stderr, "cannot start the grpcio backends\n");
+  xcp *backends = xcp_backends_start();
+  if (!backends)
     return 1;
-  }
-  char target[64];
-  snprintf(target, sizeof(target), "ipv4:127.0.0.1:%d", xcp_port(backends));
   grit_channel *ctl = NULL;
-  CHECK(grit_channel_create(NULL, target, NULL, NULL, &ctl) == GRIT_OK);
-  char ports[64] = "";
-  {
-    grit_call_opts o = {.version = GRIT_CALL_OPTS_VERSION,
-                        .timeout_ms = 10000,
-                        .wait_for_ready = GRIT_WFR_ON};
-    grit_status st = {0};
-    grit_bytes resp = {0};
-    (void)grit_unary_call(ctl, "/ctl.Ctl/Ports", "", 0, &o, &resp, &st, NULL);
-    snprintf(ports, sizeof(ports), "%.*s", (int)resp.len,
-             resp.data ? (const char *)resp.data : "");
-    grit_bytes_free(&resp);
-    grit_status_free(&st);
-  }
-  int p[NB];
-  if (sscanf(ports, "%d %d %d", &p[0], &p[1], &p[2]) != 3) {
-    fprintf(stderr, "no backend ports (%s)\n", ports);
+  if (xcp_backends_ports(backends, &ctl) != NB)
     return 1;
-  }
-  for (int i = 0; i < NB; i++) {
-    char name[4] = {'B', (char)('0' + i), 0}, buf[16];
-    snprintf(buf, sizeof(buf), "%d", p[i]);
-    setenv(name, buf, 1);
-  }
+  char target[64];
   /* The retry server (cluster cr of side.json): its port into R. */
   char *const rargv[] = {(char *)"/usr/bin/python3", rscript, NULL};
   xcp *retry = xcp_spawn(rargv);
@@ -915,11 +872,9 @@ int main(int argc, char **argv) {
     CHECK(grit_channel_create(NULL, target, NULL, NULL, &g_retry) == GRIT_OK);
   }
   g_ctl = ctl;
-  xcp *cp = xcp_start(scenario, 0);
-  if (!cp) {
-    fprintf(stderr, "cannot start the control plane\n");
+  xcp *cp = xcp_start_scenario("side.json", 0);
+  if (!cp)
     return 1;
-  }
 
   /* One bootstrap file for both clients: grpc-js-xds wants "node" with a
    * "locality"; grit ignores server features it does not know. */
@@ -972,7 +927,7 @@ int main(int argc, char **argv) {
 
   for (int a = 1; a < argc; a++) {
     const step *s = find_step(argv[a]);
-    int before = failures;
+    int before = xcp_failures;
     if (s->update) {
       int mark = xcp_nlines(cp) - 1;
       char cmd[96];
@@ -1009,7 +964,7 @@ int main(int argc, char **argv) {
       for (int c = 0; c < 2; c++)
         if (why[c][0]) {
           fprintf(stderr, "step %s: %s: %s\n", s->name, both[c]->name, why[c]);
-          failures++;
+          xcp_failures++;
         }
       /* Agreement: the same backends took calls in both. */
       for (int i = 0; i < NB; i++)
@@ -1018,16 +973,14 @@ int main(int argc, char **argv) {
     if (s->run)
       s->run(s);
     printf("step %s: %s\n", s->name,
-           failures > before ? "FAILED" : "both agree");
+           xcp_failures > before ? "FAILED" : "both agree");
   }
 
   grit_channel_destroy(gc.ch);
   grit_channel_destroy(ctl);
   grit_channel_destroy(g_retry);
   xcp_stop(nc.node);
-  if (failures)
-    for (int i = 0; i < xcp_nlines(cp); i++)
-      fprintf(stderr, "cp: %s\n", xcp_line(cp, i));
+  xcp_dump_if_failed(cp);
   xcp_stop(cp);
   xcp_stop(backends);
   xcp_stop(retry);
@@ -1035,10 +988,5 @@ int main(int argc, char **argv) {
   rmdir(dir);
   CHECK(grit_xdsc_wait_all_freed(10000));
   grit_default_runtime_shutdown();
-  if (failures) {
-    fprintf(stderr, "%d failures\n", failures);
-    return 1;
-  }
-  printf("ok\n");
-  return 0;
+  return xcp_exit_status();
 }

@@ -13,15 +13,6 @@
 #include "test/xds/cp.h"
 #include "xdsclient/xdsclient.h"
 
-static int failures;
-#define CHECK(c)                                                               \
-  do {                                                                         \
-    if (!(c)) {                                                                \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);    \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
-
 /* What one watcher saw, under its lock. */
 typedef struct seen {
   pthread_mutex_t mu;
@@ -124,14 +115,9 @@ int main(void) {
   setenv("B0", "50001", 1);
   setenv("B1", "50002", 1);
   setenv("B2", "50003", 1);
-  char scenario[1024];
-  snprintf(scenario, sizeof(scenario), "%s/basic.json",
-           getenv("XDS_SCENARIOS"));
-  xcp *cp = xcp_start(scenario, 0);
-  if (!cp) {
-    fprintf(stderr, "cannot start the control plane\n");
+  xcp *cp = xcp_start_scenario("basic.json", 0);
+  if (!cp)
     return 1;
-  }
   int port = xcp_port(cp);
   grit_xdsc *c = client_for(port);
   CHECK(c != NULL);
@@ -212,7 +198,7 @@ int main(void) {
   grit_xdsc_stats(c, &st, &streams);
   CHECK(streams == 1);
   xcp_stop(cp);
-  cp = xcp_start(scenario, port);
+  cp = xcp_start_scenario("basic.json", port);
   CHECK(cp != NULL);
   if (!cp)
     return 1;
@@ -237,15 +223,9 @@ int main(void) {
   grit_xdsc_unwatch(c, XDS_CLUSTER, "c1", &cds);
   grit_xdsc_unwatch(c, XDS_ENDPOINTS, "c1", &eds);
   grit_xdsc_release(c);
-  if (failures) /* what the control plane saw, for the failure's reader */
-    for (int i = 0; i < xcp_nlines(cp); i++)
-      fprintf(stderr, "cp: %s\n", xcp_line(cp, i));
+  xcp_dump_if_failed(cp);
   xcp_stop(cp);
   CHECK(grit_xdsc_wait_all_freed(10000)); /* the ADS stream's worker */
   grit_default_runtime_shutdown();
-  if (failures)
-    fprintf(stderr, "%d failures\n", failures);
-  else
-    printf("ok\n");
-  return failures ? 1 : 0;
+  return xcp_exit_status();
 }
