@@ -53,12 +53,19 @@ grit_err grit_traceparent_parse(const char *s, size_t len,
   return GRIT_OK;
 }
 
+/* Each byte's two digits, looked up at once: a traceparent and a span's
+ * ids are formatted on every call. */
+#define HEX_ROW(h)                                                             \
+  h "0" h "1" h "2" h "3" h "4" h "5" h "6" h "7" h "8" h "9" h "a" h "b" h    \
+    "c" h "d" h "e" h "f"
+static const char hex_pairs[] = HEX_ROW("0") HEX_ROW("1") HEX_ROW("2")
+    HEX_ROW("3") HEX_ROW("4") HEX_ROW("5") HEX_ROW("6") HEX_ROW("7")
+        HEX_ROW("8") HEX_ROW("9") HEX_ROW("a") HEX_ROW("b") HEX_ROW("c")
+            HEX_ROW("d") HEX_ROW("e") HEX_ROW("f");
+
 void grit_obs_hex(const uint8_t *p, size_t n, char *out) {
-  static const char digits[] = "0123456789abcdef";
-  for (size_t i = 0; i < n; i++) {
-    out[2 * i] = digits[p[i] >> 4];
-    out[2 * i + 1] = digits[p[i] & 15];
-  }
+  for (size_t i = 0; i < n; i++)
+    memcpy(out + 2 * i, hex_pairs + 2 * p[i], 2);
   out[2 * n] = '\0';
 }
 

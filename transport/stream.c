@@ -292,10 +292,14 @@ static grit_err stream_submit(grit_stream *s, const grit_stream_head *h) {
   nva[n++] = STREAM_NV_LIT("content-type", "application/grpc");
   nva[n++] = stream_nv("user-agent", t->user_agent, strlen(t->user_agent),
                        nc | NGHTTP2_NV_FLAG_NO_COPY_VALUE);
+  /* Values that differ on every call (a timeout, a traceparent) are sent
+   * without entering the HPACK table: indexed, each would push out entries
+   * that later calls could have sent as one byte. */
+  const uint8_t once = nc | NGHTTP2_NV_FLAG_NO_INDEX;
   char timeout[10];
   if (h->timeout_ns >= 0) {
     grit_timeout_encode(h->timeout_ns, timeout);
-    nva[n++] = stream_nv("grpc-timeout", timeout, strlen(timeout), nc);
+    nva[n++] = stream_nv("grpc-timeout", timeout, strlen(timeout), once);
   }
   char attempts[16];
   if (h->previous_attempts > 0) {
@@ -309,7 +313,7 @@ static grit_err stream_submit(grit_stream *s, const grit_stream_head *h) {
     nva[n++] = stream_nv("grpc-encoding", h->encoding, strlen(h->encoding), nc);
   if (h->traceparent) /* SPEC OB-02: this attempt's span */
     nva[n++] =
-        stream_nv("traceparent", h->traceparent, strlen(h->traceparent), nc);
+        stream_nv("traceparent", h->traceparent, strlen(h->traceparent), once);
   for (size_t i = 0; i < nmd; i++) {
     const char *key;
     const uint8_t *val;
