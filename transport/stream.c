@@ -374,6 +374,7 @@ grit_err grit_transport_start_stream(grit_transport *t,
                                                : t->max_recv_message_bytes;
   grit_deframer_init(&s->deframer, max);
   s->discard_headers = h->discard_headers;
+  s->content_length = -1; /* none received yet (HS-08) */
   grit_err rv = stream_submit(s, h);
   if (rv != GRIT_OK) {
     grit_stream_free(s);

@@ -174,7 +174,6 @@ struct grit_stream {
   grit_transport *t;
   grit_list node;    /* in t->streams */
   grit_list ev_node; /* in t->ev_streams while in_ev */
-  bool in_ev;
   grit_list rx_node; /* in t->rx_streams while its DATA is unacknowledged */
   int32_t id;        /* nghttp2 stream id, 0 before submission */
   grit_stream_cbs cbs;
@@ -188,6 +187,7 @@ struct grit_stream {
   bool data_deferred; /* the data provider returned DEFERRED */
   bool headers_sent;  /* our HEADERS frame went out: wire SENT */
   bool eos_sent;      /* our END_STREAM went out */
+  bool in_ev;         /* on t->ev_streams (ev_node) */
 
   /* Receive side. */
   bool read_paused; /* grit_stream_set_read_paused: withhold window */
@@ -199,10 +199,14 @@ struct grit_stream {
                            first entry kept */
   size_t blk_bytes;
   int http_status;
+  grit_status_code grpc_status;
+  int64_t content_length; /* -1: none received (HS-08) */
+  uint64_t data_bytes;    /* DATA payload received */
+  char *grpc_message;
   bool content_type_ok;
   bool have_grpc_status;
-  grit_status_code grpc_status;
-  char *grpc_message;
+  bool blk_status;  /* this block had :status (HS-08) */
+  bool blk_regular; /* this block had a regular field: no more pseudo */
   bool headers_received;
   bool trailers_only;
 
@@ -229,6 +233,12 @@ void grit_transport_on_ping_ack(grit_transport *t);
 
 /* h2.c */
 grit_err grit_h2_session_new(grit_transport *t);
+/* SPEC HS-08: whether a received field is valid by RFC 9113 8.2.1: a
+ * name of lower-case tchar (after one leading ':' for a pseudo-header), a
+ * value without NUL, CR, LF, other controls but HTAB, or white space at
+ * either end. */
+bool grit_h2_field_ok(const uint8_t *name, size_t namelen, const uint8_t *value,
+                      size_t valuelen);
 void grit_h2_on_goaway(grit_transport *t, uint32_t last_id, uint32_t code,
                        const uint8_t *debug, size_t debug_len);
 /* After a read: give back the flow-control window of the DATA it brought
