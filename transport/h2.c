@@ -25,21 +25,25 @@
  * it resumes, so a slow reader stops the server (SPEC FC-04). */
 #define H2_ACK_MIN_BYTES 1024
 
-/* The stream of |id| that is not finished, or NULL. A unary call's
- * callbacks ask for the same stream about a dozen times in a row, so the
- * last one nghttp2 returned is remembered (t->hot; grit_stream_free
- * forgets it). nghttp2 only drops a stream after on_stream_close, which
- * finishes it, so a remembered stream that nghttp2 no longer has is a
- * finished one, NULL either way. */
+/* The stream of |id|, finished or not, or NULL. Streams in flight sit in
+ * t->slots by id (grit_transport_start_stream puts them there,
+ * grit_stream_free takes them out), so most callbacks find theirs without
+ * asking nghttp2's stream map; one whose slot a later stream took is
+ * found through nghttp2's stream user data (cleared on free). */
+static grit_stream *h2_lookup(grit_transport *t, nghttp2_session *session,
+                              int32_t id) {
+  grit_stream *s = t->slots[GRIT_STREAM_SLOT(id)];
+  if (s && s->id == id)
+    return s;
+  return nghttp2_session_get_stream_user_data(session, id);
+}
+
+/* The stream of |id| that is not finished, or NULL. nghttp2 only drops a
+ * stream after on_stream_close, which finishes it, so a slotted stream
+ * that nghttp2 no longer has is a finished one, NULL either way. */
 static grit_stream *h2_stream(void *user_data, nghttp2_session *session,
                               int32_t id) {
-  grit_transport *t = user_data;
-  grit_stream *s = t->hot;
-  if (!s || s->id != id) {
-    s = nghttp2_session_get_stream_user_data(session, id);
-    if (s)
-      t->hot = s;
-  }
+  grit_stream *s = h2_lookup(user_data, session, id);
   return s && !s->finished ? s : NULL;
 }
 
@@ -543,9 +547,10 @@ static int h2_on_stream_close(nghttp2_session *session, int32_t stream_id,
 static int h2_on_frame_send(nghttp2_session *session,
                             const nghttp2_frame *frame, void *user_data) {
   grit_transport *t = user_data;
-  grit_stream *s =
-      nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
-  if (!s || frame->hd.stream_id == 0)
+  if (frame->hd.stream_id == 0)
+    return 0;
+  grit_stream *s = h2_lookup(t, session, frame->hd.stream_id);
+  if (!s)
     return 0;
   if (frame->hd.type == NGHTTP2_HEADERS) {
     /* SPEC TR-01: from here on the server may have seen the request. */

@@ -100,8 +100,8 @@ void grit_stream_free(grit_stream *s) {
   grit_list_remove(&s->node);
   grit_list_remove(&s->ev_node);
   grit_list_remove(&s->rx_node);
-  if (t->hot == s)
-    t->hot = NULL;
+  if (s->id > 0 && t->slots[GRIT_STREAM_SLOT(s->id)] == s)
+    t->slots[GRIT_STREAM_SLOT(s->id)] = NULL;
   /* Detach from nghttp2 so no later callback can find this memory; this
    * also works for a request still queued under MAX_CONCURRENT_STREAMS. */
   if (s->id > 0 && t->h2)
@@ -342,6 +342,7 @@ static grit_err stream_submit(grit_stream *s, const grit_stream_head *h) {
     goto done;
   }
   s->id = id;
+  t->slots[GRIT_STREAM_SLOT(id)] = s; /* h2.c h2_lookup */
   rv = GRIT_OK;
 
 done:

@@ -76,6 +76,9 @@ typedef enum grit_tp_phase {
   GRIT_TP_CLOSED, /* connection over; on_closed queued or delivered */
 } grit_tp_phase;
 
+#define GRIT_STREAM_SLOTS 32
+#define GRIT_STREAM_SLOT(id) (((uint32_t)(id) >> 1) & (GRIT_STREAM_SLOTS - 1))
+
 struct grit_transport {
   grit_transport_calls calls; /* OP-03: streams started and how they ended */
   uv_loop_t *loop;
@@ -149,9 +152,11 @@ struct grit_transport {
   size_t nfree_streams;
   grit_list ev_streams; /* streams with undelivered events */
   grit_list rx_streams; /* streams that got DATA in the current read */
-  grit_stream *hot;     /* the stream nghttp2 last looked up (h2.c) */
-  size_t active;        /* streams whose result is not yet fixed */
-  size_t withheld;      /* DATA bytes of paused streams not given back */
+  /* Streams by id, one per slot (h2.c h2_lookup): ids go up by 2, so the
+   * last GRIT_STREAM_SLOTS streams started have a slot each. */
+  grit_stream *slots[GRIT_STREAM_SLOTS];
+  size_t active;   /* streams whose result is not yet fixed */
+  size_t withheld; /* DATA bytes of paused streams not given back */
 
   /* Socket reads land here; allocated with the HTTP/2 session once the
    * connection is up (conn_on_connect), so that a transport still

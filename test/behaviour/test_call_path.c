@@ -1332,6 +1332,75 @@ static void test_goaway_graceful(void) {
   h2s_server_stop(srv);
 }
 
+/* Many calls in flight on one connection, more than the transport's
+ * stream slots (transport_int.h GRIT_STREAM_SLOTS): each gets its own
+ * answer, so streams whose slot a later one took are still found. */
+typedef struct many_call {
+  pthread_mutex_t *mu;
+  pthread_cond_t *cv;
+  int *left;
+  char sent[8];
+  char got[8];
+  size_t got_len;
+  grit_status_code code;
+} many_call;
+
+static void many_on_unary(const grit_status *st, const uint8_t *resp,
+                          size_t len, const grit_call_info *info, void *ud) {
+  (void)info;
+  many_call *m = ud;
+  pthread_mutex_lock(m->mu);
+  m->code = st->code;
+  m->got_len = len;
+  if (len <= sizeof(m->got))
+    memcpy(m->got, resp, len);
+  if (--*m->left == 0)
+    pthread_cond_broadcast(m->cv);
+  pthread_mutex_unlock(m->mu);
+}
+
+static void test_many_in_flight(void) {
+  h2s_action slow = {.delay_ms = 100};
+  h2s_config cfg = {.default_action = &slow};
+  h2s_server *srv = server_cfg(&cfg);
+  ASSERT_NOT_NULL(srv);
+  grit_channel *ch = chan(&srv, 1, NULL);
+  ASSERT_NOT_NULL(ch);
+  ASSERT(channel_still_works(ch)); /* connected before the burst */
+  enum { N = 100 };
+  static many_call m[N];
+  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+  int left = N;
+  for (int i = 0; i < N; i++) {
+    m[i] = (many_call){.mu = &mu, .cv = &cv, .left = &left};
+    snprintf(m[i].sent, sizeof(m[i].sent), "m%03d", i);
+    grit_call_opts o = opts_ms(20000);
+    ASSERT_OK(grit_unary_call_async(ch, "/pkg.Svc/M", m[i].sent, 4, &o,
+                                    many_on_unary, &m[i]));
+  }
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 20;
+  pthread_mutex_lock(&mu);
+  while (left > 0 && pthread_cond_timedwait(&cv, &mu, &until) == 0)
+    ;
+  int missing = left;
+  pthread_mutex_unlock(&mu);
+  ASSERT_EQ(missing, 0);
+  for (int i = 0; i < N; i++) {
+    ASSERT_EQ(m[i].code, GRIT_STATUS_OK);
+    ASSERT_EQ(m[i].got_len, (size_t)4);
+    ASSERT(memcmp(m[i].got, m[i].sent, 4) == 0);
+  }
+  /* All on one connection, most of them open at the same time. */
+  ASSERT(h2s_server_wait_closed(srv, N + 1, WAIT_MS));
+  for (size_t i = 0; i <= N; i++)
+    ASSERT_EQ(h2s_server_request(srv, i)->conn_index, 0);
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
 static void test_max_concurrent_streams(void) {
   h2s_action slow = {.delay_ms = 100};
   h2s_config cfg = {.max_concurrent_streams = 1, .default_action = &slow};
@@ -1874,6 +1943,7 @@ static const test_case tests[] = {
     {"goaway_transparent_retry", test_goaway_transparent_retry},
     {"goaway_graceful", test_goaway_graceful},
     {"max_concurrent_streams", test_max_concurrent_streams},
+    {"many_in_flight", test_many_in_flight},
     {"client_streaming", test_client_streaming},
     {"server_streaming", test_server_streaming},
     {"bidi_interleaved", test_bidi_interleaved},
