@@ -5,6 +5,7 @@
  * attempt.c. */
 #include "channel/channel_int.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -40,14 +41,20 @@ static void call_free(grit_call *c) {
     grit_free(c->method);
   grit_free(c->authority);
   grit_free(c->idempotency_key);
-  pthread_mutex_destroy(&c->mu);
-  pthread_cond_destroy(&c->cv);
   grit_channel *ch = c->ch;
   grit_call *none = NULL; /* keep it for the channel's next call */
   if (!__atomic_compare_exchange_n(&ch->spare_call, &none, c, false,
                                    __ATOMIC_RELEASE, __ATOMIC_RELAXED))
-    grit_free(c);
+    grit_call_spare_free(c);
   grit_channel_unref(ch); /* last: it may free the channel and its spare */
+}
+
+void grit_call_spare_free(grit_call *c) {
+  if (!c)
+    return;
+  pthread_mutex_destroy(&c->mu);
+  pthread_cond_destroy(&c->cv);
+  grit_free(c);
 }
 
 void grit_call_unref(grit_call *c) {
@@ -732,12 +739,17 @@ grit_err grit_call_create_internal(grit_channel *ch, const char *method,
     return rv;
   *why = "out of memory creating the call";
   /* The channel's spare (the last call freed) saves a large malloc and
-   * free per call; it is zeroed like calloc's. */
+   * free per call; it is zeroed like calloc's from |ch| on, its mutex and
+   * condition variable kept as they are (unlocked, no waiter). */
   grit_call *c = __atomic_exchange_n(&ch->spare_call, NULL, __ATOMIC_ACQUIRE);
-  if (c)
-    memset(c, 0, sizeof(*c));
-  else if ((c = grit_calloc(1, sizeof(*c))) == NULL)
-    return GRIT_ERR_NOMEM;
+  if (c) {
+    memset(&c->ch, 0, sizeof(*c) - offsetof(grit_call, ch));
+  } else {
+    if ((c = grit_calloc(1, sizeof(*c))) == NULL)
+      return GRIT_ERR_NOMEM;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+  }
   c->ch = ch;
   c->hooks = &call_hooks;
   grit_channel_ref(ch);
@@ -746,8 +758,6 @@ grit_err grit_call_create_internal(grit_channel *ch, const char *method,
   c->id = __atomic_add_fetch(&next_call_id, 1, __ATOMIC_RELAXED);
   c->info.size = sizeof(c->info); /* handed to grit_unary_cb (abi.md) */
   c->info.call_id = c->id;        /* grit_call_get_info reads it at once */
-  pthread_mutex_init(&c->mu, NULL);
-  pthread_cond_init(&c->cv, NULL);
   grit_list_init(&c->ops);
   grit_list_init(&c->recvq);
   grit_callsm_init(&c->sm);

@@ -492,6 +492,11 @@ typedef struct grit_call_hooks {
 } grit_call_hooks;
 
 struct grit_call {
+  /* Shared with user threads: the fields marked "under mu" below. Set up
+   * once per allocation: a channel's spare call keeps them (call.c), and
+   * what follows from |ch| on is zeroed for each new call. */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
   grit_channel *ch;
   const grit_call_hooks *hooks; /* call.c's table: never NULL */
   uint32_t refs; /* atomic: user handle + loop side + queued task */
@@ -518,8 +523,6 @@ struct grit_call {
   grit_codec codec;     /* request compression (CP-01), fixed at creation */
 
   /* Shared with user threads, under mu. */
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
   grit_list ops;
   bool cancel_requested; /* a cancel posted without an op (no memory) */
   bool send_closed_user;
@@ -629,6 +632,9 @@ void grit_call_on_send_progress(grit_call *c, uint64_t out);
 /* With c->mu held: whether a message of |framed_len| bytes fits now. */
 bool grit_call_send_room_locked(const grit_call *c, size_t framed_len);
 void grit_call_unref(grit_call *c);
+/* Free a call that is no one's (a channel's spare, or one the spare slot
+ * had no room for): its mutex and condition variable too. NULL: no-op. */
+void grit_call_spare_free(grit_call *c);
 
 /* Loop halves. call.c: */
 /* A local error ends the call (SPEC SM-01: fed to the machine as FAIL). */
