@@ -554,8 +554,9 @@ struct grit_call {
   grit_ext_route *route;
   grit_throttle_handle *throttle; /* NULL: no throttling */
   bool wait_for_ready;
-  bool setup_failed;  /* out of memory adding the idempotency key */
-  bool attempt0_used; /* attempt0 holds a live attempt */
+  bool setup_failed;   /* out of memory adding the idempotency key */
+  bool attempt0_used;  /* attempt0 holds a live attempt */
+  bool attempt0_dirty; /* attempt0 held one: zero it before the next */
   int64_t max_send;
   int64_t max_recv;
   uint64_t deadline_at_ms;    /* loop time; 0 = none */
@@ -573,6 +574,7 @@ struct grit_call {
    * commit decision; call_exec.c feeds it and runs its actions. */
   grit_callsm sm;
   call_attempt *att[GRIT_CALLSM_SLOTS]; /* the attempt in each live slot */
+  uint8_t att_live;   /* slots with an attempt in att (bits) */
   bool sm_busy;       /* running an action list: events wait */
   uint8_t sm_waiting; /* slots whose attempt holds an event (bits) */
   bool fail_waiting;  /* a FAIL arose while a list ran */
