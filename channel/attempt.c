@@ -133,8 +133,9 @@ static void attempt_on_done(grit_stream *s, const grit_stream_result *r,
       r->wire != GRIT_WIRE_REFUSED)
     grit_channel_lb_on_call_result(c->ch, grit_transport_peer(a->transport),
                                    r->code == GRIT_STATUS_OK, r->trailers);
-  grit_str_copy(a->response_encoding, sizeof(a->response_encoding),
-                r->encoding ? r->encoding : "");
+  if (r->encoding && r->encoding[0]) /* mostly none: "" already */
+    grit_str_copy(a->response_encoding, sizeof(a->response_encoding),
+                  r->encoding);
   grit_callsm_event ev = {
       .kind = GRIT_CALLSM_EV_STREAM_END,
       .slot = a->slot,

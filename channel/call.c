@@ -188,8 +188,9 @@ static void call_deliver_done(grit_call *c, grit_status_code code,
   c->info.transparent_retries = c->sm.counts.transparent;
   if (peer) {
     grit_str_copy(c->info.peer, sizeof(c->info.peer), peer->peer);
-    grit_str_copy(c->info.response_encoding, sizeof(c->info.response_encoding),
-                  peer->response_encoding);
+    if (peer->response_encoding[0]) /* mostly none: "" already */
+      grit_str_copy(c->info.response_encoding,
+                    sizeof(c->info.response_encoding), peer->response_encoding);
   }
   c->done = true;
   pthread_cond_broadcast(&c->cv);

@@ -273,7 +273,8 @@ static int h2_on_header(nghttp2_session *session, const nghttp2_frame *frame,
                : h2_malformed(s, "invalid content-type value");
   }
   if (h2_name_is(name, namelen, "grpc-status")) {
-    if (!h2_value_ok(value, valuelen))
+    bool digit = valuelen == 1 && value[0] >= '0' && value[0] <= '9';
+    if (!digit && !h2_value_ok(value, valuelen))
       return h2_malformed(s, "invalid grpc-status value");
     s->have_grpc_status = true;
     s->grpc_status = grit_status_from_text((const char *)value, valuelen);

@@ -373,7 +373,7 @@ grit_err grit_transport_start_stream(grit_transport *t,
   s->user_data = user_data;
   int64_t max = h->max_recv_message_bytes != 0 ? h->max_recv_message_bytes
                                                : t->max_recv_message_bytes;
-  grit_deframer_init(&s->deframer, max);
+  s->deframer.max_len = max; /* grit_deframer_init: the rest is zero */
   s->discard_headers = h->discard_headers;
   s->content_length = -1; /* none received yet (HS-08) */
   grit_err rv = stream_submit(s, h);
