@@ -203,6 +203,7 @@ static void attempt_start_stream(call_attempt *a, grit_transport *t) {
   }
   grit_stream_head h = {
       .path = c->method,
+      .path_len = c->method_len,
       .authority = c->authority ? c->authority : c->ch->target.authority,
       .timeout_ns = attempt_timeout_ns(c),
       .metadata = a->creds_md ? a->creds_md : c->metadata, /* CR-01 */

@@ -771,6 +771,7 @@ grit_err grit_call_create_internal(grit_channel *ch, const char *method,
                 grit_codec_name(c->codec));
   c->task.fn = call_task;
   size_t mlen = strlen(method);
+  c->method_len = mlen <= UINT32_MAX ? (uint32_t)mlen : 0;
   if (mlen < sizeof(c->method_inline)) {
     memcpy(c->method_inline, method, mlen + 1);
     c->method = c->method_inline;

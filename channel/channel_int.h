@@ -521,6 +521,7 @@ struct grit_call {
   grit_slice *unary_req;
   size_t unary_req_raw; /* its uncompressed length */
   grit_codec codec;     /* request compression (CP-01), fixed at creation */
+  uint32_t method_len;  /* strlen(method); 0 (measure it) past UINT32_MAX */
 
   /* Shared with user threads, under mu. */
   grit_list ops;

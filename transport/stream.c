@@ -277,6 +277,9 @@ static grit_err stream_submit(grit_stream *s, const grit_stream_head *h) {
   }
   const uint8_t nc = NGHTTP2_NV_FLAG_NO_COPY_NAME;
   const char *path = h->path ? h->path : "/";
+  size_t path_len = h->path && h->path_len ? h->path_len : strlen(path);
+  if (t->user_agent_len == 0) /* measured once per transport */
+    t->user_agent_len = strlen(t->user_agent);
   const char *auth = h->authority     ? h->authority
                      : t->server_name ? t->server_name
                                       : t->addr.text;
@@ -286,11 +289,11 @@ static grit_err stream_submit(grit_stream *s, const grit_stream_head *h) {
   nva[n++] = STREAM_NV_LIT(":method", "POST");
   nva[n++] = t->tls_ctx ? STREAM_NV_LIT(":scheme", "https")
                         : STREAM_NV_LIT(":scheme", "http");
-  nva[n++] = stream_nv(":path", path, strlen(path), nc);
+  nva[n++] = stream_nv(":path", path, path_len, nc);
   nva[n++] = stream_nv(":authority", auth, strlen(auth), nc);
   nva[n++] = STREAM_NV_LIT("te", "trailers");
   nva[n++] = STREAM_NV_LIT("content-type", "application/grpc");
-  nva[n++] = stream_nv("user-agent", t->user_agent, strlen(t->user_agent),
+  nva[n++] = stream_nv("user-agent", t->user_agent, t->user_agent_len,
                        nc | NGHTTP2_NV_FLAG_NO_COPY_VALUE);
   /* Values that differ on every call (a timeout, a traceparent) are sent
    * without entering the HPACK table: indexed, each would push out entries

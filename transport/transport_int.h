@@ -91,6 +91,7 @@ struct grit_transport {
   char *server_name;
   bool verify_hostname;
   char *user_agent;
+  size_t user_agent_len; /* strlen(user_agent), once known (stream.c) */
   uint32_t max_header_list_bytes;
   int64_t max_recv_message_bytes;
   uint64_t connect_timeout_ms;
