@@ -11,6 +11,14 @@
 
 static void call_route_release(grit_call *c);
 
+/* Free a call that is no one's (the channel's spare slot was taken): its
+ * mutex and condition variable too (channel.c frees the spare itself). */
+static void call_spare_free(grit_call *c) {
+  pthread_mutex_destroy(&c->mu);
+  pthread_cond_destroy(&c->cv);
+  grit_free(c);
+}
+
 static void call_free(grit_call *c) {
   grit_list *e;
   while ((e = grit_list_pop_head(&c->ops)) != NULL) {
@@ -45,16 +53,8 @@ static void call_free(grit_call *c) {
   grit_call *none = NULL; /* keep it for the channel's next call */
   if (!__atomic_compare_exchange_n(&ch->spare_call, &none, c, false,
                                    __ATOMIC_RELEASE, __ATOMIC_RELAXED))
-    grit_call_spare_free(c);
+    call_spare_free(c);
   grit_channel_unref(ch); /* last: it may free the channel and its spare */
-}
-
-void grit_call_spare_free(grit_call *c) {
-  if (!c)
-    return;
-  pthread_mutex_destroy(&c->mu);
-  pthread_cond_destroy(&c->cv);
-  grit_free(c);
 }
 
 void grit_call_unref(grit_call *c) {

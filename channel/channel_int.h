@@ -635,9 +635,6 @@ void grit_call_on_send_progress(grit_call *c, uint64_t out);
 /* With c->mu held: whether a message of |framed_len| bytes fits now. */
 bool grit_call_send_room_locked(const grit_call *c, size_t framed_len);
 void grit_call_unref(grit_call *c);
-/* Free a call that is no one's (a channel's spare, or one the spare slot
- * had no room for): its mutex and condition variable too. NULL: no-op. */
-void grit_call_spare_free(grit_call *c);
 
 /* Loop halves. call.c: */
 /* A local error ends the call (SPEC SM-01: fed to the machine as FAIL). */
