@@ -67,6 +67,9 @@ static void test_deframe_splits(void) {
         ASSERT_EQ(c.msgs[i]->len, strlen(bodies[i]));
         ASSERT_MEM_EQ(c.msgs[i]->data, bodies[i], strlen(bodies[i]));
       }
+      grit_slice *e = grit_slice_empty(); /* the empty body's, shared */
+      ASSERT(c.msgs[1] == e);
+      grit_slice_unref(e);
       ASSERT(!grit_deframer_mid_message(&d));
       collected_free(&c);
       grit_deframer_free(&d);
