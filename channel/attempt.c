@@ -42,7 +42,10 @@ static call_attempt *attempt_alloc(grit_call *c) {
   if (c->attempt0_used)
     return grit_calloc(1, sizeof(call_attempt));
   c->attempt0_used = true;
-  memset(&c->attempt0, 0, sizeof(c->attempt0));
+  /* Zero as the call's creation left it, unless an attempt used it. */
+  if (c->attempt0_dirty)
+    memset(&c->attempt0, 0, sizeof(c->attempt0));
+  c->attempt0_dirty = true;
   return &c->attempt0;
 }
 
@@ -77,7 +80,9 @@ void grit_attempt_flush(call_attempt *a) {
 }
 
 void grit_attempt_flush_all(grit_call *c) {
-  for (int i = 0; i < GRIT_CALLSM_SLOTS; i++)
+  /* Only up to the highest live slot (one, on most calls); the mask is
+   * read again each time, as a flush may end or start attempts. */
+  for (int i = 0; i < GRIT_CALLSM_SLOTS && (c->att_live >> i) != 0; i++)
     if (c->att[i])
       grit_attempt_flush(c->att[i]);
 }
@@ -128,8 +133,9 @@ static void attempt_on_done(grit_stream *s, const grit_stream_result *r,
       r->wire != GRIT_WIRE_REFUSED)
     grit_channel_lb_on_call_result(c->ch, grit_transport_peer(a->transport),
                                    r->code == GRIT_STATUS_OK, r->trailers);
-  grit_str_copy(a->response_encoding, sizeof(a->response_encoding),
-                r->encoding ? r->encoding : "");
+  if (r->encoding && r->encoding[0]) /* mostly none: "" already */
+    grit_str_copy(a->response_encoding, sizeof(a->response_encoding),
+                  r->encoding);
   grit_callsm_event ev = {
       .kind = GRIT_CALLSM_EV_STREAM_END,
       .slot = a->slot,
@@ -197,6 +203,7 @@ static void attempt_start_stream(call_attempt *a, grit_transport *t) {
   }
   grit_stream_head h = {
       .path = c->method,
+      .path_len = c->method_len,
       .authority = c->authority ? c->authority : c->ch->target.authority,
       .timeout_ns = attempt_timeout_ns(c),
       .metadata = a->creds_md ? a->creds_md : c->metadata, /* CR-01 */
@@ -292,6 +299,7 @@ void grit_attempt_start(grit_call *c, const grit_callsm_action *act) {
   a->start_us = grit_clock_now_us();
   grit_list_init(&a->qlink);
   c->att[a->slot] = a;
+  c->att_live |= (uint8_t)(1u << a->slot);
   grit_chan_stats *st = &c->ch->stats;
   __atomic_add_fetch(&st->attempts, 1, __ATOMIC_RELAXED);
   if (a->kind == GRIT_ATTEMPT_RETRY)
@@ -329,6 +337,7 @@ void grit_attempt_repick(call_attempt *a) {
 void grit_attempt_drop(call_attempt *a) {
   grit_call *c = a->c;
   c->att[a->slot] = NULL;
+  c->att_live &= (uint8_t) ~(1u << a->slot);
   c->sm_waiting &= (uint8_t) ~(1u << a->slot);
   if (a->queued) {
     grit_list_remove(&a->qlink);

@@ -5,10 +5,19 @@
  * attempt.c. */
 #include "channel/channel_int.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 static void call_route_release(grit_call *c);
+
+/* Free a call that is no one's (the channel's spare slot was taken): its
+ * mutex and condition variable too (channel.c frees the spare itself). */
+static void call_spare_free(grit_call *c) {
+  pthread_mutex_destroy(&c->mu);
+  pthread_cond_destroy(&c->cv);
+  grit_free(c);
+}
 
 static void call_free(grit_call *c) {
   grit_list *e;
@@ -40,13 +49,11 @@ static void call_free(grit_call *c) {
     grit_free(c->method);
   grit_free(c->authority);
   grit_free(c->idempotency_key);
-  pthread_mutex_destroy(&c->mu);
-  pthread_cond_destroy(&c->cv);
   grit_channel *ch = c->ch;
   grit_call *none = NULL; /* keep it for the channel's next call */
   if (!__atomic_compare_exchange_n(&ch->spare_call, &none, c, false,
                                    __ATOMIC_RELEASE, __ATOMIC_RELAXED))
-    grit_free(c);
+    call_spare_free(c);
   grit_channel_unref(ch); /* last: it may free the channel and its spare */
 }
 
@@ -181,8 +188,9 @@ static void call_deliver_done(grit_call *c, grit_status_code code,
   c->info.transparent_retries = c->sm.counts.transparent;
   if (peer) {
     grit_str_copy(c->info.peer, sizeof(c->info.peer), peer->peer);
-    grit_str_copy(c->info.response_encoding, sizeof(c->info.response_encoding),
-                  peer->response_encoding);
+    if (peer->response_encoding[0]) /* mostly none: "" already */
+      grit_str_copy(c->info.response_encoding,
+                    sizeof(c->info.response_encoding), peer->response_encoding);
   }
   c->done = true;
   pthread_cond_broadcast(&c->cv);
@@ -732,12 +740,17 @@ grit_err grit_call_create_internal(grit_channel *ch, const char *method,
     return rv;
   *why = "out of memory creating the call";
   /* The channel's spare (the last call freed) saves a large malloc and
-   * free per call; it is zeroed like calloc's. */
+   * free per call; it is zeroed like calloc's from |ch| on, its mutex and
+   * condition variable kept as they are (unlocked, no waiter). */
   grit_call *c = __atomic_exchange_n(&ch->spare_call, NULL, __ATOMIC_ACQUIRE);
-  if (c)
-    memset(c, 0, sizeof(*c));
-  else if ((c = grit_calloc(1, sizeof(*c))) == NULL)
-    return GRIT_ERR_NOMEM;
+  if (c) {
+    memset(&c->ch, 0, sizeof(*c) - offsetof(grit_call, ch));
+  } else {
+    if ((c = grit_calloc(1, sizeof(*c))) == NULL)
+      return GRIT_ERR_NOMEM;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+  }
   c->ch = ch;
   c->hooks = &call_hooks;
   grit_channel_ref(ch);
@@ -746,8 +759,6 @@ grit_err grit_call_create_internal(grit_channel *ch, const char *method,
   c->id = __atomic_add_fetch(&next_call_id, 1, __ATOMIC_RELAXED);
   c->info.size = sizeof(c->info); /* handed to grit_unary_cb (abi.md) */
   c->info.call_id = c->id;        /* grit_call_get_info reads it at once */
-  pthread_mutex_init(&c->mu, NULL);
-  pthread_cond_init(&c->cv, NULL);
   grit_list_init(&c->ops);
   grit_list_init(&c->recvq);
   grit_callsm_init(&c->sm);
@@ -760,6 +771,7 @@ grit_err grit_call_create_internal(grit_channel *ch, const char *method,
                 grit_codec_name(c->codec));
   c->task.fn = call_task;
   size_t mlen = strlen(method);
+  c->method_len = mlen <= UINT32_MAX ? (uint32_t)mlen : 0;
   if (mlen < sizeof(c->method_inline)) {
     memcpy(c->method_inline, method, mlen + 1);
     c->method = c->method_inline;

@@ -25,7 +25,11 @@ static void ch_free(grit_channel *ch) {
   grit_free(ch->health_service);
   grit_free(ch->cz_target);
   grit_otlp_put(ch->otlp);
-  grit_free(ch->spare_call);
+  if (ch->spare_call) { /* call.c keeps its mutex and cv set up */
+    pthread_mutex_destroy(&ch->spare_call->mu);
+    pthread_cond_destroy(&ch->spare_call->cv);
+    grit_free(ch->spare_call);
+  }
   pthread_mutex_destroy(&ch->mu);
   pthread_cond_destroy(&ch->cv);
   grit_runtime *rt = ch->rt;

@@ -492,6 +492,11 @@ typedef struct grit_call_hooks {
 } grit_call_hooks;
 
 struct grit_call {
+  /* Shared with user threads: the fields marked "under mu" below. Set up
+   * once per allocation: a channel's spare call keeps them (call.c), and
+   * what follows from |ch| on is zeroed for each new call. */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
   grit_channel *ch;
   const grit_call_hooks *hooks; /* call.c's table: never NULL */
   uint32_t refs; /* atomic: user handle + loop side + queued task */
@@ -516,10 +521,9 @@ struct grit_call {
   grit_slice *unary_req;
   size_t unary_req_raw; /* its uncompressed length */
   grit_codec codec;     /* request compression (CP-01), fixed at creation */
+  uint32_t method_len;  /* strlen(method); 0 (measure it) past UINT32_MAX */
 
   /* Shared with user threads, under mu. */
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
   grit_list ops;
   bool cancel_requested; /* a cancel posted without an op (no memory) */
   bool send_closed_user;
@@ -551,8 +555,9 @@ struct grit_call {
   grit_ext_route *route;
   grit_throttle_handle *throttle; /* NULL: no throttling */
   bool wait_for_ready;
-  bool setup_failed;  /* out of memory adding the idempotency key */
-  bool attempt0_used; /* attempt0 holds a live attempt */
+  bool setup_failed;   /* out of memory adding the idempotency key */
+  bool attempt0_used;  /* attempt0 holds a live attempt */
+  bool attempt0_dirty; /* attempt0 held one: zero it before the next */
   int64_t max_send;
   int64_t max_recv;
   uint64_t deadline_at_ms;    /* loop time; 0 = none */
@@ -570,6 +575,7 @@ struct grit_call {
    * commit decision; call_exec.c feeds it and runs its actions. */
   grit_callsm sm;
   call_attempt *att[GRIT_CALLSM_SLOTS]; /* the attempt in each live slot */
+  uint8_t att_live;   /* slots with an attempt in att (bits) */
   bool sm_busy;       /* running an action list: events wait */
   uint8_t sm_waiting; /* slots whose attempt holds an event (bits) */
   bool fail_waiting;  /* a FAIL arose while a list ran */

@@ -154,15 +154,10 @@ grit_status_code grit_deframer_feed(grit_deframer *d, const uint8_t *p,
     if (d->msg_have < len)
       break;
     grit_slice *msg = d->msg;
-    if (!msg) {
-      /* An empty message still needs a slice of its own. */
-      msg = grit_slice_new(0);
-      if (!msg) {
-        *why = "out of memory receiving a message";
-        return GRIT_STATUS_RESOURCE_EXHAUSTED;
-      }
-    }
-    msg->len = len;
+    if (msg)
+      msg->len = len;
+    else /* an empty message (deframer_grow made no slice for it) */
+      msg = grit_slice_empty();
     d->msg = NULL;
     d->msg_have = 0;
     d->hdr_have = 0;

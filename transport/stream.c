@@ -100,8 +100,8 @@ void grit_stream_free(grit_stream *s) {
   grit_list_remove(&s->node);
   grit_list_remove(&s->ev_node);
   grit_list_remove(&s->rx_node);
-  if (t->hot == s)
-    t->hot = NULL;
+  if (s->id > 0 && t->slots[GRIT_STREAM_SLOT(s->id)] == s)
+    t->slots[GRIT_STREAM_SLOT(s->id)] = NULL;
   /* Detach from nghttp2 so no later callback can find this memory; this
    * also works for a request still queued under MAX_CONCURRENT_STREAMS. */
   if (s->id > 0 && t->h2)
@@ -277,6 +277,9 @@ static grit_err stream_submit(grit_stream *s, const grit_stream_head *h) {
   }
   const uint8_t nc = NGHTTP2_NV_FLAG_NO_COPY_NAME;
   const char *path = h->path ? h->path : "/";
+  size_t path_len = h->path && h->path_len ? h->path_len : strlen(path);
+  if (t->user_agent_len == 0) /* measured once per transport */
+    t->user_agent_len = strlen(t->user_agent);
   const char *auth = h->authority     ? h->authority
                      : t->server_name ? t->server_name
                                       : t->addr.text;
@@ -286,11 +289,11 @@ static grit_err stream_submit(grit_stream *s, const grit_stream_head *h) {
   nva[n++] = STREAM_NV_LIT(":method", "POST");
   nva[n++] = t->tls_ctx ? STREAM_NV_LIT(":scheme", "https")
                         : STREAM_NV_LIT(":scheme", "http");
-  nva[n++] = stream_nv(":path", path, strlen(path), nc);
+  nva[n++] = stream_nv(":path", path, path_len, nc);
   nva[n++] = stream_nv(":authority", auth, strlen(auth), nc);
   nva[n++] = STREAM_NV_LIT("te", "trailers");
   nva[n++] = STREAM_NV_LIT("content-type", "application/grpc");
-  nva[n++] = stream_nv("user-agent", t->user_agent, strlen(t->user_agent),
+  nva[n++] = stream_nv("user-agent", t->user_agent, t->user_agent_len,
                        nc | NGHTTP2_NV_FLAG_NO_COPY_VALUE);
   /* Values that differ on every call (a timeout, a traceparent) are sent
    * without entering the HPACK table: indexed, each would push out entries
@@ -342,6 +345,7 @@ static grit_err stream_submit(grit_stream *s, const grit_stream_head *h) {
     goto done;
   }
   s->id = id;
+  t->slots[GRIT_STREAM_SLOT(id)] = s; /* h2.c h2_lookup */
   rv = GRIT_OK;
 
 done:
@@ -372,8 +376,9 @@ grit_err grit_transport_start_stream(grit_transport *t,
   s->user_data = user_data;
   int64_t max = h->max_recv_message_bytes != 0 ? h->max_recv_message_bytes
                                                : t->max_recv_message_bytes;
-  grit_deframer_init(&s->deframer, max);
+  s->deframer.max_len = max; /* grit_deframer_init: the rest is zero */
   s->discard_headers = h->discard_headers;
+  s->content_length = -1; /* none received yet (HS-08) */
   grit_err rv = stream_submit(s, h);
   if (rv != GRIT_OK) {
     grit_stream_free(s);

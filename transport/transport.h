@@ -164,6 +164,7 @@ typedef struct grit_stream_cbs {
 /* What goes in a request's HEADERS frame (SPEC HS-01, HS-04, RT-08). */
 typedef struct grit_stream_head {
   const char *path;               /* "/pkg.Service/Method" */
+  size_t path_len;                /* strlen(path), or 0 to measure it */
   const char *authority;          /* :authority */
   int64_t timeout_ns;             /* grpc-timeout; < 0 = none; 0 sends "1n" */
   const grit_metadata *metadata;  /* application metadata; may be NULL */

@@ -76,6 +76,9 @@ typedef enum grit_tp_phase {
   GRIT_TP_CLOSED, /* connection over; on_closed queued or delivered */
 } grit_tp_phase;
 
+#define GRIT_STREAM_SLOTS 32
+#define GRIT_STREAM_SLOT(id) (((uint32_t)(id) >> 1) & (GRIT_STREAM_SLOTS - 1))
+
 struct grit_transport {
   grit_transport_calls calls; /* OP-03: streams started and how they ended */
   uv_loop_t *loop;
@@ -88,6 +91,7 @@ struct grit_transport {
   char *server_name;
   bool verify_hostname;
   char *user_agent;
+  size_t user_agent_len; /* strlen(user_agent), once known (stream.c) */
   uint32_t max_header_list_bytes;
   int64_t max_recv_message_bytes;
   uint64_t connect_timeout_ms;
@@ -149,9 +153,11 @@ struct grit_transport {
   size_t nfree_streams;
   grit_list ev_streams; /* streams with undelivered events */
   grit_list rx_streams; /* streams that got DATA in the current read */
-  grit_stream *hot;     /* the stream nghttp2 last looked up (h2.c) */
-  size_t active;        /* streams whose result is not yet fixed */
-  size_t withheld;      /* DATA bytes of paused streams not given back */
+  /* Streams by id, one per slot (h2.c h2_lookup): ids go up by 2, so the
+   * last GRIT_STREAM_SLOTS streams started have a slot each. */
+  grit_stream *slots[GRIT_STREAM_SLOTS];
+  size_t active;   /* streams whose result is not yet fixed */
+  size_t withheld; /* DATA bytes of paused streams not given back */
 
   /* Socket reads land here; allocated with the HTTP/2 session once the
    * connection is up (conn_on_connect), so that a transport still
@@ -174,7 +180,6 @@ struct grit_stream {
   grit_transport *t;
   grit_list node;    /* in t->streams */
   grit_list ev_node; /* in t->ev_streams while in_ev */
-  bool in_ev;
   grit_list rx_node; /* in t->rx_streams while its DATA is unacknowledged */
   int32_t id;        /* nghttp2 stream id, 0 before submission */
   grit_stream_cbs cbs;
@@ -188,6 +193,7 @@ struct grit_stream {
   bool data_deferred; /* the data provider returned DEFERRED */
   bool headers_sent;  /* our HEADERS frame went out: wire SENT */
   bool eos_sent;      /* our END_STREAM went out */
+  bool in_ev;         /* on t->ev_streams (ev_node) */
 
   /* Receive side. */
   bool read_paused; /* grit_stream_set_read_paused: withhold window */
@@ -199,10 +205,14 @@ struct grit_stream {
                            first entry kept */
   size_t blk_bytes;
   int http_status;
+  grit_status_code grpc_status;
+  int64_t content_length; /* -1: none received (HS-08) */
+  uint64_t data_bytes;    /* DATA payload received */
+  char *grpc_message;
   bool content_type_ok;
   bool have_grpc_status;
-  grit_status_code grpc_status;
-  char *grpc_message;
+  bool blk_status;  /* this block had :status (HS-08) */
+  bool blk_regular; /* this block had a regular field: no more pseudo */
   bool headers_received;
   bool trailers_only;
 
@@ -229,6 +239,12 @@ void grit_transport_on_ping_ack(grit_transport *t);
 
 /* h2.c */
 grit_err grit_h2_session_new(grit_transport *t);
+/* SPEC HS-08: whether a received field is valid by RFC 9113 8.2.1: a
+ * name of lower-case tchar (after one leading ':' for a pseudo-header), a
+ * value without NUL, CR, LF, other controls but HTAB, or white space at
+ * either end. */
+bool grit_h2_field_ok(const uint8_t *name, size_t namelen, const uint8_t *value,
+                      size_t valuelen);
 void grit_h2_on_goaway(grit_transport *t, uint32_t last_id, uint32_t code,
                        const uint8_t *debug, size_t debug_len);
 /* After a read: give back the flow-control window of the DATA it brought

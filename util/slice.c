@@ -15,6 +15,16 @@ grit_slice *grit_slice_new(size_t len) {
   return s;
 }
 
+/* Its own reference is never given up, so it is never freed: every
+ * reference handed out is one more, given back by grit_slice_unref. Its
+ * data points at itself: not NULL, and never read (len 0). */
+static grit_slice slice_empty = {
+    .refs = 1, .len = 0, .data = (uint8_t *)&slice_empty};
+
+grit_slice *grit_slice_empty(void) {
+  return grit_slice_ref(&slice_empty);
+}
+
 grit_slice *grit_slice_from_copy(const void *p, size_t len) {
   grit_slice *s = grit_slice_new(len);
   if (s && len)

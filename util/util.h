@@ -52,6 +52,9 @@ typedef struct grit_slice {
 
 grit_slice *grit_slice_new(size_t len);
 grit_slice *grit_slice_from_copy(const void *p, size_t len);
+/* A reference to the one shared empty slice (len 0; no allocation, never
+ * fails, never written); released with grit_slice_unref like any. */
+grit_slice *grit_slice_empty(void);
 grit_slice *grit_slice_ref(grit_slice *s);
 void grit_slice_unref(grit_slice *s);
 

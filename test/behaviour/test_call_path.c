@@ -967,6 +967,164 @@ static void test_bad_frames(void) {
   h2s_server_stop(srv);
 }
 
+/* SPEC HS-08: response fields RFC 9113 calls malformed fail the call
+ * INTERNAL (the stream is reset PROTOCOL_ERROR) and leave the channel
+ * working, as they did when nghttp2 checked them. grit
+ * makes these checks itself (nghttp2's HTTP messaging is off). Upper-case
+ * names are in test_transport_pure (nghttp2 lower-cases what h2server
+ * sends). */
+static void test_malformed_response_headers(void) {
+  h2s_server *srv = bh_server(NULL);
+  ASSERT_NOT_NULL(srv);
+  grit_channel *ch = chan(&srv, 1, NULL);
+  ASSERT_NOT_NULL(ch);
+  static const struct {
+    const char *what;
+    h2s_header header;  /* extra response header, or */
+    h2s_header trailer; /* extra trailer */
+    int http_status;
+    bool trailers_only;
+    int want;
+  } cases[] = {
+      {"connection-specific",
+       {"connection", "close"},
+       {0},
+       0,
+       false,
+       GRIT_STATUS_INTERNAL},
+      {"transfer-encoding",
+       {"transfer-encoding", "chunked"},
+       {0},
+       0,
+       false,
+       GRIT_STATUS_INTERNAL},
+      {"te other than trailers",
+       {"te", "gzip"},
+       {0},
+       0,
+       false,
+       GRIT_STATUS_INTERNAL},
+      {"te trailers", {"te", "Trailers"}, {0}, 0, false, GRIT_STATUS_OK},
+      {"pseudo after regular",
+       {":status", "200"},
+       {0},
+       0,
+       false,
+       GRIT_STATUS_INTERNAL},
+      {"unknown pseudo", {":path", "/"}, {0}, 0, false, GRIT_STATUS_INTERNAL},
+      {"pseudo in trailers",
+       {0},
+       {":status", "200"},
+       0,
+       false,
+       GRIT_STATUS_INTERNAL},
+      {":status 101", {0}, {0}, 101, false, GRIT_STATUS_INTERNAL},
+      {":status not three digits", {0}, {0}, 2000, false, GRIT_STATUS_INTERNAL},
+      {"ended on an informational response",
+       {0},
+       {0},
+       103,
+       true,
+       GRIT_STATUS_INTERNAL},
+      {"content-length not a number",
+       {"content-length", "1x"},
+       {0},
+       0,
+       false,
+       GRIT_STATUS_INTERNAL},
+      {"more DATA than content-length",
+       {"content-length", "3"},
+       {0},
+       0,
+       false,
+       GRIT_STATUS_INTERNAL},
+      {"less DATA than content-length",
+       {"content-length", "100"},
+       {0},
+       0,
+       false,
+       GRIT_STATUS_INTERNAL},
+      {"content-length twice",
+       {"content-length", "9"},
+       {"content-length", "9"},
+       0,
+       false,
+       GRIT_STATUS_INTERNAL},
+      {"content-length right",
+       {"content-length", "9"},
+       {0},
+       0,
+       false,
+       GRIT_STATUS_OK},
+      {"trailers-only content-length",
+       {"content-length", "5"},
+       {0},
+       0,
+       true,
+       GRIT_STATUS_INTERNAL},
+      /* Invalid names and values (8.2.1). */
+      {"value with CR LF",
+       {"x-v", "a\r\nb"},
+       {0},
+       0,
+       false,
+       GRIT_STATUS_INTERNAL},
+      {"value with leading space",
+       {"x-v", " a"},
+       {0},
+       0,
+       false,
+       GRIT_STATUS_INTERNAL},
+      {"name with a space", {"x v", "a"}, {0}, 0, false, GRIT_STATUS_INTERNAL},
+      {"grpc-status with a space",
+       {0},
+       {"grpc-status", "3 "},
+       0,
+       false,
+       GRIT_STATUS_INTERNAL},
+      /* content-type: the server's own, not an extra one. */
+      {"content-type with a tab",
+       {"content-type", "application/grpc\t"},
+       {0},
+       0,
+       false,
+       GRIT_STATUS_INTERNAL},
+      {"content-type with a suffix",
+       {"content-type", "application/grpc+proto"},
+       {0},
+       0,
+       false,
+       GRIT_STATUS_OK},
+      {"valid odd value", {"x-v", "a\tb\x80~"}, {0}, 0, false, GRIT_STATUS_OK},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    h2s_step step = {.path = "/pkg.Svc/Bad"};
+    if (cases[i].header.name && !strcmp(cases[i].header.name, "content-type"))
+      step.action.content_type = cases[i].header.value;
+    else
+      step.action.headers[0] = cases[i].header;
+    step.action.trailers[0] = cases[i].trailer;
+    step.action.http_status = cases[i].http_status;
+    if (cases[i].trailers_only)
+      step.action.kind = H2S_TRAILERS_ONLY;
+    ASSERT_EQ(h2s_server_script_add(srv, &step, 1), 0);
+    grit_status st;
+    /* 4 bytes of request, echoed as one 9-byte DATA payload. */
+    grit_status_code got = bh_unary(ch, "/pkg.Svc/Bad", "abcd", 3000, &st);
+    ASSERT_CMP((int)got, >=, 0);
+    if ((int)got != cases[i].want)
+      fprintf(stderr, "case \"%s\": got %s \"%s\"\n", cases[i].what,
+              grit_status_code_name(got), st.message ? st.message : "");
+    ASSERT_EQ((int)got, cases[i].want);
+    if (got == GRIT_STATUS_INTERNAL)
+      ASSERT(strstr(st.message, "malformed response") != NULL);
+    grit_status_free(&st);
+    ASSERT(channel_still_works(ch));
+  }
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
 /* 4 GiB prefix with no receive limit: the deframer never allocates what
  * the prefix claims; the truncated message is INTERNAL. */
 static void test_huge_prefix_unlimited(void) {
@@ -1170,6 +1328,75 @@ static void test_goaway_graceful(void) {
   /* A GOAWAY from the test thread, with no stream open. */
   h2s_server_goaway(srv, 0, false);
   ASSERT(channel_still_works(ch));
+  grit_channel_destroy(ch);
+  h2s_server_stop(srv);
+}
+
+/* Many calls in flight on one connection, more than the transport's
+ * stream slots (transport_int.h GRIT_STREAM_SLOTS): each gets its own
+ * answer, so streams whose slot a later one took are still found. */
+typedef struct many_call {
+  pthread_mutex_t *mu;
+  pthread_cond_t *cv;
+  int *left;
+  char sent[8];
+  char got[8];
+  size_t got_len;
+  grit_status_code code;
+} many_call;
+
+static void many_on_unary(const grit_status *st, const uint8_t *resp,
+                          size_t len, const grit_call_info *info, void *ud) {
+  (void)info;
+  many_call *m = ud;
+  pthread_mutex_lock(m->mu);
+  m->code = st->code;
+  m->got_len = len;
+  if (len <= sizeof(m->got))
+    memcpy(m->got, resp, len);
+  if (--*m->left == 0)
+    pthread_cond_broadcast(m->cv);
+  pthread_mutex_unlock(m->mu);
+}
+
+static void test_many_in_flight(void) {
+  h2s_action slow = {.delay_ms = 100};
+  h2s_config cfg = {.default_action = &slow};
+  h2s_server *srv = server_cfg(&cfg);
+  ASSERT_NOT_NULL(srv);
+  grit_channel *ch = chan(&srv, 1, NULL);
+  ASSERT_NOT_NULL(ch);
+  ASSERT(channel_still_works(ch)); /* connected before the burst */
+  enum { N = 100 };
+  static many_call m[N];
+  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+  int left = N;
+  for (int i = 0; i < N; i++) {
+    m[i] = (many_call){.mu = &mu, .cv = &cv, .left = &left};
+    snprintf(m[i].sent, sizeof(m[i].sent), "m%03d", i);
+    grit_call_opts o = opts_ms(20000);
+    ASSERT_OK(grit_unary_call_async(ch, "/pkg.Svc/M", m[i].sent, 4, &o,
+                                    many_on_unary, &m[i]));
+  }
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 20;
+  pthread_mutex_lock(&mu);
+  while (left > 0 && pthread_cond_timedwait(&cv, &mu, &until) == 0)
+    ;
+  int missing = left;
+  pthread_mutex_unlock(&mu);
+  ASSERT_EQ(missing, 0);
+  for (int i = 0; i < N; i++) {
+    ASSERT_EQ(m[i].code, GRIT_STATUS_OK);
+    ASSERT_EQ(m[i].got_len, (size_t)4);
+    ASSERT(memcmp(m[i].got, m[i].sent, 4) == 0);
+  }
+  /* All on one connection, most of them open at the same time. */
+  ASSERT(h2s_server_wait_closed(srv, N + 1, WAIT_MS));
+  for (size_t i = 0; i <= N; i++)
+    ASSERT_EQ(h2s_server_request(srv, i)->conn_index, 0);
   grit_channel_destroy(ch);
   h2s_server_stop(srv);
 }
@@ -1708,6 +1935,7 @@ static const test_case tests[] = {
     {"wait_for_ready", test_wait_for_ready},
     {"wait_for_ready_deadline", test_wait_for_ready_deadline},
     {"bad_frames", test_bad_frames},
+    {"malformed_response_headers", test_malformed_response_headers},
     {"huge_prefix_unlimited", test_huge_prefix_unlimited},
     {"header_list_limit_arg", test_header_list_limit_arg},
     {"invalid_metadata", test_invalid_metadata},
@@ -1715,6 +1943,7 @@ static const test_case tests[] = {
     {"goaway_transparent_retry", test_goaway_transparent_retry},
     {"goaway_graceful", test_goaway_graceful},
     {"max_concurrent_streams", test_max_concurrent_streams},
+    {"many_in_flight", test_many_in_flight},
     {"client_streaming", test_client_streaming},
     {"server_streaming", test_server_streaming},
     {"bidi_interleaved", test_bidi_interleaved},

@@ -6,6 +6,7 @@
  * trailers through pushback parsing (RT-04) and metadata copy and lookup. */
 #include "retry/retry.h"
 #include "transport/transport.h"
+#include "transport/transport_int.h"
 
 #include <string.h>
 
@@ -13,6 +14,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static bool hd_is(const uint8_t *p, size_t n, const char *lit) {
   return n == strlen(lit) && memcmp(p, lit, n) == 0;
+}
+
+/* SPEC HS-08: the transport's field check equals RFC 9113 8.2.1 read
+ * byte by byte. */
+static void hd_check_field(const uint8_t *name, size_t nlen, const uint8_t *v,
+                           size_t vlen) {
+  static const char tchar[] = "!#$%&'*+-.^_`|~";
+  bool ok = nlen > (name[0] == ':' ? 1u : 0u);
+  for (size_t i = name[0] == ':' ? 1 : 0; ok && i < nlen; i++)
+    ok = (name[i] >= 'a' && name[i] <= 'z') ||
+         (name[i] >= '0' && name[i] <= '9') ||
+         (name[i] != 0 && memchr(tchar, name[i], sizeof(tchar) - 1) != NULL);
+  if (ok && vlen > 0)
+    ok = v[0] != ' ' && v[0] != '\t' && v[vlen - 1] != ' ' &&
+         v[vlen - 1] != '\t';
+  for (size_t i = 0; ok && i < vlen; i++)
+    ok = v[i] == '\t' || (v[i] >= 0x20 && v[i] != 0x7f);
+  GRIT_ASSERT(grit_h2_field_ok(name, nlen, v, vlen) == ok);
 }
 
 static void hd_check_value(const uint8_t *name, size_t nlen, const uint8_t *v,
@@ -96,6 +115,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const uint8_t *v = colon < len ? line + colon + 1 : line + len;
     size_t vlen = colon < len ? len - colon - 1 : 0;
     hd_check_value(line, colon, v, vlen);
+    hd_check_field(line, colon, v, vlen);
     /* The transport keeps every non-reserved header unchecked; the
      * application's add validates. Neither may misbehave. */
     if (line[0] != ':')

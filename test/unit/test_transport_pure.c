@@ -67,6 +67,9 @@ static void test_deframe_splits(void) {
         ASSERT_EQ(c.msgs[i]->len, strlen(bodies[i]));
         ASSERT_MEM_EQ(c.msgs[i]->data, bodies[i], strlen(bodies[i]));
       }
+      grit_slice *e = grit_slice_empty(); /* the empty body's, shared */
+      ASSERT(c.msgs[1] == e);
+      grit_slice_unref(e);
       ASSERT(!grit_deframer_mid_message(&d));
       collected_free(&c);
       grit_deframer_free(&d);
@@ -694,6 +697,54 @@ static void test_h2mem(void) {
   grit_set_allocator(NULL);
 }
 
+/* SPEC HS-08: the field check against RFC 9113 8.2.1 written out plainly,
+ * for every byte in a name and at every place in a value (the check reads
+ * values eight bytes at a time). */
+static bool ref_name_char(int c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+         (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+static bool ref_value_char(int c) {
+  return c == '\t' || (c >= 0x20 && c != 0x7f);
+}
+
+static bool field_ok(const char *name, const void *value, size_t len) {
+  return grit_h2_field_ok((const uint8_t *)name, strlen(name), value, len);
+}
+
+static void test_h2_field_check(void) {
+  for (int c = 0; c < 256; c++) {
+    uint8_t name[] = {'x', '-', (uint8_t)c, 'y'};
+    uint8_t pseudo[] = {':', (uint8_t)c};
+    ASSERT_EQ(grit_h2_field_ok(name, sizeof(name), (const uint8_t *)"v", 1),
+              ref_name_char(c));
+    ASSERT_EQ(grit_h2_field_ok(pseudo, sizeof(pseudo), (const uint8_t *)"v", 1),
+              ref_name_char(c));
+    for (size_t at = 1; at < 23; at++) {
+      uint8_t v[24];
+      memset(v, 'a', sizeof(v));
+      v[at] = (uint8_t)c;
+      ASSERT_EQ(field_ok("x", v, sizeof(v)), ref_value_char(c));
+    }
+  }
+  ASSERT(!field_ok("X-Upper", "v", 1));
+  ASSERT(!field_ok("", "v", 1));
+  ASSERT(!field_ok(":", "v", 1));
+  ASSERT(field_ok(":status", "200", 3));
+  ASSERT(field_ok("x", "", 0));
+  ASSERT(field_ok("grpc-message", "a b\tc", 5));
+  /* No white space at either end (8.2.1), whatever the length. */
+  ASSERT(!field_ok("x", " a", 2));
+  ASSERT(!field_ok("x", "a\t", 2));
+  ASSERT(!field_ok("x", " ", 1));
+  ASSERT(!field_ok("x", "0123456789abcdef ", 17));
+  ASSERT(field_ok("x", "0123456789 abcdef", 17));
+  ASSERT(!field_ok("x", "01234567\r\n89abcdef", 18));
+  ASSERT(!field_ok("x", "0123456789abcde\x7f", 16));
+  ASSERT(field_ok("x", "\x80\xff\xfe\x90\xa0\xb0\xc0\xd0\xe0", 9));
+}
+
 static const test_case tests[] = {
     {"frame_message", test_frame_message},
     {"deframe_splits", test_deframe_splits},
@@ -713,6 +764,7 @@ static const test_case tests[] = {
     {"tls_ctx", test_tls_ctx},
     {"oom_sweep", test_oom_sweep},
     {"h2mem", test_h2mem},
+    {"h2_field_check", test_h2_field_check},
     {NULL, NULL},
 };
 

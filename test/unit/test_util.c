@@ -9,6 +9,25 @@
 
 #include "test/harness.h"
 
+/* The shared empty slice: every reference given back leaves it alive;
+ * the deframer hands it out for empty messages (no allocation each). */
+static void test_slice_empty(void) {
+  grit_slice *a = grit_slice_empty();
+  grit_slice *b = grit_slice_empty();
+  ASSERT_NOT_NULL(a);
+  ASSERT(a == b);
+  ASSERT_EQ(a->len, (size_t)0);
+  ASSERT_NOT_NULL(a->data);
+  uint32_t refs = a->refs;
+  grit_slice_unref(a);
+  grit_slice_unref(b);
+  ASSERT_EQ(a->refs, refs - 2);
+  for (int i = 0; i < 1000; i++)
+    grit_slice_unref(grit_slice_empty());
+  ASSERT_EQ(a->refs, refs - 2);
+  ASSERT_CMP(a->refs, >=, 1u); /* its own, never given up */
+}
+
 static void test_slice_refcount(void) {
   grit_slice *s = grit_slice_from_copy("abc", 3);
   ASSERT_NOT_NULL(s);
@@ -188,6 +207,7 @@ static void test_trace_timestamp(void) {
 
 static const test_case tests[] = {
     {"slice_refcount", test_slice_refcount},
+    {"slice_empty", test_slice_empty},
     {"list_order", test_list_order},
     {"buf_append", test_buf_append},
     {"rng_replay", test_rng_replay},
