@@ -206,6 +206,14 @@ static grit_obs_method *method_find(grit_obs_target *t, const char *name) {
   return NULL;
 }
 
+bool grit_obs_method_text(const grit_obs_method *m, size_t *len, bool *ascii) {
+  if (!m || m->other)
+    return false;
+  *len = m->name_len;
+  *ascii = m->name_ascii;
+  return true;
+}
+
 const char *grit_obs_target_name(const grit_obs_target *t) {
   return t->name;
 }
@@ -238,7 +246,10 @@ grit_obs_method *grit_obs_method_get(grit_obs_target *t, const char *method) {
       grit_free(m);
       m = NULL;
     } else {
-      if (strcmp(method, "other") != 0)
+      m->name_len = strlen(method);
+      m->name_ascii = grit_otlp_ascii(method, m->name_len);
+      m->other = strcmp(method, GRIT_OBS_OTHER) == 0;
+      if (!m->other)
         __atomic_add_fetch(&t->nmethods, 1, __ATOMIC_RELEASE);
       m->next = t->methods;
       __atomic_store_n(&t->methods, m, __ATOMIC_RELEASE);
