@@ -155,9 +155,13 @@ __attribute__((noinline)) static void span_start(grit_call *c,
   tr->real0_ns = span_wall_ns(c->start_us);
   /* The method's own series knows its name (measured once); else measured
    * here, once per call. */
+  const grit_obs_method_text *t = grit_obs_method_text_of(c->obs);
   size_t n;
   bool ascii;
-  if (!grit_obs_method_text(c->obs, &n, &ascii)) {
+  if (t && t->own) {
+    n = t->len;
+    ascii = t->ascii;
+  } else {
     const char *m = c->method[0] == '/' ? c->method + 1 : c->method;
     n = strnlen(m, GRIT_OTLP_METHOD_MAX);
     ascii = grit_otlp_ascii(m, n);

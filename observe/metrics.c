@@ -206,14 +206,6 @@ static grit_obs_method *method_find(grit_obs_target *t, const char *name) {
   return NULL;
 }
 
-bool grit_obs_method_text(const grit_obs_method *m, size_t *len, bool *ascii) {
-  if (!m || m->other)
-    return false;
-  *len = m->name_len;
-  *ascii = m->name_ascii;
-  return true;
-}
-
 const char *grit_obs_target_name(const grit_obs_target *t) {
   return t->name;
 }
@@ -246,10 +238,11 @@ grit_obs_method *grit_obs_method_get(grit_obs_target *t, const char *method) {
       grit_free(m);
       m = NULL;
     } else {
-      m->name_len = strlen(method);
-      m->name_ascii = grit_otlp_ascii(method, m->name_len);
-      m->other = strcmp(method, GRIT_OBS_OTHER) == 0;
-      if (!m->other)
+      size_t len = strlen(method);
+      m->text.own = strcmp(method, GRIT_OBS_OTHER) != 0;
+      m->text.len = len < UINT32_MAX ? (uint32_t)len : UINT32_MAX;
+      m->text.ascii = grit_otlp_ascii(method, len);
+      if (m->text.own)
         __atomic_add_fetch(&t->nmethods, 1, __ATOMIC_RELEASE);
       m->next = t->methods;
       __atomic_store_n(&t->methods, m, __ATOMIC_RELEASE);

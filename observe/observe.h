@@ -159,11 +159,19 @@ void grit_obs_registry_fork_unlock(void);
 /* The series of |method| under |t| ("other" past GRIT_OBS_MAX_METHODS).
  * Lock-free once it exists; NULL if |t| is NULL or on out-of-memory. */
 grit_obs_method *grit_obs_method_get(grit_obs_target *t, const char *method);
-/* When |m| is a method's own series (not GRIT_OBS_OTHER's, nor NULL): true,
- * with its name's length and whether it is all ASCII, measured once when
- * the series was made (OP-02 spans name the method without measuring it
- * per call). */
-bool grit_obs_method_text(const grit_obs_method *m, size_t *len, bool *ascii);
+/* What a method series begins with: whether it is a method's own (not
+ * GRIT_OBS_OTHER's), its name's length and whether the name is all ASCII,
+ * measured once when the series was made, so that OP-02 spans name the
+ * method without measuring it per call. NULL |m|: NULL. */
+typedef struct grit_obs_method_text {
+  uint32_t len;
+  bool ascii;
+  bool own;
+} grit_obs_method_text;
+static inline const grit_obs_method_text *
+grit_obs_method_text_of(const grit_obs_method *m) {
+  return (const grit_obs_method_text *)(const void *)m; /* its first member */
+}
 /* The target string |t| was made for (borrowed, lives with the process). */
 const char *grit_obs_target_name(const grit_obs_target *t);
 

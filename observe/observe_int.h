@@ -16,12 +16,10 @@ typedef struct grit_obs_inst {
 extern const grit_obs_inst grit_obs_insts[GRIT_OBS_N];
 
 struct grit_obs_method {
-  grit_obs_method *next; /* atomic */
+  grit_obs_method_text text; /* first: observe.h reads it inline */
+  grit_obs_method *next;     /* atomic */
   char *name;
-  size_t name_len; /* strlen(name) */
-  bool name_ascii; /* all ASCII (OP-02 spans need not check it) */
-  bool other;      /* the GRIT_OBS_OTHER series */
-  uint64_t *plain; /* instruments without status */
+  uint64_t *plain;                        /* instruments without status */
   uint64_t *by_status[GRIT_OBS_STATUSES]; /* atomic; NULL until used */
 };
 

@@ -224,6 +224,16 @@ static inline uint8_t *w_len(uint8_t *p, unsigned field, size_t n) {
   return w_varint(w_tag(p, field, WT_LEN), n);
 }
 
+/* The same for a length of two varint bytes, the usual span's. */
+static inline uint8_t *w_len2(uint8_t *p, unsigned field, size_t n) {
+  if (n < 0x80 || n >= 0x4000)
+    return w_len(p, field, n);
+  p[0] = (uint8_t)(field << 3 | WT_LEN);
+  p[1] = (uint8_t)(n | 0x80);
+  p[2] = (uint8_t)(n >> 7);
+  return p + 3;
+}
+
 static inline uint8_t *w_bytes(uint8_t *p, unsigned field, const void *d,
                                size_t n) {
   p = w_len(p, field, n);
@@ -298,7 +308,7 @@ static inline uint8_t *w_kv_peer(uint8_t *p, const char *peer, size_t n) {
 }
 
 static uint8_t *w_span(uint8_t *p, const grit_otlp_span *s, size_t len) {
-  p = w_len(p, 2, len); /* ScopeSpans.spans */
+  p = w_len2(p, 2, len); /* ScopeSpans.spans */
   p = w_bytes(p, 1, s->trace_id, 16);
   p = w_bytes(p, 2, s->span_id, 8);
   if (s->has_parent)
@@ -343,7 +353,7 @@ static uint8_t *w_span(uint8_t *p, const grit_otlp_span *s, size_t len) {
 
 /* The request's parts: the sizes of the nested messages (every span's
  * kept for the write, up to OTLP_LENS of them). */
-#define OTLP_LENS 512
+#define OTLP_LENS 1024
 typedef struct otlp_req {
   const char *svc;
   size_t svc_len, svc_kv, res, scope, ss, rs, total;
