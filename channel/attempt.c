@@ -235,7 +235,8 @@ static void attempt_start_stream(call_attempt *a, grit_transport *t) {
   a->stream = s;
   a->transport = t;
   c->loop_holds++;
-  grit_str_copy(a->peer, sizeof(a->peer), grit_transport_peer(t)->text);
+  a->peer_len = (uint8_t)grit_str_copy(a->peer, sizeof(a->peer),
+                                       grit_transport_peer(t)->text);
   grit_attempt_flush(a);
   a->c->hooks->attempt_event(a, GRIT_CALLSM_EV_STREAM_STARTED, GRIT_STATUS_OK,
                              NULL);

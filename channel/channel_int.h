@@ -407,6 +407,8 @@ typedef struct call_attempt {
   uint64_t backoff_ms; /* waited before it */
   bool pushback;
   char peer[128];
+  /* strlen(peer) (OP-02 spans) */
+  uint8_t peer_len;
   char *skipped; /* issue 15: what its pick passed over, and why; NULL: "" */
   char *picked;  /* LP-02..LP-04: how the policy chose (observer only) */
   char response_encoding[32]; /* the response's grpc-encoding (CP-02) */
@@ -449,8 +451,9 @@ typedef struct call_trace_part {
   char parent_span_id[17];
   bool span;          /* OP-02: this call's spans are produced */
   uint8_t span_id[8]; /* ... and its own span's id (the call span) */
-  uint64_t real0_ns;  /* OP-02: the wall clock at start_us, read once */
+  uint64_t real0_ns;  /* OP-02: the wall clock at start_us */
   uint16_t name_len;  /* OP-02: bytes of the method without its '/' */
+  bool name_ascii;    /* OP-02: ... all ASCII (no UTF-8 check per span) */
 } call_trace_part;
 
 /* Method paths up to this long live in the call itself (no allocation). */

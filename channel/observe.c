@@ -121,12 +121,54 @@ static grit_obs_method *call_series(grit_call *c) {
 
 /* ---- the four points ---- */
 
-/* The wall clock now (Unix ns): read once per sampled call, at its start;
- * its spans' times are that plus the monotonic time since. */
-static uint64_t span_real_now_ns(void) {
+/* The wall clock (Unix ns) at the monotonic |mono_us|: the monotonic time
+ * plus the clocks' offset, read again at most every SPAN_WALL_REFRESH_US
+ * by whichever loop thread comes first, so a sampled call's start reads no
+ * clock of its own; a step of the wall clock shows in spans within that
+ * time. Relaxed atomics: two threads refreshing at once store two readings
+ * of the same offset; |wall_at_us| is stored after the offset (release)
+ * and loaded before it (acquire), so a set time has its offset. */
+#define SPAN_WALL_REFRESH_US 100000
+static uint64_t wall_off_ns, wall_at_us;
+
+static uint64_t span_wall_ns(uint64_t mono_us) {
+  uint64_t at = __atomic_load_n(&wall_at_us, __ATOMIC_ACQUIRE);
+  if (at != 0 && mono_us - at < SPAN_WALL_REFRESH_US)
+    return mono_us * 1000u + __atomic_load_n(&wall_off_ns, __ATOMIC_RELAXED);
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  /* Modulo 2^64: adding it back gives |now| whatever the sign. */
+  __atomic_store_n(&wall_off_ns, now - mono_us * 1000u, __ATOMIC_RELAXED);
+  __atomic_store_n(&wall_at_us, mono_us, __ATOMIC_RELEASE);
+  return now;
+}
+
+/* OP-02: the call's own span: its id, its wall-clock start, and its
+ * method's length and whether it is ASCII (for every span of the call).
+ * Out of line: a call without spans pays nothing for its locals. */
+__attribute__((noinline)) static void span_start(grit_call *c,
+                                                 call_trace_part *tr) {
+  do
+    random_bytes(&c->ch->rng, tr->span_id, 8);
+  while (tr->span_id[0] == 0 && tr->span_id[7] == 0);
+  tr->real0_ns = span_wall_ns(c->start_us);
+  /* The method's own series knows its name (measured once); else measured
+   * here, once per call. */
+  const grit_obs_method_text *t = grit_obs_method_text_of(c->obs);
+  size_t n;
+  bool ascii;
+  if (t && t->own) {
+    n = t->len;
+    ascii = t->ascii;
+  } else {
+    const char *m = c->method[0] == '/' ? c->method + 1 : c->method;
+    n = strnlen(m, GRIT_OTLP_METHOD_MAX);
+    ascii = grit_otlp_ascii(m, n);
+  }
+  tr->name_len =
+      (uint16_t)(n < GRIT_OTLP_METHOD_MAX ? n : GRIT_OTLP_METHOD_MAX);
+  tr->name_ascii = ascii;
 }
 
 void grit_obs_call_start(grit_call *c) {
@@ -145,15 +187,8 @@ void grit_obs_call_start(grit_call *c) {
   /* OP-02: a sampled call has a span of its own, the attempts' parent. */
   if (tr) {
     tr->span = c->ch->spans && (tr->tp.flags & 1);
-    if (tr->span) {
-      do
-        random_bytes(&c->ch->rng, tr->span_id, 8);
-      while (tr->span_id[0] == 0 && tr->span_id[7] == 0);
-      tr->real0_ns = span_real_now_ns();
-      const char *m = c->method[0] == '/' ? c->method + 1 : c->method;
-      size_t n = strnlen(m, GRIT_OTLP_METHOD_MAX);
-      tr->name_len = (uint16_t)n; /* measured once per call */
-    }
+    if (tr->span)
+      span_start(c, tr);
   }
 }
 
@@ -181,6 +216,41 @@ static void span_name(const grit_call *c, const char *prefix, char *out,
   span_copy(out + k, cap - k, c->method[0] == '/' ? c->method + 1 : c->method);
 }
 
+/* The span for grit_channel_opts.span_cb: a grit_span with its name. Out
+ * of line: its name buffer and struct stay off span_emit's frame. */
+__attribute__((noinline)) static void
+span_callback(grit_call *c, const call_attempt *a, uint64_t start_ns,
+              uint64_t end_ns, grit_status_code code, const char *msg) {
+  grit_channel *ch = c->ch;
+  const call_trace_part *tr = c->tr;
+  char name[160];
+  span_name(c, a ? "Attempt." : "Sent.", name, sizeof(name));
+  grit_span sp = {
+      .name = name,
+      .attempt = a != NULL,
+      .flags = tr->tp.flags,
+      .start_unix_ns = start_ns,
+      .end_unix_ns = end_ns,
+      .code = code,
+      .message = msg,
+      .call_id = c->id,
+      .previous_rpc_attempts = a ? a->number - 1 : 0,
+      .transparent_retry = a ? a->transparent_retry : false,
+      .peer = a ? a->peer : "",
+      .attempts = a ? 0 : c->info.attempts,
+  };
+  memcpy(sp.trace_id, tr->tp.trace_id, 16);
+  if (a) {
+    memcpy(sp.span_id, a->span_raw, 8);
+    memcpy(sp.parent_span_id, tr->span_id, 8);
+  } else {
+    memcpy(sp.span_id, tr->span_id, 8);
+    if (tr->has_parent)
+      memcpy(sp.parent_span_id, tr->tp.span_id, 8);
+  }
+  ch->o.span_cb(&sp, ch->o.span_cb_data);
+}
+
 /* The span of call |c| (|a| NULL) or of its attempt |a|, ended at the
  * monotonic |end_us| with |code| and |msg|. For the callback, a grit_span
  * with its name; for OTLP, a record filled in place in the exporter's
@@ -192,39 +262,19 @@ static void span_emit(grit_call *c, const call_attempt *a, uint64_t end_us,
   const call_trace_part *tr = c->tr;
   uint64_t start_ns = span_unix_ns(c, a ? a->start_us : c->start_us);
   uint64_t end_ns = span_unix_ns(c, end_us);
-  const char *peer = a ? a->peer : "";
-  if (ch->o.span_cb) {
-    char name[160];
-    span_name(c, a ? "Attempt." : "Sent.", name, sizeof(name));
-    grit_span sp = {
-        .name = name,
-        .attempt = a != NULL,
-        .flags = tr->tp.flags,
-        .start_unix_ns = start_ns,
-        .end_unix_ns = end_ns,
-        .code = code,
-        .message = msg,
-        .call_id = c->id,
-        .previous_rpc_attempts = a ? a->number - 1 : 0,
-        .transparent_retry = a ? a->transparent_retry : false,
-        .peer = peer,
-        .attempts = a ? 0 : c->info.attempts,
-    };
-    memcpy(sp.trace_id, tr->tp.trace_id, 16);
-    if (a) {
-      memcpy(sp.span_id, a->span_raw, 8);
-      memcpy(sp.parent_span_id, tr->span_id, 8);
-    } else {
-      memcpy(sp.span_id, tr->span_id, 8);
-      if (tr->has_parent)
-        memcpy(sp.parent_span_id, tr->tp.span_id, 8);
-    }
-    ch->o.span_cb(&sp, ch->o.span_cb_data);
-  }
+  if (ch->o.span_cb)
+    span_callback(c, a, start_ns, end_ns, code, msg);
   grit_otlp_span *o = ch->otlp ? grit_otlp_reserve(ch->otlp) : NULL;
   if (!o)
     return; /* no exporter, or its queue is full (dropped and counted) */
   memcpy(o->trace_id, tr->tp.trace_id, 16);
+  o->start_ns = start_ns;
+  o->end_ns = end_ns;
+  o->code = (int32_t)code;
+  o->attempt = a != NULL;
+  o->method_ascii = tr->name_ascii;
+  o->flags = tr->tp.flags;
+  const char *m = c->method[0] == '/' ? c->method + 1 : c->method;
   if (a) {
     memcpy(o->span_id, a->span_raw, 8);
     memcpy(o->parent_span_id, tr->span_id, 8);
@@ -232,6 +282,7 @@ static void span_emit(grit_call *c, const call_attempt *a, uint64_t end_us,
     o->previous_rpc_attempts = a->number - 1;
     o->transparent_retry = a->transparent_retry;
     o->attempts = 0;
+    grit_otlp_set_texts(o, m, tr->name_len, a->peer, a->peer_len, msg);
   } else {
     memcpy(o->span_id, tr->span_id, 8);
     o->has_parent = tr->has_parent;
@@ -240,14 +291,8 @@ static void span_emit(grit_call *c, const call_attempt *a, uint64_t end_us,
     o->previous_rpc_attempts = 0;
     o->transparent_retry = false;
     o->attempts = c->info.attempts;
+    grit_otlp_set_texts(o, m, tr->name_len, "", 0, msg);
   }
-  o->attempt = a != NULL;
-  o->flags = tr->tp.flags;
-  o->code = (int32_t)code;
-  o->start_ns = start_ns;
-  o->end_ns = end_ns;
-  grit_otlp_set_texts(o, c->method[0] == '/' ? c->method + 1 : c->method,
-                      tr->name_len, peer, msg);
   grit_otlp_commit(ch->otlp, o);
 }
 

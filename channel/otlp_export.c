@@ -18,8 +18,8 @@
 #include <string.h>
 #include <time.h>
 
-#define OTLP_QUEUE 2048      /* spans waiting per collector */
-#define OTLP_BATCH 512       /* spans per Export call at most */
+#define OTLP_QUEUE 4096      /* spans waiting per collector */
+#define OTLP_BATCH 1024      /* spans per Export call at most */
 #define OTLP_INTERVAL_MS 200 /* a partial batch waits at most this */
 #define OTLP_TIMEOUT_MS 2000 /* per Export call */
 #define OTLP_METHOD                                                            \
@@ -161,12 +161,13 @@ static void otlp_send(grit_otlp_exporter *e, grit_slice *framed, size_t raw_len,
   }
 }
 
-/* How many slots from |head| on are filled, at most |max|: the batch. */
+/* How many slots from |head| on are filled, at most |max| (which stops
+ * at the ring's end): the batch. */
 static size_t otlp_ready(const grit_otlp_exporter *e, uint64_t head,
                          size_t max) {
+  const uint64_t *seq = &e->seq[head % OTLP_QUEUE];
   size_t n = 0;
-  while (n < max && __atomic_load_n(&e->seq[(head + n) % OTLP_QUEUE],
-                                    __ATOMIC_ACQUIRE) == head + n + 1)
+  while (n < max && __atomic_load_n(&seq[n], __ATOMIC_ACQUIRE) == head + 1 + n)
     n++;
   return n;
 }
@@ -230,9 +231,9 @@ static void *otlp_thread(void *arg) {
     }
     bool encoded =
         grit_otlp_encode_slice(batch, n, "grit", 5, &req, &req_cap) == GRIT_OK;
-    for (size_t i = 0; i < n; i++) /* give the slots back */
-      __atomic_store_n(&e->seq[(head + i) % OTLP_QUEUE], head + i + OTLP_QUEUE,
-                       __ATOMIC_RELEASE);
+    uint64_t *seq = &e->seq[head % OTLP_QUEUE]; /* the batch's, in a row */
+    for (size_t i = 0; i < n; i++)              /* give the slots back */
+      __atomic_store_n(&seq[i], head + OTLP_QUEUE + i, __ATOMIC_RELEASE);
     head += n;
     __atomic_store_n(&e->head, head, __ATOMIC_RELAXED);
     if (encoded) {

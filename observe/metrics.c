@@ -238,7 +238,11 @@ grit_obs_method *grit_obs_method_get(grit_obs_target *t, const char *method) {
       grit_free(m);
       m = NULL;
     } else {
-      if (strcmp(method, "other") != 0)
+      size_t len = strlen(method);
+      m->text.own = strcmp(method, GRIT_OBS_OTHER) != 0;
+      m->text.len = len < UINT32_MAX ? (uint32_t)len : UINT32_MAX;
+      m->text.ascii = grit_otlp_ascii(method, len);
+      if (m->text.own)
         __atomic_add_fetch(&t->nmethods, 1, __ATOMIC_RELEASE);
       m->next = t->methods;
       __atomic_store_n(&t->methods, m, __ATOMIC_RELEASE);

@@ -159,6 +159,19 @@ void grit_obs_registry_fork_unlock(void);
 /* The series of |method| under |t| ("other" past GRIT_OBS_MAX_METHODS).
  * Lock-free once it exists; NULL if |t| is NULL or on out-of-memory. */
 grit_obs_method *grit_obs_method_get(grit_obs_target *t, const char *method);
+/* What a method series begins with: whether it is a method's own (not
+ * GRIT_OBS_OTHER's), its name's length and whether the name is all ASCII,
+ * measured once when the series was made, so that OP-02 spans name the
+ * method without measuring it per call. NULL |m|: NULL. */
+typedef struct grit_obs_method_text {
+  uint32_t len;
+  bool ascii;
+  bool own;
+} grit_obs_method_text;
+static inline const grit_obs_method_text *
+grit_obs_method_text_of(const grit_obs_method *m) {
+  return (const grit_obs_method_text *)(const void *)m; /* its first member */
+}
 /* The target string |t| was made for (borrowed, lives with the process). */
 const char *grit_obs_target_name(const grit_obs_target *t);
 
@@ -251,6 +264,7 @@ typedef struct grit_otlp_span {
   bool has_parent;
   bool attempt; /* INTERNAL attempt span; else the call's CLIENT span */
   bool transparent_retry;
+  bool method_ascii; /* the method is all ASCII: the encoder need not check */
   uint8_t flags;
   /* "pkg.Service/Method" (no '/'), then the peer, then the message. */
   char text[GRIT_OTLP_METHOD_MAX + GRIT_OTLP_PEER_MAX + GRIT_OTLP_MESSAGE_MAX];
@@ -268,17 +282,38 @@ uint16_t grit_otlp_put_text(char *dst, size_t cap, const char *src);
  * sequence (a stray byte, an overlong form, a surrogate, a sequence cut
  * by the end) becomes '?'. */
 void grit_otlp_fix_text(char *s, size_t n);
+/* True when the |n| bytes at |p| are all ASCII (so valid UTF-8): 8 bytes
+ * a load, the last load overlapping the one before, so a 34-byte method
+ * name is 5 loads. */
+static inline bool grit_otlp_ascii(const void *p, size_t n) {
+  const uint8_t *b = p;
+  uint64_t w, acc = 0;
+  if (n >= 8) {
+    size_t i = 0;
+    for (; i + 8 < n; i += 8) {
+      memcpy(&w, b + i, 8);
+      acc |= w;
+    }
+    memcpy(&w, b + n - 8, 8);
+    return ((acc | w) & 0x8080808080808080u) == 0;
+  }
+  for (size_t i = 0; i < n; i++)
+    acc |= b[i];
+  return (acc & 0x80) == 0;
+}
 /* Fill |s|'s texts: |method_len| bytes of |method| (at most
- * GRIT_OTLP_METHOD_MAX, measured once per call by the caller), then
- * |peer| and |msg| (NUL-terminated, cut to their maxima; "" for none). */
+ * GRIT_OTLP_METHOD_MAX, measured once per call by the caller), |peer_len|
+ * bytes of |peer| (cut to GRIT_OTLP_PEER_MAX), then |msg| (NUL-terminated,
+ * cut to its maximum; "" for none). */
 static inline void grit_otlp_set_texts(grit_otlp_span *s, const char *method,
                                        size_t method_len, const char *peer,
-                                       const char *msg) {
+                                       size_t peer_len, const char *msg) {
   memcpy(s->text, method, method_len);
   s->method_len = (uint16_t)method_len;
-  s->peer_len = peer[0] ? grit_otlp_put_text(s->text + method_len,
-                                             GRIT_OTLP_PEER_MAX, peer)
-                        : 0;
+  if (peer_len > GRIT_OTLP_PEER_MAX)
+    peer_len = GRIT_OTLP_PEER_MAX;
+  memcpy(s->text + method_len, peer, peer_len);
+  s->peer_len = (uint16_t)peer_len;
   s->message_len = msg[0] ? grit_otlp_put_text(GRIT_OTLP_MESSAGE(s),
                                                GRIT_OTLP_MESSAGE_MAX, msg)
                           : 0;

@@ -16,7 +16,8 @@ typedef struct grit_obs_inst {
 extern const grit_obs_inst grit_obs_insts[GRIT_OBS_N];
 
 struct grit_obs_method {
-  grit_obs_method *next; /* atomic */
+  grit_obs_method_text text; /* first: observe.h reads it inline */
+  grit_obs_method *next;     /* atomic */
   char *name;
   uint64_t *plain;                        /* instruments without status */
   uint64_t *by_status[GRIT_OBS_STATUSES]; /* atomic; NULL until used */

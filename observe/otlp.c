@@ -68,27 +68,9 @@ uint16_t grit_otlp_put_text(char *dst, size_t cap, const char *src) {
   return (uint16_t)n;
 }
 
-/* True when the |n| bytes at |p| are all ASCII: 8 bytes a load, the last
- * load overlapping the one before, so a 34-byte method name is 5 loads. */
-static inline bool text_ascii(const uint8_t *p, size_t n) {
-  uint64_t w, acc = 0;
-  if (n >= 8) {
-    size_t i = 0;
-    for (; i + 8 < n; i += 8) {
-      memcpy(&w, p + i, 8);
-      acc |= w;
-    }
-    memcpy(&w, p + n - 8, 8);
-    return ((acc | w) & 0x8080808080808080u) == 0;
-  }
-  for (size_t i = 0; i < n; i++)
-    acc |= p[i];
-  return (acc & 0x80) == 0;
-}
-
 void grit_otlp_fix_text(char *s, size_t n) {
   uint8_t *p = (uint8_t *)s;
-  if (text_ascii(p, n)) /* the usual case */
+  if (grit_otlp_ascii(p, n)) /* the usual case */
     return;
   size_t i = 0;
   while (i < n) {
@@ -133,6 +115,26 @@ static inline size_t uint_field(uint64_t v) {
 #define K_PEER "net.sock.peer.addr"
 #define KLEN(k) (sizeof(k) - 1)
 
+/* Field 9 tag, KeyValue length (key + 6), key tag and length, the key,
+ * value tag, AnyValue length 2, and the int_value (3) or bool_value (2)
+ * tag. The asserts keep the lengths written here true. */
+#define H_PREV "\x4a\x1b\x0a\x15" K_PREV "\x12\x02\x18"
+#define H_TRANSPARENT "\x4a\x17\x0a\x11" K_TRANSPARENT "\x12\x02\x10"
+#define H_ATTEMPTS "\x4a\x13\x0a\x0d" K_ATTEMPTS "\x12\x02\x18"
+#define H_STATUS "\x4a\x1a\x0a\x14" K_STATUS "\x12\x02\x18"
+_Static_assert(KLEN(K_PREV) == 0x15, "H_PREV");
+_Static_assert(KLEN(K_TRANSPARENT) == 0x11, "H_TRANSPARENT");
+_Static_assert(KLEN(K_ATTEMPTS) == 0x0d, "H_ATTEMPTS");
+_Static_assert(KLEN(K_STATUS) == 0x14, "H_STATUS");
+/* The peer's KeyValue: field 9 tag, then (the length, 24 + the peer's),
+ * key tag and length, the key, value tag, then (AnyValue length, 2 + the
+ * peer's), string_value tag, then (the peer's length) and the peer. With
+ * the peer cut to GRIT_OTLP_PEER_MAX each length is one byte. */
+#define H_PEER_KEY "\x0a\x12" K_PEER "\x12"
+#define PEER_KV_LEN(n) (1 + 1 + KLEN(H_PEER_KEY) + 1 + 1 + 1 + (n))
+_Static_assert(KLEN(K_PEER) == 0x12, "H_PEER_KEY");
+_Static_assert(GRIT_OTLP_PEER_MAX + 24 < 0x80, "one-byte peer lengths");
+
 /* KeyValue {1: key, 2: AnyValue {3: int_value}} and the like. */
 static inline size_t kv_int_len(size_t klen, uint64_t v) {
   return len_field(klen) + len_field(uint_field(v));
@@ -153,22 +155,50 @@ static size_t name_len(const grit_otlp_span *s) {
   return (s->attempt ? KLEN("Attempt.") : KLEN("Sent.")) + s->method_len;
 }
 
-static size_t span_len(const grit_otlp_span *s) {
-  size_t n = len_field(16) + len_field(8) + (s->has_parent ? len_field(8) : 0) +
-             len_field(name_len(s)) + 2 /* kind */ +
-             2 * (1 + 8) /* fixed64 start, end */
-             + (2 + 4);  /* fixed32 flags (field 16) */
-  if (s->attempt)
-    n += len_field(kv_int_len(KLEN(K_PREV), s->previous_rpc_attempts)) +
-         len_field(kv_bool_len(KLEN(K_TRANSPARENT)));
-  else
-    n += len_field(kv_int_len(KLEN(K_ATTEMPTS), s->attempts));
-  n += len_field(kv_int_len(KLEN(K_STATUS), (uint64_t)(int64_t)s->code));
+/* Any span's length. */
+static size_t span_len_any(const grit_otlp_span *s) {
+  size_t nl = name_len(s);
+  size_t n = len_field(16) + len_field(8) + 1 + varint_len(nl) + nl +
+             2 /* kind */ + 2 * (1 + 8) /* fixed64 start, end */
+             + (2 + 4);                 /* fixed32 flags (field 16) */
+  if (s->has_parent)
+    n += len_field(8);
+  if ((s->previous_rpc_attempts | s->attempts | (uint32_t)s->code) < 0x80) {
+    /* The usual case: each attribute is its constant header (H_* below)
+     * and one byte. */
+    n += (s->attempt ? KLEN(H_PREV) + KLEN(H_TRANSPARENT) + 2
+                     : KLEN(H_ATTEMPTS) + 1) +
+         KLEN(H_STATUS) + 1;
+  } else {
+    if (s->attempt)
+      n += len_field(kv_int_len(KLEN(K_PREV), s->previous_rpc_attempts)) +
+           len_field(kv_bool_len(KLEN(K_TRANSPARENT)));
+    else
+      n += len_field(kv_int_len(KLEN(K_ATTEMPTS), s->attempts));
+    n += len_field(kv_int_len(KLEN(K_STATUS), (uint64_t)(int64_t)s->code));
+  }
   if (s->peer_len)
-    n += len_field(kv_str_len(KLEN(K_PEER), s->peer_len));
+    n += PEER_KV_LEN(s->peer_len);
   if (s->code != 0)
     n += len_field(status_len(s));
   return n;
+}
+
+/* The same for the usual span (status OK, counts below 128) in a few
+ * adds: each attribute is its constant header (H_*) and one byte, the
+ * name's length one or two bytes. The encoder's size pass runs this per
+ * span; test_observe's otlp_shapes covers both. */
+#define SPAN_FIXED                                                             \
+  (len_field(16) + len_field(8) + 1 + 1 /* name tag, length's 1st byte */ +    \
+   2 /* kind */ + 2 * (1 + 8) + (2 + 4) + KLEN(H_STATUS) + 1)
+static inline size_t span_len(const grit_otlp_span *s) {
+  if ((s->previous_rpc_attempts | s->attempts) >= 0x80 || s->code != 0)
+    return span_len_any(s);
+  size_t nl = name_len(s);
+  return SPAN_FIXED + nl + (nl >= 0x80) + (s->has_parent ? len_field(8) : 0) +
+         (s->attempt ? KLEN(H_PREV) + KLEN(H_TRANSPARENT) + 2
+                     : KLEN(H_ATTEMPTS) + 1) +
+         (s->peer_len ? PEER_KV_LEN(s->peer_len) : 0);
 }
 
 /* ---- writing (into space reserved by the sizes above) ---- */
@@ -192,6 +222,16 @@ static inline uint8_t *w_tag(uint8_t *p, unsigned field, unsigned wt) {
 
 static inline uint8_t *w_len(uint8_t *p, unsigned field, size_t n) {
   return w_varint(w_tag(p, field, WT_LEN), n);
+}
+
+/* The same for a length of two varint bytes, the usual span's. */
+static inline uint8_t *w_len2(uint8_t *p, unsigned field, size_t n) {
+  if (n < 0x80 || n >= 0x4000)
+    return w_len(p, field, n);
+  p[0] = (uint8_t)(field << 3 | WT_LEN);
+  p[1] = (uint8_t)(n | 0x80);
+  p[2] = (uint8_t)(n >> 7);
+  return p + 3;
 }
 
 static inline uint8_t *w_bytes(uint8_t *p, unsigned field, const void *d,
@@ -221,6 +261,11 @@ static inline uint8_t *w_fixed(uint8_t *p, unsigned field, unsigned wt,
     memcpy(p, &v, 8);
     return p + 8;
   }
+  if (bytes == 4) {
+    uint32_t w = (uint32_t)v;
+    memcpy(p, &w, 4);
+    return p + 4;
+  }
 #endif
   for (int i = 0; i < bytes; i++)
     *p++ = (uint8_t)(v >> (8 * i));
@@ -245,29 +290,25 @@ static inline uint8_t *w_kv_small(uint8_t *p, const char *hdr, size_t n,
   return p + n + 1;
 }
 
-/* Field 9 tag, KeyValue length (key + 6), key tag and length, the key,
- * value tag, AnyValue length 2, and the int_value (3) or bool_value (2)
- * tag. The asserts keep the lengths written here true. */
-#define H_PREV "\x4a\x1b\x0a\x15" K_PREV "\x12\x02\x18"
-#define H_TRANSPARENT "\x4a\x17\x0a\x11" K_TRANSPARENT "\x12\x02\x10"
-#define H_ATTEMPTS "\x4a\x13\x0a\x0d" K_ATTEMPTS "\x12\x02\x18"
-#define H_STATUS "\x4a\x1a\x0a\x14" K_STATUS "\x12\x02\x18"
-_Static_assert(KLEN(K_PREV) == 0x15, "H_PREV");
-_Static_assert(KLEN(K_TRANSPARENT) == 0x11, "H_TRANSPARENT");
-_Static_assert(KLEN(K_ATTEMPTS) == 0x0d, "H_ATTEMPTS");
-_Static_assert(KLEN(K_STATUS) == 0x14, "H_STATUS");
 #define W_KV_SMALL(p, h, v) w_kv_small(p, h, KLEN(h), (uint8_t)(v))
 
-static uint8_t *w_kv_str(uint8_t *p, const char *k, size_t klen, const char *s,
-                         size_t n) {
-  p = w_len(p, 9, kv_str_len(klen, n));
-  p = w_bytes(p, 1, k, klen);
-  p = w_len(p, 2, len_field(n));
-  return w_text(p, 1, s, n);
+/* The peer attribute (|n| <= GRIT_OTLP_PEER_MAX bytes at |peer|). */
+static inline uint8_t *w_kv_peer(uint8_t *p, const char *peer, size_t n) {
+  p[0] = 9 << 3 | WT_LEN;
+  p[1] = (uint8_t)(PEER_KV_LEN(n) - 2);
+  memcpy(p + 2, H_PEER_KEY, KLEN(H_PEER_KEY));
+  p += 2 + KLEN(H_PEER_KEY);
+  p[0] = (uint8_t)(n + 2);
+  p[1] = 1 << 3 | WT_LEN;
+  p[2] = (uint8_t)n;
+  memcpy(p + 3, peer, n);
+  if (!grit_otlp_ascii(p + 3, n))
+    grit_otlp_fix_text((char *)p + 3, n);
+  return p + 3 + n;
 }
 
 static uint8_t *w_span(uint8_t *p, const grit_otlp_span *s, size_t len) {
-  p = w_len(p, 2, len); /* ScopeSpans.spans */
+  p = w_len2(p, 2, len); /* ScopeSpans.spans */
   p = w_bytes(p, 1, s->trace_id, 16);
   p = w_bytes(p, 2, s->span_id, 8);
   if (s->has_parent)
@@ -281,7 +322,8 @@ static uint8_t *w_span(uint8_t *p, const grit_otlp_span *s, size_t len) {
     p += KLEN("Sent.");
   }
   memcpy(p, GRIT_OTLP_METHOD(s), s->method_len);
-  grit_otlp_fix_text((char *)p, s->method_len);
+  if (!s->method_ascii) /* the producer looked once per call */
+    grit_otlp_fix_text((char *)p, s->method_len);
   p += s->method_len;
   p = w_uint(p, 6, s->attempt ? SPAN_KIND_INTERNAL : SPAN_KIND_CLIENT);
   p = w_fixed(p, 7, WT_I64, s->start_ns, 8);
@@ -300,7 +342,7 @@ static uint8_t *w_span(uint8_t *p, const grit_otlp_span *s, size_t len) {
           ? W_KV_SMALL(p, H_STATUS, s->code)
           : w_kv_int(p, K_STATUS, KLEN(K_STATUS), (uint64_t)(int64_t)s->code);
   if (s->peer_len)
-    p = w_kv_str(p, K_PEER, KLEN(K_PEER), GRIT_OTLP_PEER(s), s->peer_len);
+    p = w_kv_peer(p, GRIT_OTLP_PEER(s), s->peer_len);
   if (s->code != 0) { /* OK leaves the status unset; others are ERROR */
     p = w_len(p, 15, status_len(s));
     p = w_text(p, 2, GRIT_OTLP_MESSAGE(s), s->message_len);
@@ -311,7 +353,7 @@ static uint8_t *w_span(uint8_t *p, const grit_otlp_span *s, size_t len) {
 
 /* The request's parts: the sizes of the nested messages (every span's
  * kept for the write, up to OTLP_LENS of them). */
-#define OTLP_LENS 512
+#define OTLP_LENS 1024
 typedef struct otlp_req {
   const char *svc;
   size_t svc_len, svc_kv, res, scope, ss, rs, total;
@@ -326,12 +368,15 @@ static void req_size(otlp_req *r, const grit_otlp_span *spans, size_t n,
   r->res = len_field(r->svc_kv);
   r->scope = len_field(4) + len_field(strlen(GRIT_VERSION));
   r->ss = len_field(r->scope);
+  size_t ss = r->ss;
   for (size_t i = 0; i < n; i++) {
     size_t l = span_len(&spans[i]);
     if (i < OTLP_LENS)
       r->lens[i] = l;
-    r->ss += len_field(l);
+    /* A span's length: two bytes, nearly always. */
+    ss += 1 + (l >= 0x80 && l < 0x4000 ? 2 : varint_len(l)) + l;
   }
+  r->ss = ss;
   r->rs = len_field(r->res) + len_field(r->ss);
   r->total = len_field(r->rs);
 }

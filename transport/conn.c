@@ -10,6 +10,10 @@
  * out when that write completes, or from the pump when the socket took it
  * all at once. */
 #define CONN_WRITE_CHUNK GRIT_CONN_WRITE_CHUNK
+/* A flush's copied bytes from which its uncopied payloads are counted
+ * against CONN_WRITE_CHUNK (below it, the chunk is full only when the
+ * payloads alone fill it: grit_conn_data_frame stops the flush then). */
+#define CONN_FLUSH_LOOK (64 * 1024)
 #define CONN_DEFAULT_MAX_HEADER_LIST (16 * 1024)
 #define CONN_DEFAULT_MAX_RECV (4 * 1024 * 1024)
 #define CONN_DEFAULT_KEEPALIVE_TIMEOUT_MS 20000
@@ -33,7 +37,19 @@ static const char *conn_phase_name(grit_tp_phase p) {
   return "?";
 }
 
+/* Drop the references of the flush's uncopied payloads: their write
+ * completed, failed, or never started. */
+static void conn_segs_release(grit_transport *t) {
+  for (size_t i = 0; i < t->nsegs; i++)
+    grit_slice_unref(t->segs[i].sl);
+  t->nsegs = 0;
+  t->seg_bytes = 0;
+}
+
 static void conn_free(grit_transport *t) {
+  conn_segs_release(t);
+  grit_free(t->segs);
+  grit_free(t->iov);
   while (!grit_list_empty(&t->streams)) {
     grit_stream *s = GRIT_CONTAINER_OF(t->streams.next, grit_stream, node);
     grit_stream_free(s);
@@ -149,6 +165,7 @@ static void conn_check_terminated(grit_transport *t) {
 static void conn_on_write(uv_write_t *req, int status) {
   grit_transport *t = req->data;
   t->writing = false;
+  conn_segs_release(t);
   if (t->shut)
     return;
   if (status < 0) {
@@ -163,20 +180,137 @@ static void conn_on_write(uv_write_t *req, int status) {
   conn_check_terminated(t);
 }
 
-/* Write |b| now if the socket takes it all (no request, no completion
- * callback, no poll for writability); what it does not take goes through
- * uv_write, and the next flush waits for that to complete. */
+/* Payload pieces below this are copied into wbuf: a piece of its own
+ * costs a uv_buf_t and a slice reference. */
+#define CONN_SEG_MIN 512
+
+int grit_conn_data_frame(grit_transport *t, grit_stream *s,
+                         const uint8_t *framehd, size_t length) {
+  grit_buf *out = t->flush_out;
+  if (out->len + t->seg_bytes >= CONN_WRITE_CHUNK) {
+    /* Full: nghttp2 keeps the frame and asks again on the next flush. */
+    t->more_output = true;
+    return NGHTTP2_ERR_WOULDBLOCK;
+  }
+  if (t->tls) { /* the plaintext is encrypted in one go: copy it there */
+    if (grit_buf_reserve(out, 9 + length) != GRIT_OK)
+      return NGHTTP2_ERR_CALLBACK_FAILURE;
+    memcpy(out->data + out->len, framehd, 9);
+    size_t n = grit_stream_take_send(s, out->data + out->len + 9, length);
+    out->len += 9 + n; /* n == length: pending_bytes said so */
+    return 0;
+  }
+  /* Room first, for the header, the small pieces and a segment per large
+   * one, so that nothing fails once bytes leave the stream's queue. */
+  size_t pieces = 0, copied = 0, off = s->send_off;
+  for (size_t i = 0, left = length; left > 0; i++) {
+    const grit_slice *sl = s->sendq.v[(s->sendq.head + i) % s->sendq.cap];
+    size_t take = sl->len - off < left ? sl->len - off : left;
+    if (take >= CONN_SEG_MIN)
+      pieces++;
+    else
+      copied += take;
+    left -= take;
+    off = 0;
+  }
+  if (grit_buf_reserve(out, 9 + copied) != GRIT_OK)
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
+  if (t->nsegs + pieces > t->segs_cap) {
+    size_t cap = (t->nsegs + pieces) * 2;
+    grit_conn_seg *v = grit_realloc(t->segs, cap * sizeof(*v));
+    if (!v)
+      return NGHTTP2_ERR_CALLBACK_FAILURE;
+    t->segs = v;
+    t->segs_cap = cap;
+  }
+  memcpy(out->data + out->len, framehd, 9);
+  out->len += 9;
+  for (size_t left = length; left > 0;) {
+    grit_slice *head = s->sendq.v[s->sendq.head];
+    size_t take =
+        head->len - s->send_off < left ? head->len - s->send_off : left;
+    const uint8_t *p = head->data + s->send_off;
+    left -= take;
+    if (take < CONN_SEG_MIN) {
+      memcpy(out->data + out->len, p, take);
+      out->len += take;
+    } else {
+      grit_conn_seg *g = &t->segs[t->nsegs++];
+      g->at = out->len;
+      g->sl = grit_slice_ref(head); /* until the write completes */
+      g->p = p;
+      g->len = take;
+      t->seg_bytes += take;
+    }
+    s->send_off += take;
+    if (s->send_off == head->len) {
+      grit_slice_unref(grit_slice_fifo_pop(&s->sendq));
+      s->send_off = 0;
+    }
+  }
+  grit_stream_sent(s, length);
+  return 0;
+}
+
+/* The write of |b| with the flush's uncopied payloads in their places:
+ * t->iov, how many entries. */
+static size_t conn_iov(grit_transport *t, const grit_buf *b) {
+  size_t need = 2 * t->nsegs + 1;
+  if (need > t->iov_cap) {
+    uv_buf_t *v = grit_realloc(t->iov, need * 2 * sizeof(*v));
+    if (!v)
+      return 0;
+    t->iov = v;
+    t->iov_cap = need * 2;
+  }
+  size_t n = 0, at = 0;
+  for (size_t i = 0; i < t->nsegs; i++) {
+    const grit_conn_seg *g = &t->segs[i];
+    if (g->at > at)
+      t->iov[n++] = uv_buf_init((char *)b->data + at, (unsigned)(g->at - at));
+    t->iov[n++] = uv_buf_init((char *)g->p, (unsigned)g->len);
+    at = g->at;
+  }
+  if (b->len > at)
+    t->iov[n++] = uv_buf_init((char *)b->data + at, (unsigned)(b->len - at));
+  return n;
+}
+
+/* Write |b| (and the flush's uncopied payloads) now if the socket takes it
+ * all (no request, no completion callback, no poll for writability); what
+ * it does not take goes through uv_write, and the next flush waits for
+ * that to complete. */
 static void conn_write(grit_transport *t, grit_buf *b) {
-  uv_buf_t ub = uv_buf_init((char *)b->data, (unsigned)b->len);
-  int r = uv_try_write(&t->sock.stream, &ub, 1);
-  if (r >= 0 && (size_t)r == b->len)
+  uv_buf_t one = uv_buf_init((char *)b->data, (unsigned)b->len);
+  uv_buf_t *iov = &one;
+  size_t n = 1, total = b->len + t->seg_bytes;
+  int r;
+  if (t->nsegs > 0) {
+    n = conn_iov(t, b);
+    iov = t->iov;
+    r = n ? uv_try_write(&t->sock.stream, iov, (unsigned)n) : UV_ENOMEM;
+  } else {
+    r = uv_try_write(&t->sock.stream, iov, 1);
+  }
+  if (r >= 0 && (size_t)r == total) {
+    conn_segs_release(t);
     return;
+  }
   if (r >= 0 || r == UV_EAGAIN) {
+    /* Skip what went out: whole entries, then part of one. */
     size_t off = r > 0 ? (size_t)r : 0;
-    ub = uv_buf_init((char *)b->data + off, (unsigned)(b->len - off));
-    r = uv_write(&t->write_req, &t->sock.stream, &ub, 1, conn_on_write);
+    while (off >= iov->len) {
+      off -= iov->len;
+      iov++;
+      n--;
+    }
+    iov->base += off;
+    iov->len -= off;
+    r = uv_write(&t->write_req, &t->sock.stream, iov, (unsigned)n,
+                 conn_on_write);
   }
   if (r < 0) {
+    conn_segs_release(t);
     char why[160];
     snprintf(why, sizeof(why), "write to %s failed: %s", t->addr.text,
              uv_strerror(r));
@@ -184,6 +318,12 @@ static void conn_write(grit_transport *t, grit_buf *b) {
     return;
   }
   t->writing = true;
+}
+
+/* The flush's copied and uncopied bytes fill a chunk. (Through
+ * t->flush_out, so that the flush loop's own test stays one compare.) */
+static bool conn_flush_full(const grit_transport *t) {
+  return t->flush_out->len + t->seg_bytes >= CONN_WRITE_CHUNK;
 }
 
 static void conn_flush(grit_transport *t) {
@@ -198,9 +338,11 @@ static void conn_flush(grit_transport *t) {
   out->len = 0;
   bool h2_ok = !t->tls || grit_tls_conn_ready(t->tls);
   t->more_output = false;
-  t->flush_out = out; /* h2_send_data's uncopied DATA frames go here */
+  t->flush_out = out; /* grit_conn_data_frame's frames go here */
   while (h2_ok) {
-    if (out->len >= CONN_WRITE_CHUNK) {
+    /* The uncopied payloads count too, once the copied bytes are many:
+     * a cheap test per frame, and at most CONN_FLUSH_LOOK more. */
+    if (out->len >= CONN_FLUSH_LOOK && conn_flush_full(t)) {
       /* nghttp2 may have more: the next flush takes it (conn_on_pump). */
       t->more_output = true;
       break;
@@ -209,6 +351,7 @@ static void conn_flush(grit_transport *t) {
     ssize_t n = nghttp2_session_mem_send(t->h2, &data);
     if (n < 0) {
       t->flush_out = NULL;
+      conn_segs_release(t);
       snprintf(why, sizeof(why), "HTTP/2 send failed: %s",
                nghttp2_strerror((int)n));
       conn_io_fail(t, why);
@@ -218,6 +361,7 @@ static void conn_flush(grit_transport *t) {
       break;
     if (grit_buf_append(out, data, (size_t)n) != GRIT_OK) {
       t->flush_out = NULL;
+      conn_segs_release(t);
       conn_io_fail(t, "out of memory writing to the connection");
       return;
     }

@@ -695,9 +695,10 @@ void grit_h2_release_withheld(grit_transport *t, grit_stream *s) {
 }
 
 /* DATA frames of at least this many bytes skip nghttp2's copy: nghttp2
- * hands the frame to h2_send_data, which writes its header and payload
- * straight into the flush's buffer (one copy of a large message or an OTLP
- * Export batch instead of two). Smaller frames are cheaper copied. */
+ * hands the frame to h2_send_data, and the connection writes its payload
+ * from the stream's slices (cleartext) or copies it once into the flush's
+ * plaintext (TLS), instead of two copies. Smaller frames are cheaper
+ * copied. */
 #define H2_NO_COPY_MIN 1024
 
 /* NGHTTP2_DATA_FLAG_NO_COPY's frame: the 9-byte header, then |length|
@@ -708,24 +709,13 @@ static int h2_send_data(nghttp2_session *session, nghttp2_frame *frame,
   (void)source;
   grit_transport *t = user_data;
   grit_stream *s = h2_stream(user_data, session, frame->hd.stream_id);
-  grit_buf *out = t->flush_out;
-  if (!out)
+  if (!t->flush_out)
     return NGHTTP2_ERR_CALLBACK_FAILURE;
   /* A frame held back by WOULDBLOCK goes on a later flush: its stream may
    * have finished (cancelled) meanwhile. That stream alone is reset. */
   if (!s || s->pending_bytes < length)
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-  if (out->len >= GRIT_CONN_WRITE_CHUNK) {
-    /* Full: nghttp2 keeps the frame and asks again on the next flush. */
-    t->more_output = true;
-    return NGHTTP2_ERR_WOULDBLOCK;
-  }
-  if (grit_buf_reserve(out, 9 + length) != GRIT_OK)
-    return NGHTTP2_ERR_CALLBACK_FAILURE;
-  memcpy(out->data + out->len, framehd, 9);
-  size_t n = grit_stream_take_send(s, out->data + out->len + 9, length);
-  out->len += 9 + n; /* n == length: pending_bytes said so */
-  return 0;
+  return grit_conn_data_frame(t, s, framehd, length);
 }
 
 ssize_t grit_h2_data_read(nghttp2_session *session, int32_t stream_id,

@@ -237,12 +237,16 @@ size_t grit_stream_take_send(grit_stream *s, uint8_t *buf, size_t len) {
       s->send_off = 0;
     }
   }
+  grit_stream_sent(s, n);
+  return n;
+}
+
+void grit_stream_sent(grit_stream *s, size_t n) {
   s->pending_bytes -= n;
   if (n > 0 && s->cbs.on_send_progress && !s->ev_send_progress) {
     s->ev_send_progress = true;
     grit_stream_queue_event(s);
   }
-  return n;
 }
 
 /* nghttp2 copies what it is not told to keep: names and values that live

@@ -68,6 +68,16 @@ typedef struct grit_slice_fifo {
   size_t head, count, cap;
 } grit_slice_fifo;
 
+/* A cleartext DATA payload of the flush written from its slice, not
+ * copied into wbuf (grit_conn_data_frame): it goes after |at| bytes of
+ * wbuf, and holds a reference on |sl| until its write completes. */
+typedef struct grit_conn_seg {
+  size_t at;
+  grit_slice *sl;
+  const uint8_t *p;
+  size_t len;
+} grit_conn_seg;
+
 typedef enum grit_tp_phase {
   GRIT_TP_CONNECTING = 0, /* TCP or unix connect in progress */
   GRIT_TP_HANDSHAKE,      /* TLS handshake */
@@ -128,9 +138,15 @@ struct grit_transport {
   bool writing;
   bool more_output; /* the last flush stopped at CONN_WRITE_CHUNK */
   /* During conn_flush's nghttp2_session_mem_send loop: the buffer the
-   * flush fills, where h2_send_data writes uncopied DATA frames (at most
-   * GRIT_CONN_WRITE_CHUNK bytes a flush, as the copied ones). */
+   * flush fills, where grit_conn_data_frame puts the NO_COPY DATA frames
+   * (at most GRIT_CONN_WRITE_CHUNK bytes a flush, with the copied ones). */
   grit_buf *flush_out;
+  /* The flush's uncopied payloads (cleartext only), in order, |seg_bytes|
+   * in all, and the uv_buf_t array that writes them with wbuf. */
+  grit_conn_seg *segs;
+  size_t nsegs, segs_cap, seg_bytes;
+  uv_buf_t *iov;
+  size_t iov_cap;
   bool going_away; /* GOAWAY received or drain started: no new streams */
   bool goaway_received;
   uint32_t goaway_last_id;
@@ -274,6 +290,19 @@ void grit_stream_free(grit_stream *s);
 void grit_stream_cache_free(grit_transport *t);
 /* Copy up to |len| queued request bytes into |buf|. */
 size_t grit_stream_take_send(grit_stream *s, uint8_t *buf, size_t len);
+/* |n| queued request bytes were handed to the connection (by
+ * grit_stream_take_send or grit_conn_data_frame): count them and tell the
+ * stream's owner. */
+void grit_stream_sent(grit_stream *s, size_t n);
+/* NGHTTP2_DATA_FLAG_NO_COPY's frame of |length| (<= s->pending_bytes)
+ * bytes with 9-byte header |framehd|, added to the flush: on cleartext
+ * the payload's slices are referenced and written from where they are,
+ * with TLS it is copied into the staged plaintext. 0, or
+ * NGHTTP2_ERR_WOULDBLOCK (the flush is full: the frame waits for the
+ * next), or NGHTTP2_ERR_CALLBACK_FAILURE (no memory). During a flush only
+ * (t->flush_out set). */
+int grit_conn_data_frame(grit_transport *t, grit_stream *s,
+                         const uint8_t *framehd, size_t length);
 bool grit_slice_fifo_push(grit_slice_fifo *f, grit_slice *s);
 grit_slice *grit_slice_fifo_pop(grit_slice_fifo *f);
 /* Drop every reference; clear keeps the ring's memory, free releases it. */

@@ -443,13 +443,13 @@ static void test_otlp_encode(void) {
                            .end_ns = 3000}};
   memset(sp[0].trace_id, 0xab, 16);
   memset(sp[0].span_id, 0x01, 8);
-  grit_otlp_set_texts(&sp[0], "a.B/C", 5, "", "");
+  grit_otlp_set_texts(&sp[0], "a.B/C", 5, "", 0, "");
   memcpy(sp[1].trace_id, sp[0].trace_id, 16);
   memset(sp[1].span_id, 0x02, 8);
   memcpy(sp[1].parent_span_id, sp[0].span_id, 8);
   /* Raw bytes as the I/O thread copies them: the encoder makes them
    * valid UTF-8 ("d\xffwn" is sent as "d?wn"). */
-  grit_otlp_set_texts(&sp[1], "a.B/C", 5, "127.0.0.1:1", "d\xffwn");
+  grit_otlp_set_texts(&sp[1], "a.B/C", 5, "127.0.0.1:1", 11, "d\xffwn");
   static const char *const names[2] = {"Sent.a.B/C", "Attempt.a.B/C"};
   grit_buf b;
   grit_buf_init(&b);
@@ -521,6 +521,103 @@ static void test_otlp_encode(void) {
   grit_buf_free(&b);
 }
 
+/* The int_value of attribute |key| in span [p, p + n), or -1 if absent. */
+static int64_t pb_attr_int(const uint8_t *p, size_t n, const char *key) {
+  const uint8_t *end = p + n;
+  pbf f, k, v, iv;
+  while (pb_next(&p, end, &f))
+    if (f.field == 9 && pb_find(f.data, f.len, 1, &k) && k.len == strlen(key) &&
+        memcmp(k.data, key, k.len) == 0 && pb_find(f.data, f.len, 2, &v) &&
+        (pb_find(v.data, v.len, 3, &iv) || pb_find(v.data, v.len, 2, &iv)))
+      return (int64_t)iv.v;
+  return -1;
+}
+
+/* OP-02: spans of every shape the encoder sizes apart (the usual OK span
+ * with small counts, and the rest: error status, counts of 128 and more,
+ * names of 128 bytes and more, the longest peer, no peer, no parent)
+ * encode to exactly the bytes their lengths say, field by field. */
+static void test_otlp_shapes(void) {
+  static const uint16_t method_lens[] = {1, 34, 119, 120, 160};
+  static const uint16_t peer_lens[] = {0, 15, GRIT_OTLP_PEER_MAX};
+  static const int32_t codes[] = {0, 14, 200};
+  static const uint32_t counts[] = {0, 1, 127, 128, 300};
+  char method[GRIT_OTLP_METHOD_MAX], peer[GRIT_OTLP_PEER_MAX];
+  memset(method, 'm', sizeof(method));
+  memset(peer, 'p', sizeof(peer));
+  size_t nshapes = 2 * 2 * 5 * 3 * 3 * 5;
+  grit_otlp_span *sp = calloc(nshapes, sizeof(*sp));
+  ASSERT(sp != NULL);
+  size_t n = 0;
+  for (int att = 0; att < 2; att++)
+    for (int par = 0; par < 2; par++)
+      for (size_t m = 0; m < 5; m++)
+        for (size_t pl = 0; pl < 3; pl++)
+          for (size_t c = 0; c < 3; c++)
+            for (size_t k = 0; k < 5; k++) {
+              grit_otlp_span *o = &sp[n++];
+              o->attempt = att;
+              o->has_parent = par;
+              o->method_ascii = m % 2 == 0;
+              o->code = codes[c];
+              o->previous_rpc_attempts = att ? counts[k] : 0;
+              o->attempts = att ? 0 : counts[k];
+              o->transparent_retry = k % 2;
+              o->flags = 1;
+              o->start_ns = 1000u * n;
+              o->end_ns = 1000u * n + 7;
+              memset(o->trace_id, (int)n, 16);
+              memset(o->span_id, (int)n + 1, 8);
+              grit_otlp_set_texts(o, method, method_lens[m], peer,
+                                  peer_lens[pl], c ? "failed" : "");
+            }
+  ASSERT_EQ(n, nshapes);
+  grit_buf b;
+  grit_buf_init(&b);
+  ASSERT_OK(grit_otlp_encode(sp, n, "svc", &b));
+  pbf rs, ss, span, f;
+  ASSERT(pb_find(b.data, b.len, 1, &rs) && rs.data + rs.len == b.data + b.len);
+  ASSERT(pb_find(rs.data, rs.len, 2, &ss) &&
+         ss.data + ss.len == b.data + b.len);
+  const uint8_t *p = ss.data, *end = ss.data + ss.len;
+  size_t i = 0;
+  while (pb_next(&p, end, &span)) {
+    if (span.field != 2)
+      continue;
+    ASSERT(i < n);
+    const grit_otlp_span *want = &sp[i++];
+    /* Every field parses and the last one ends where the span does. */
+    const uint8_t *q = span.data, *qend = span.data + span.len;
+    size_t fields = 0;
+    while (pb_next(&q, qend, &f))
+      fields++;
+    ASSERT(q == qend);
+    ASSERT(fields >= 8);
+    ASSERT(pb_find(span.data, span.len, 5, &f));
+    ASSERT_EQ(f.len, (want->attempt ? 8u : 5u) + want->method_len);
+    ASSERT(pb_find(span.data, span.len, 8, &f));
+    ASSERT_EQ(f.v, want->end_ns);
+    ASSERT(pb_find(span.data, span.len, 16, &f));
+    ASSERT_EQ(f.v, 1u);
+    ASSERT_EQ(pb_attr_int(span.data, span.len, "rpc.grpc.status_code"),
+              (int64_t)want->code);
+    if (want->attempt) {
+      ASSERT_EQ(pb_attr_int(span.data, span.len, "previous-rpc-attempts"),
+                (int64_t)want->previous_rpc_attempts);
+      ASSERT_EQ(pb_attr_int(span.data, span.len, "transparent-retry"),
+                (int64_t)want->transparent_retry);
+    } else {
+      ASSERT_EQ(pb_attr_int(span.data, span.len, "grpc.attempts"),
+                (int64_t)want->attempts);
+    }
+    ASSERT_EQ(pb_find(span.data, span.len, 15, &f), want->code != 0);
+  }
+  ASSERT(p == end);
+  ASSERT_EQ(i, n);
+  grit_buf_free(&b);
+  free(sp);
+}
+
 /* OP-02: span text is made valid UTF-8 in place, length kept; the call
  * path copies at most the room there is. */
 static void fix(const char *in, const char *want) {
@@ -563,6 +660,7 @@ static const test_case tests[] = {
     {"http_request", test_http_request},
     {"otlp_encode", test_otlp_encode},
     {"otlp_text", test_otlp_text},
+    {"otlp_shapes", test_otlp_shapes},
     {NULL, NULL},
 };
 
