@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "test/harness.h"
+#include "transport/transport_int.h" /* t->writing, t->nsegs (SC_STALL) */
 
 /* ------------------------------------------------------------------ */
 /* The in-test server                                                  */
@@ -32,6 +33,7 @@ typedef enum scenario {
   SC_CALM,      /* GOAWAY ENHANCE_YOUR_CALM "too_many_pings" */
   SC_NO_STATUS, /* trailers without grpc-status */
   SC_PARTIAL,   /* OK trailers after half a message */
+  SC_STALL,     /* widest windows, then stops reading at the request */
 } scenario;
 
 typedef struct srv_stream {
@@ -83,6 +85,9 @@ struct server {
   int rst_received;
   uint32_t rst_code;
   int pings;
+  /* SC_STALL: DATA payload bytes received, and how many of them differ
+   * from stall_byte(their offset in the stream's body). */
+  size_t stall_bytes, stall_bad;
   bool stopped;
   SSL_CTX *tls; /* NULL: cleartext */
   bool no_alpn; /* TLS without selecting h2 */
@@ -226,6 +231,9 @@ static void srv_on_request_headers(srv_conn *c, srv_stream *st) {
                           NGHTTP2_ENHANCE_YOUR_CALM,
                           (const uint8_t *)"too_many_pings", 14);
     break;
+  case SC_STALL: /* the client's writes back up until reading resumes */
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    break;
   case SC_HOLD:
     srv_respond(c, st, "held", 4, NULL, 0);
     st->hold = true;
@@ -359,10 +367,20 @@ static int srv_on_frame_recv(nghttp2_session *session,
   return 0;
 }
 
+/* Byte |i| of SC_STALL's request body (after the 5-byte prefix): changes
+ * with the offset, so a piece written twice, late or out of order shows. */
+static uint8_t stall_byte(size_t i) {
+  return (uint8_t)(i ^ (i >> 8) ^ (i >> 16) ^ (i >> 24));
+}
+
 static int srv_on_data(nghttp2_session *session, uint8_t flags, int32_t id,
                        const uint8_t *data, size_t len, void *ud) {
   (void)flags;
-  (void)ud;
+  server *s = ((srv_conn *)ud)->srv;
+  for (size_t i = 0; s->sc == SC_STALL && i < len; i++, s->stall_bytes++) {
+    if (s->stall_bytes >= 5 && data[i] != stall_byte(s->stall_bytes - 5))
+      s->stall_bad++;
+  }
   srv_stream *st = nghttp2_session_get_stream_user_data(session, id);
   if (st && st->req_len + len <= sizeof(st->req)) {
     memcpy(st->req + st->req_len, data, len);
@@ -492,6 +510,13 @@ static void srv_on_connection(uv_stream_t *listener, int status) {
       {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, s->max_concurrent}};
   nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, iv,
                           s->max_concurrent ? 1 : 0);
+  if (s->sc == SC_STALL) { /* flow control never stops the client */
+    nghttp2_settings_entry w = {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE,
+                                NGHTTP2_MAX_WINDOW_SIZE};
+    nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, &w, 1);
+    nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE, 0,
+                                          NGHTTP2_MAX_WINDOW_SIZE);
+  }
   if (s->tls) {
     c->ssl = SSL_new(s->tls);
     c->rbio = BIO_new(BIO_s_mem());
@@ -1200,6 +1225,75 @@ static void test_large_echo(void) {
   ASSERT_EQ(fx_finish(&f), 0);
 }
 
+/* Start SC_STALL's stream with a body of |len| bytes and half-close, then
+ * run until the client's write waits for the socket with payloads taken
+ * from their slices (ec5e80c: cleartext DATA written from the slices, the
+ * slices referenced until the write completes). Only the transport holds
+ * the message then. */
+static bool fx_stall(fixture *f, call *c, size_t len) {
+  if (fx_connect(f, NULL) != GRIT_OK || !fx_run_until(f, &f->cl.ready, 1))
+    return false;
+  grit_stream_head h = default_head();
+  if (grit_transport_start_stream(f->cl.t, &h, &call_cbs, c, &c->s) != GRIT_OK)
+    return false;
+  uint8_t *body = malloc(len);
+  for (size_t i = 0; i < len; i++)
+    body[i] = stall_byte(i);
+  grit_slice *m = grit_frame_message(body, len);
+  free(body);
+  grit_err rv = grit_stream_send(c->s, m);
+  grit_slice_unref(m);
+  if (rv != GRIT_OK || grit_stream_close_send(c->s) != GRIT_OK)
+    return false;
+  grit_transport *t = f->cl.t;
+  while (!(t->writing && t->nsegs > 0) && !f->expired)
+    uv_run(&f->loop, UV_RUN_ONCE);
+  return t->writing && t->nsegs > 0;
+}
+
+/* The socket backs up (the server stopped reading): the client's write of
+ * uncopied DATA payloads waits in uv_write. The stream is cancelled and
+ * freed meanwhile; when the server reads again, every byte that went out
+ * is the message's, in order (the slices outlived their stream), then the
+ * RST_STREAM. Under ASan: no use after free, no leak. */
+static void test_zero_copy_cancel_while_writing(void) {
+  fixture f;
+  fx_start(&f, SC_STALL, NULL);
+  call c = {0};
+  const size_t len = 32 * 1024 * 1024; /* more than loopback buffers */
+  ASSERT(fx_stall(&f, &c, len));
+  grit_stream_cancel(c.s, GRIT_STATUS_CANCELLED, "gone");
+  ASSERT(fx_run_until(&f, &c.done, 1)); /* the stream is freed after this */
+  ASSERT_EQ(c.code, GRIT_STATUS_CANCELLED);
+  ASSERT(f.cl.t->writing); /* the server still does not read */
+  uv_read_start((uv_stream_t *)&f.srv.conn->tcp, srv_alloc, srv_on_read);
+  ASSERT(fx_run_until(&f, &f.srv.rst_received, 1));
+  ASSERT(f.srv.stall_bytes > 1024 * 1024);
+  ASSERT(f.srv.stall_bytes < 5 + len); /* cancelled before the end */
+  ASSERT_EQ(f.srv.stall_bad, 0);
+  ASSERT_EQ(f.srv.rst_code, NGHTTP2_CANCEL);
+  ASSERT(grit_transport_is_ready(f.cl.t)); /* the connection goes on */
+  call_free(&c);
+  ASSERT_EQ(fx_finish(&f), 0);
+}
+
+/* As above, but the transport is destroyed while the write waits: the
+ * write is cancelled when the socket closes and the payloads' references
+ * go with it (under ASan: no leak, no use after free). */
+static void test_zero_copy_destroy_while_writing(void) {
+  fixture f;
+  fx_start(&f, SC_STALL, NULL);
+  call c = {0};
+  ASSERT(fx_stall(&f, &c, 32 * 1024 * 1024));
+  grit_transport_destroy(f.cl.t);
+  ASSERT(fx_run_until(&f, &f.cl.closed, 1));
+  f.cl.t = NULL;
+  ASSERT_EQ(c.done, 1);
+  ASSERT_EQ(c.code, GRIT_STATUS_UNAVAILABLE);
+  call_free(&c);
+  ASSERT_EQ(fx_finish(&f), 0);
+}
+
 static void test_drain(void) {
   fixture f;
   fx_start(&f, SC_UNARY, NULL);
@@ -1638,6 +1732,8 @@ static const test_case tests[] = {
     {"max_concurrent", test_max_concurrent},
     {"queued_not_sent", test_queued_not_sent},
     {"large_echo", test_large_echo},
+    {"zero_copy_cancel_while_writing", test_zero_copy_cancel_while_writing},
+    {"zero_copy_destroy_while_writing", test_zero_copy_destroy_while_writing},
     {"drain", test_drain},
     {"many_streams", test_many_streams},
     {"unix_socket", test_unix_socket},
