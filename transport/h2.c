@@ -410,8 +410,13 @@ static int h2_on_frame_recv(nghttp2_session *session,
   case NGHTTP2_DATA:
     if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
         (s = h2_stream(user_data, session, frame->hd.stream_id)) != NULL) {
-      if (s->content_length >= 0 &&
-          (uint64_t)s->content_length != s->data_bytes)
+      /* HS-08: only after an informational response (DATA before any
+       * HEADERS is nghttp2's connection error); an empty frame brought
+       * no chunk for h2_on_data_chunk_recv to refuse. */
+      if (!s->headers_received)
+        h2_malformed(s, "stream ended after an informational response");
+      else if (s->content_length >= 0 &&
+               (uint64_t)s->content_length != s->data_bytes)
         h2_malformed(s, "content-length differs from the DATA received");
       else
         h2_stream_ended(s, false);

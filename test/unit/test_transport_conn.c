@@ -34,6 +34,7 @@ typedef enum scenario {
   SC_NO_STATUS, /* trailers without grpc-status */
   SC_PARTIAL,   /* OK trailers after half a message */
   SC_STALL,     /* widest windows, then stops reading at the request */
+  SC_INFO_EOS,  /* 100 (with grpc-status 0), then an empty END_STREAM DATA */
 } scenario;
 
 typedef struct srv_stream {
@@ -296,6 +297,20 @@ static void srv_on_request_end(srv_conn *c, srv_stream *st) {
     nghttp2_nv tr[] = {NV("grpc-status", "0")};
     srv_respond(c, st, "0123456789", 10, tr, 1);
     st->body_len -= 4;
+    break;
+  }
+  case SC_INFO_EOS: {
+    /* No final response: the stream ends on an empty DATA frame (which
+     * brings no data chunk callback) after an informational one. */
+    nghttp2_nv h[] = {NV(":status", "100"), NV("grpc-status", "0")};
+    nghttp2_submit_headers(c->h2, NGHTTP2_FLAG_NONE, st->id, NULL, h, 2, NULL);
+    free(st->body);
+    st->body = malloc(1); /* read from, 0 bytes */
+    st->body_len = st->body_off = 0;
+    st->send_trailers = false;
+    nghttp2_data_provider prd = {.source = {.ptr = st},
+                                 .read_callback = srv_data_read};
+    nghttp2_submit_data(c->h2, NGHTTP2_FLAG_END_STREAM, st->id, &prd);
     break;
   }
   case SC_HTTP_503: {
@@ -959,6 +974,24 @@ static void test_http_503(void) {
   ASSERT(fx_unary(&f, &h, &c));
   ASSERT_EQ(c.code, GRIT_STATUS_UNAVAILABLE);
   ASSERT(strstr(c.message, "503") != NULL);
+  call_free(&c);
+  ASSERT_EQ(fx_finish(&f), 0);
+}
+
+/* SPEC HS-08: an informational response the stream ends after, here by
+ * an empty DATA frame with END_STREAM (no final response at all), is
+ * malformed: INTERNAL, as when nghttp2 checked it (RFC 9113 8.1). Not the
+ * grpc-status the 100 block carried. */
+static void test_info_then_empty_data(void) {
+  fixture f;
+  fx_start(&f, SC_INFO_EOS, NULL);
+  grit_stream_head h = default_head();
+  call c = {0};
+  ASSERT(fx_unary(&f, &h, &c));
+  ASSERT_EQ(c.code, GRIT_STATUS_INTERNAL);
+  ASSERT(strstr(c.message, "malformed response") != NULL);
+  ASSERT(!c.headers_received);
+  ASSERT_EQ(c.nmsgs, 0);
   call_free(&c);
   ASSERT_EQ(fx_finish(&f), 0);
 }
@@ -1722,6 +1755,7 @@ static const test_case tests[] = {
     {"http_503", test_http_503},
     {"header_list_limit", test_header_list_limit},
     {"missing_status", test_missing_status},
+    {"info_then_empty_data", test_info_then_empty_data},
     {"partial_message", test_partial_message},
     {"early_trailers", test_early_trailers},
     {"cancel", test_cancel},
