@@ -276,10 +276,6 @@ static size_t conn_iov(grit_transport *t, const grit_buf *b) {
   return n;
 }
 
-/* Write |b| (and the flush's uncopied payloads) now if the socket takes it
- * all (no request, no completion callback, no poll for writability); what
- * it does not take goes through uv_write, and the next flush waits for
- * that to complete. */
 /* A write that failed to start: the connection is done. */
 static void conn_write_failed(grit_transport *t, int r) {
   conn_segs_release(t);
@@ -318,6 +314,10 @@ static void conn_write_segs(grit_transport *t, grit_buf *b) {
   t->writing = true;
 }
 
+/* Write |b| (and the flush's uncopied payloads) now if the socket takes it
+ * all (no request, no completion callback, no poll for writability); what
+ * it does not take goes through uv_write, and the next flush waits for
+ * that to complete. */
 static void conn_write(grit_transport *t, grit_buf *b) {
   if (t->nsegs > 0) {
     conn_write_segs(t, b);
