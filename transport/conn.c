@@ -285,17 +285,26 @@ static void conn_write_failed(grit_transport *t, int r) {
   conn_io_fail(t, why);
 }
 
-/* conn_write with the flush's uncopied payloads: one vector write. */
-static void conn_write_segs(grit_transport *t, grit_buf *b) {
-  size_t n = conn_iov(t, b), total = b->len + t->seg_bytes;
-  uv_buf_t *iov = t->iov;
+/* Write |b| (and the flush's uncopied payloads, in their places) now if
+ * the socket takes it all (no request, no completion callback, no poll
+ * for writability); what it does not take goes through uv_write, and the
+ * next flush waits for that to complete. */
+static void conn_write(grit_transport *t, grit_buf *b) {
+  uv_buf_t one = uv_buf_init((char *)b->data, (unsigned)b->len);
+  uv_buf_t *iov = &one;
+  size_t n = 1, total = b->len + t->seg_bytes;
+  if (t->nsegs > 0) {
+    n = conn_iov(t, b);
+    iov = t->iov;
+  }
   int r = n ? uv_try_write(&t->sock.stream, iov, (unsigned)n) : UV_ENOMEM;
   if (r >= 0 && (size_t)r == total) {
     conn_segs_release(t);
     return;
   }
   if (r >= 0 || r == UV_EAGAIN) {
-    /* Skip what went out: whole entries, then part of one. */
+    /* Skip what went out: whole entries, then part of one. (uv_write
+     * copies the entries, so |one| may live on this stack.) */
     size_t off = r > 0 ? (size_t)r : 0;
     while (off >= iov->len) {
       off -= iov->len;
@@ -306,31 +315,6 @@ static void conn_write_segs(grit_transport *t, grit_buf *b) {
     iov->len -= off;
     r = uv_write(&t->write_req, &t->sock.stream, iov, (unsigned)n,
                  conn_on_write);
-  }
-  if (r < 0) {
-    conn_write_failed(t, r);
-    return;
-  }
-  t->writing = true;
-}
-
-/* Write |b| (and the flush's uncopied payloads) now if the socket takes it
- * all (no request, no completion callback, no poll for writability); what
- * it does not take goes through uv_write, and the next flush waits for
- * that to complete. */
-static void conn_write(grit_transport *t, grit_buf *b) {
-  if (t->nsegs > 0) {
-    conn_write_segs(t, b);
-    return;
-  }
-  uv_buf_t ub = uv_buf_init((char *)b->data, (unsigned)b->len);
-  int r = uv_try_write(&t->sock.stream, &ub, 1);
-  if (r >= 0 && (size_t)r == b->len)
-    return;
-  if (r >= 0 || r == UV_EAGAIN) {
-    size_t off = r > 0 ? (size_t)r : 0;
-    ub = uv_buf_init((char *)b->data + off, (unsigned)(b->len - off));
-    r = uv_write(&t->write_req, &t->sock.stream, &ub, 1, conn_on_write);
   }
   if (r < 0) {
     conn_write_failed(t, r);

@@ -185,7 +185,6 @@ static int h2_check_regular(grit_stream *s, const uint8_t *name, size_t namelen,
 
 static int h2_on_begin_headers(nghttp2_session *session,
                                const nghttp2_frame *frame, void *user_data) {
-  (void)user_data;
   if (frame->hd.type != NGHTTP2_HEADERS)
     return 0;
   grit_stream *s = h2_stream(user_data, session, frame->hd.stream_id);
@@ -471,7 +470,6 @@ static int h2_on_data_chunk_recv(nghttp2_session *session, uint8_t flags,
                                  int32_t stream_id, const uint8_t *data,
                                  size_t len, void *user_data) {
   (void)flags;
-  (void)user_data;
   grit_stream *s = h2_stream(user_data, session, stream_id);
   if (!s)
     return 0;
@@ -529,7 +527,6 @@ static int h2_on_data_chunk_recv(nghttp2_session *session, uint8_t flags,
 
 static int h2_on_stream_close(nghttp2_session *session, int32_t stream_id,
                               uint32_t error_code, void *user_data) {
-  (void)user_data;
   grit_stream *s = h2_stream(user_data, session, stream_id);
   if (!s)
     return 0;
