@@ -196,11 +196,9 @@ static void attempt_start_stream(call_attempt *a, grit_transport *t) {
   /* OB-02: this attempt's traceparent, made when its stream starts (the
    * transport copies it) rather than kept in every attempt. */
   char tp_text[GRIT_TRACEPARENT_LEN + 1];
-  if (c->tr) {
-    grit_traceparent tp = c->tr->tp;
-    memcpy(tp.span_id, a->span_raw, 8);
-    grit_traceparent_format(&tp, tp_text);
-  }
+  if (c->tr) /* from the ids grit_obs_attempt_start put in hex */
+    grit_traceparent_compose(c->tr->trace_id, a->span_id, c->tr->tp.flags,
+                             tp_text);
   grit_stream_head h = {
       .path = c->method,
       .path_len = c->method_len,

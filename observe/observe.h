@@ -354,6 +354,10 @@ grit_err grit_traceparent_parse(const char *s, size_t len,
                                 grit_traceparent *out);
 /* Format |tp| as version 00 into |out| (GRIT_TRACEPARENT_LEN + 1 bytes). */
 void grit_traceparent_format(const grit_traceparent *tp, char *out);
+/* The same from ids already in hex: |trace_hex| 32 and |span_hex| 16
+ * lower-case digits (as grit_obs_hex writes them), and |flags|. */
+void grit_traceparent_compose(const char *trace_hex, const char *span_hex,
+                              uint8_t flags, char *out);
 /* Lower-case hex of |n| bytes into |out| (2n + 1 bytes). */
 void grit_obs_hex(const uint8_t *p, size_t n, char *out);
 

@@ -69,11 +69,19 @@ void grit_obs_hex(const uint8_t *p, size_t n, char *out) {
   out[2 * n] = '\0';
 }
 
-void grit_traceparent_format(const grit_traceparent *tp, char *out) {
+void grit_traceparent_compose(const char *trace_hex, const char *span_hex,
+                              uint8_t flags, char *out) {
   memcpy(out, "00-", 3);
-  grit_obs_hex(tp->trace_id, 16, out + 3);
+  memcpy(out + 3, trace_hex, 32);
   out[35] = '-';
-  grit_obs_hex(tp->span_id, 8, out + 36);
+  memcpy(out + 36, span_hex, 16);
   out[52] = '-';
-  grit_obs_hex(&tp->flags, 1, out + 53);
+  grit_obs_hex(&flags, 1, out + 53);
+}
+
+void grit_traceparent_format(const grit_traceparent *tp, char *out) {
+  char trace_hex[33], span_hex[17];
+  grit_obs_hex(tp->trace_id, 16, trace_hex);
+  grit_obs_hex(tp->span_id, 8, span_hex);
+  grit_traceparent_compose(trace_hex, span_hex, tp->flags, out);
 }

@@ -30,6 +30,11 @@ static void test_traceparent_roundtrip(void) {
   char out[GRIT_TRACEPARENT_LEN + 1];
   grit_traceparent_format(&p, out);
   ASSERT_STR_EQ(out, tp);
+  /* From the ids in hex (an attempt's header): the same text. */
+  char compose[GRIT_TRACEPARENT_LEN + 1];
+  grit_traceparent_compose("4bf92f3577b34da6a3ce929d0e0e4736",
+                           "00f067aa0ba902b7", 0x01, compose);
+  ASSERT_STR_EQ(compose, tp);
   /* Flags pass through as given, sampled or not. */
   static const char unsampled[] =
       "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
