@@ -248,13 +248,13 @@ grit_obs_method *grit_obs_method_get(grit_obs_target *t, const char *method) {
   if (m)
     return m;
   if (__atomic_load_n(&t->nmethods, __ATOMIC_ACQUIRE) >= GRIT_OBS_MAX_METHODS &&
-      (m = method_find(t, "other")) != NULL)
+      (m = method_find(t, GRIT_OBS_OTHER)) != NULL)
     return m; /* no lock once the cap is reached */
   pthread_mutex_lock(&reg_mu);
   /* A66: past the cap, methods are "other", so a client that calls
    * arbitrary names cannot grow the registry without bound. */
   if (t->nmethods >= GRIT_OBS_MAX_METHODS)
-    method = "other";
+    method = GRIT_OBS_OTHER;
   m = method_find(t, method);
   if (!m)
     m = method_new(t, method);
