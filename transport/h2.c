@@ -183,6 +183,15 @@ static int h2_check_regular(grit_stream *s, const uint8_t *name, size_t namelen,
   return s->http_status == 204 ? 1 : 0;
 }
 
+/* HS-08, at END_STREAM: a content-length the DATA did not add up to
+ * fails the stream (true). */
+static bool h2_length_differs(grit_stream *s) {
+  if (s->content_length < 0 || (uint64_t)s->content_length == s->data_bytes)
+    return false;
+  h2_malformed(s, "content-length differs from the DATA received");
+  return true;
+}
+
 static int h2_on_begin_headers(nghttp2_session *session,
                                const nghttp2_frame *frame, void *user_data) {
   if (frame->hd.type != NGHTTP2_HEADERS)
@@ -361,11 +370,8 @@ static void h2_headers_done(grit_stream *s, const nghttp2_frame *frame) {
   }
   if (s->http_status == 204 || s->http_status == 304)
     s->content_length = 0; /* no content (RFC 9110 6.4.1) */
-  if (eos && s->content_length >= 0 &&
-      (uint64_t)s->content_length != s->data_bytes) {
-    h2_malformed(s, "content-length differs from the DATA received");
+  if (eos && h2_length_differs(s))
     return;
-  }
   if (kind == GRIT_BLK_HEADERS) {
     char why[200];
     if (s->http_status != 200 && !s->have_grpc_status) {
@@ -414,10 +420,7 @@ static int h2_on_frame_recv(nghttp2_session *session,
        * no chunk for h2_on_data_chunk_recv to refuse. */
       if (!s->headers_received)
         h2_malformed(s, "stream ended after an informational response");
-      else if (s->content_length >= 0 &&
-               (uint64_t)s->content_length != s->data_bytes)
-        h2_malformed(s, "content-length differs from the DATA received");
-      else
+      else if (!h2_length_differs(s))
         h2_stream_ended(s, false);
     }
     break;
