@@ -394,16 +394,32 @@ static void test_secret_not_traced(void) {
   char out[] = "/tmp/grit-creds-trace-XXXXXX";
   int fd = mkstemp(out);
   ASSERT(fd >= 0);
+  /* The child's environment is made here: between fork() and exec() a
+   * child of a threaded process calls nothing that may allocate. */
+  extern char **environ;
+  size_t ne = 0;
+  while (environ[ne])
+    ne++;
+  char **envp = calloc(ne + 5, sizeof(*envp));
+  ASSERT_NOT_NULL(envp);
+  char env_target[600], env_certs[600];
+  snprintf(env_target, sizeof(env_target), "GRIT_CREDS_CHILD_TARGET=%s",
+           tls_target);
+  snprintf(env_certs, sizeof(env_certs), "GRIT_CREDS_CHILD_CERTS=%s", certs);
+  char env_trace[] = "GRIT_TRACE=all", env_verb[] = "GRIT_VERBOSITY=debug";
+  envp[0] = env_trace;
+  envp[1] = env_verb;
+  envp[2] = env_target;
+  envp[3] = env_certs;
+  memcpy(envp + 4, environ, ne * sizeof(*envp));
+  char *argv[] = {self_path, (char *)"secret_child", NULL};
   pid_t pid = fork();
   if (pid == 0) {
     dup2(fd, 2);
-    setenv("GRIT_TRACE", "all", 1);
-    setenv("GRIT_VERBOSITY", "debug", 1);
-    setenv("GRIT_CREDS_CHILD_TARGET", tls_target, 1);
-    setenv("GRIT_CREDS_CHILD_CERTS", certs, 1);
-    execl(self_path, self_path, "secret_child", (char *)NULL);
+    execve(self_path, argv, envp);
     _exit(127);
   }
+  free(envp);
   int st = 0;
   waitpid(pid, &st, 0);
   ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
