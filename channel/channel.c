@@ -28,6 +28,7 @@ static void ch_free(grit_channel *ch) {
   if (ch->spare_call) { /* call.c keeps its mutex and cv set up */
     pthread_mutex_destroy(&ch->spare_call->mu);
     pthread_cond_destroy(&ch->spare_call->cv);
+    grit_free(ch->spare_call->spare_tr);
     grit_free(ch->spare_call);
   }
   pthread_mutex_destroy(&ch->mu);

@@ -500,6 +500,9 @@ struct grit_call {
    * what follows from |ch| on is zeroed for each new call. */
   pthread_mutex_t mu;
   pthread_cond_t cv;
+  /* A trace part kept from an earlier call for the next traced one
+   * (observe.c takes it; call.c keeps the last call's here). */
+  call_trace_part *spare_tr;
   grit_channel *ch;
   const grit_call_hooks *hooks; /* call.c's table: never NULL */
   uint32_t refs; /* atomic: user handle + loop side + queued task */

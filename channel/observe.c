@@ -47,9 +47,14 @@ grit_err grit_call_trace_setup(grit_call *c, const char *opt_tp,
   }
   if (!tp && !ch->o.trace_context)
     return GRIT_OK; /* off: metadata passes through unchanged */
-  call_trace_part *tr = c->tr = grit_calloc(1, sizeof(*c->tr));
-  if (!tr)
+  call_trace_part *tr = c->spare_tr; /* an earlier call's, on a spare call */
+  if (tr) {
+    c->spare_tr = NULL;
+    memset(tr, 0, sizeof(*tr));
+  } else if ((tr = grit_calloc(1, sizeof(*tr))) == NULL) {
     return GRIT_ERR_NOMEM;
+  }
+  c->tr = tr;
   if (tp) {
     if (grit_traceparent_parse(tp, tp_len, &tr->tp) != GRIT_OK) {
       *why = "traceparent is not a W3C traceparent "

@@ -301,12 +301,16 @@ static grit_err stream_submit(grit_stream *s, const grit_stream_head *h) {
                        nc | NGHTTP2_NV_FLAG_NO_COPY_VALUE);
   /* Values that differ on every call (a timeout, a traceparent) are sent
    * without entering the HPACK table: indexed, each would push out entries
-   * that later calls could have sent as one byte. */
+   * that later calls could have sent as one byte. The first on a
+   * connection is indexed, so the later ones name it by its index instead
+   * of Huffman-coding the name again (while the entry lasts). */
   const uint8_t once = nc | NGHTTP2_NV_FLAG_NO_INDEX;
   char timeout[10];
   if (h->timeout_ns >= 0) {
     grit_timeout_encode(h->timeout_ns, timeout);
-    nva[n++] = stream_nv("grpc-timeout", timeout, strlen(timeout), once);
+    nva[n++] = stream_nv("grpc-timeout", timeout, strlen(timeout),
+                         t->timeout_named ? once : nc);
+    t->timeout_named = true;
   }
   char attempts[16];
   if (h->previous_attempts > 0) {
@@ -318,9 +322,11 @@ static grit_err stream_submit(grit_stream *s, const grit_stream_head *h) {
   nva[n++] = STREAM_NV_LIT("grpc-accept-encoding", GRIT_ACCEPT_ENCODING);
   if (h->encoding)
     nva[n++] = stream_nv("grpc-encoding", h->encoding, strlen(h->encoding), nc);
-  if (h->traceparent) /* SPEC OB-02: this attempt's span */
-    nva[n++] =
-        stream_nv("traceparent", h->traceparent, strlen(h->traceparent), once);
+  if (h->traceparent) { /* SPEC OB-02: this attempt's span */
+    nva[n++] = stream_nv("traceparent", h->traceparent, strlen(h->traceparent),
+                         t->traceparent_named ? once : nc);
+    t->traceparent_named = true;
+  }
   for (size_t i = 0; i < nmd; i++) {
     const char *key;
     const uint8_t *val;

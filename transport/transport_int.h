@@ -102,6 +102,9 @@ struct grit_transport {
   bool verify_hostname;
   char *user_agent;
   size_t user_agent_len; /* strlen(user_agent), once known (stream.c) */
+  /* stream.c: "grpc-timeout" and "traceparent" were sent once with
+   * indexing, so their names are in the peer's HPACK table. */
+  bool timeout_named, traceparent_named;
   uint32_t max_header_list_bytes;
   int64_t max_recv_message_bytes;
   uint64_t connect_timeout_ms;

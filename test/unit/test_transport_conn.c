@@ -79,7 +79,9 @@ struct server {
   /* What the server saw: headers of the last request, its body, resets. */
   char hname[40][64];
   char hval[40][256];
+  uint8_t hflags[40]; /* NGHTTP2_NV_FLAG_NO_INDEX: sent "never indexed" */
   int nheaders;
+  size_t hblock_len; /* the last request's HEADERS payload, in bytes */
   uint8_t req_body[4096];
   size_t req_body_len;
   int requests;
@@ -348,9 +350,9 @@ static int srv_on_header(nghttp2_session *session, const nghttp2_frame *frame,
                          void *ud) {
   (void)session;
   (void)frame;
-  (void)flags;
   server *s = ((srv_conn *)ud)->srv;
   if (s->nheaders < 40 && namelen < 64 && valuelen < 256) {
+    s->hflags[s->nheaders] = flags;
     memcpy(s->hname[s->nheaders], name, namelen);
     s->hname[s->nheaders][namelen] = '\0';
     memcpy(s->hval[s->nheaders], value, valuelen);
@@ -374,8 +376,10 @@ static int srv_on_frame_recv(nghttp2_session *session,
   if (!st)
     return 0;
   if (frame->hd.type == NGHTTP2_HEADERS &&
-      frame->headers.cat == NGHTTP2_HCAT_REQUEST)
+      frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+    c->srv->hblock_len = frame->hd.length;
     srv_on_request_headers(c, st);
+  }
   if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
       (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && !c->closing)
     srv_on_request_end(c, st);
@@ -587,6 +591,15 @@ static const char *srv_header(server *s, const char *name) {
       return s->hval[i];
   }
   return NULL;
+}
+
+/* The HPACK flags the last request's |name| came with (-1: not sent). */
+static int srv_header_flags(server *s, const char *name) {
+  for (int i = 0; i < s->nheaders; i++) {
+    if (strcmp(s->hname[i], name) == 0)
+      return s->hflags[i];
+  }
+  return -1;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1387,6 +1400,65 @@ static void test_many_streams(void) {
   ASSERT_EQ(fx_finish(&f), 0);
 }
 
+/* One stream on the connected fixture, run to its end; the size of its
+ * HEADERS payload as the server read it, or 0. */
+static size_t fx_stream(fixture *f, const grit_stream_head *h) {
+  call c = {0};
+  if (grit_transport_start_stream(f->cl.t, h, &call_cbs, &c, &c.s) != GRIT_OK)
+    return 0;
+  grit_slice *m = grit_frame_message("ping", 4);
+  bool ok = grit_stream_send(c.s, m) == GRIT_OK &&
+            grit_stream_close_send(c.s) == GRIT_OK &&
+            fx_run_until(f, &c.done, 1) && c.code == GRIT_STATUS_OK;
+  grit_slice_unref(m);
+  call_free(&c);
+  return ok ? f->srv.hblock_len : 0;
+}
+
+/* grpc-timeout and traceparent differ on every call: the first on a
+ * connection enters the HPACK table, the later ones are "never indexed"
+ * literals that name the header by that entry's index (2 bytes) instead
+ * of spelling the name out again (1 + 9 bytes for "traceparent" in
+ * Huffman code, 1 + 9 for "grpc-timeout"). */
+static void test_hpack_per_call_values(void) {
+  fixture f;
+  fx_start(&f, SC_UNARY, NULL);
+  ASSERT_OK(fx_connect(&f, NULL));
+  ASSERT(fx_run_until(&f, &f.cl.ready, 1));
+  server *s = &f.srv;
+  const char *tp1 = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  const char *tp2 = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  grit_stream_head h = default_head();
+  h.timeout_ns = 1500000000;
+  h.traceparent = tp1;
+  ASSERT_CMP(fx_stream(&f, &h), >, 0); /* 1: both enter the table */
+  ASSERT_EQ(srv_header_flags(s, "traceparent") & NGHTTP2_NV_FLAG_NO_INDEX, 0);
+  ASSERT_EQ(srv_header_flags(s, "grpc-timeout") & NGHTTP2_NV_FLAG_NO_INDEX, 0);
+  h.traceparent = NULL;
+  size_t with_timeout = fx_stream(&f, &h); /* 2: timeout only */
+  ASSERT_CMP(with_timeout, >, 0);
+  ASSERT_EQ(srv_header_flags(s, "traceparent"), -1);
+  h.traceparent = tp2;
+  size_t with_tp = fx_stream(&f, &h); /* 3: both, never indexed */
+  ASSERT_CMP(with_tp, >, 0);
+  ASSERT_STR_EQ(srv_header(s, "traceparent"), tp2);
+  ASSERT_STR_EQ(srv_header(s, "grpc-timeout"), "1500000u");
+  ASSERT_EQ(srv_header_flags(s, "traceparent") & NGHTTP2_NV_FLAG_NO_INDEX,
+            NGHTTP2_NV_FLAG_NO_INDEX);
+  ASSERT_EQ(srv_header_flags(s, "grpc-timeout") & NGHTTP2_NV_FLAG_NO_INDEX,
+            NGHTTP2_NV_FLAG_NO_INDEX);
+  /* The traceparent: 2 (name) + 1 (length) + at most 42 (55 characters of
+   * 5 or 6 bits); its name spelled out would make at least 46. */
+  ASSERT_CMP(with_tp - with_timeout, <=, 45);
+  h.traceparent = NULL;
+  h.timeout_ns = -1;
+  size_t plain = fx_stream(&f, &h); /* 4: neither */
+  ASSERT_CMP(plain, >, 0);
+  /* "1500000u": 2 + 1 + 6; the name spelled out would make 19. */
+  ASSERT_CMP(with_timeout - plain, <=, 9);
+  ASSERT_EQ(fx_finish(&f), 0);
+}
+
 static void test_unix_socket(void) {
   char path[64];
   snprintf(path, sizeof(path), "/tmp/grit-test-%d.sock", (int)getpid());
@@ -1770,6 +1842,7 @@ static const test_case tests[] = {
     {"zero_copy_destroy_while_writing", test_zero_copy_destroy_while_writing},
     {"drain", test_drain},
     {"many_streams", test_many_streams},
+    {"hpack_per_call_values", test_hpack_per_call_values},
     {"unix_socket", test_unix_socket},
     {"connect_timeout", test_connect_timeout},
     {"too_many_pings", test_too_many_pings},
