@@ -14,7 +14,6 @@ static void call_route_release(grit_call *c);
 /* Free a call that is no one's (the channel's spare slot was taken): its
  * mutex and condition variable too (channel.c frees the spare itself). */
 static void call_spare_free(grit_call *c) {
-  grit_free(c->spare_tr);
   pthread_mutex_destroy(&c->mu);
   pthread_cond_destroy(&c->cv);
   grit_free(c);
@@ -43,10 +42,11 @@ static void call_free(grit_call *c) {
     grit_free(c->pol); /* its timers were closed before the last hold */
   }
   grit_status_free(&c->status);
-  if (c->tr) { /* kept for the next traced call, with the call itself */
-    grit_free(c->spare_tr);
-    c->spare_tr = c->tr;
-  }
+  call_trace_part *no_tr = NULL; /* kept for the channel's next traced call */
+  if (c->tr &&
+      !__atomic_compare_exchange_n(&c->ch->spare_tr, &no_tr, c->tr, false,
+                                   __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+    grit_free(c->tr);
   grit_call_auth_free(c);
   grit_free(c->deadline_timer); /* closed before the last hold went */
   if (c->method != c->method_inline)

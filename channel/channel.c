@@ -25,10 +25,10 @@ static void ch_free(grit_channel *ch) {
   grit_free(ch->health_service);
   grit_free(ch->cz_target);
   grit_otlp_put(ch->otlp);
+  grit_free(ch->spare_tr);
   if (ch->spare_call) { /* call.c keeps its mutex and cv set up */
     pthread_mutex_destroy(&ch->spare_call->mu);
     pthread_cond_destroy(&ch->spare_call->cv);
-    grit_free(ch->spare_call->spare_tr);
     grit_free(ch->spare_call);
   }
   pthread_mutex_destroy(&ch->mu);

@@ -255,6 +255,9 @@ struct grit_channel {
    * exchange; NULL: none): a steady call rate then takes no big block from
    * malloc per call (issue 24). Freed with the channel. */
   grit_call *spare_call;
+  /* The same for a traced call's trace part (SPEC OB-02): call.c keeps the
+   * last one freed, observe.c takes it for the next traced call. */
+  struct call_trace_part *spare_tr;
 
   grit_obs_target *obs; /* OB-01 series of this target; NULL: none (OOM) */
   grit_list obs_link;   /* in observe.c's live channels; next NULL: not */
@@ -500,9 +503,6 @@ struct grit_call {
    * what follows from |ch| on is zeroed for each new call. */
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  /* A trace part kept from an earlier call for the next traced one
-   * (observe.c takes it; call.c keeps the last call's here). */
-  call_trace_part *spare_tr;
   grit_channel *ch;
   const grit_call_hooks *hooks; /* call.c's table: never NULL */
   uint32_t refs; /* atomic: user handle + loop side + queued task */

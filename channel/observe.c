@@ -47,9 +47,10 @@ grit_err grit_call_trace_setup(grit_call *c, const char *opt_tp,
   }
   if (!tp && !ch->o.trace_context)
     return GRIT_OK; /* off: metadata passes through unchanged */
-  call_trace_part *tr = c->spare_tr; /* an earlier call's, on a spare call */
+  /* An earlier call's, kept by the channel (call.c), saves an allocation. */
+  call_trace_part *tr =
+      __atomic_exchange_n(&ch->spare_tr, NULL, __ATOMIC_ACQUIRE);
   if (tr) {
-    c->spare_tr = NULL;
     memset(tr, 0, sizeof(*tr));
   } else if ((tr = grit_calloc(1, sizeof(*tr))) == NULL) {
     return GRIT_ERR_NOMEM;
