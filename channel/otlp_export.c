@@ -178,6 +178,16 @@ static size_t otlp_ready(const grit_otlp_exporter *e, uint64_t head,
  * A batch stops at the ring's end, so it is contiguous. */
 static void *otlp_thread(void *arg) {
   grit_otlp_exporter *e = arg;
+#ifdef __GLIBC__
+  (void)pthread_setname_np(pthread_self(), "grit-otlp"); /* top -H, perf */
+#endif
+#ifdef SCHED_BATCH
+  /* Background work: on waking it does not preempt the thread it shares
+   * a core with (the I/O thread, most often), and it keeps its fair share
+   * of the CPU (not SCHED_IDLE: a busy machine would starve the export). */
+  struct sched_param sp = {.sched_priority = 0};
+  (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
+#endif
   uint64_t head = 0;      /* only this thread moves e->head */
   grit_slice *req = NULL; /* 5 bytes for the gRPC message prefix, the request */
   size_t req_cap = 0;

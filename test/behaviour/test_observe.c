@@ -9,8 +9,10 @@
  * per call and a new span id on every attempt. Exits 77 (skipped) when
  * /usr/bin/python3 lacks grpc.
  */
+#include <dirent.h>
 #include <grit/grit.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -546,11 +548,69 @@ static void test_span_callback(void) {
   grit_channel_destroy(ch);
 }
 
+/* The thread of this process named |name|: its scheduling policy (field
+ * 41 of /proc/self/task/TID/stat), or -1 when there is none. */
+static int thread_policy(const char *name) {
+  DIR *d = opendir("/proc/self/task");
+  int policy = -1;
+  for (struct dirent *e; d && policy < 0 && (e = readdir(d));) {
+    char path[300], buf[512];
+    snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(path, "r");
+    bool named = f && fgets(buf, sizeof(buf), f) &&
+                 strncmp(buf, name, strlen(name)) == 0 &&
+                 buf[strlen(name)] == '\n';
+    if (f)
+      fclose(f);
+    snprintf(path, sizeof(path), "/proc/self/task/%s/stat", e->d_name);
+    f = named ? fopen(path, "r") : NULL;
+    const char *p = f && fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+    for (int field = 2; p && field < 41; field++) /* ')' ends field 2 */
+      p = strchr(p + 1, ' ');
+    if (p)
+      policy = atoi(p + 1);
+    if (f)
+      fclose(f);
+  }
+  if (d)
+    closedir(d);
+  return policy;
+}
+
+/* OP-02: the exporter's thread is named "grit-otlp" and runs SCHED_BATCH
+ * (it does not preempt the I/O thread, "grit-io", when it wakes); it
+ * lives as long as a channel names its collector. */
+static void test_exporter_thread(void) {
+  grit_channel_args *args = NULL;
+  ASSERT_OK(grit_channel_args_create(&args));
+  ASSERT_OK(grit_channel_args_set_string(args, GRIT_ARG_OTLP_ENDPOINT,
+                                         "ipv4:127.0.0.1:1"));
+  grit_channel *ch = NULL;
+  ASSERT_OK(grit_channel_create(NULL, g_target, args, NULL, &ch));
+  grit_channel_args_destroy(args);
+  int policy = -1;
+  for (int i = 0; i < 500 && policy < 0; i++) { /* the thread names itself */
+    policy = thread_policy("grit-otlp");
+    if (policy < 0)
+      usleep(10000);
+  }
+  ASSERT_EQ(policy, SCHED_BATCH);
+  ASSERT_CMP(thread_policy("grit-io"), >=, 0);
+  grit_channel_destroy(ch); /* the last channel of that collector */
+  for (int i = 0; i < 500 && policy >= 0; i++) { /* joined, or detached */
+    policy = thread_policy("grit-otlp");
+    if (policy >= 0)
+      usleep(10000);
+  }
+  ASSERT_EQ(policy, -1);
+}
+
 static const test_case tests[] = {
     {"scripted_run", test_scripted_run},
     {"span_callback", test_span_callback},
     {"off_by_default", test_off_by_default},
     {"malformed_traceparent", test_malformed_traceparent},
+    {"exporter_thread", test_exporter_thread},
     {NULL, NULL},
 };
 
