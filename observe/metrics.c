@@ -122,15 +122,23 @@ void grit_obs_set_target_filter(grit_obs_target_filter_fn fn, void *data) {
   pthread_mutex_unlock(&reg_mu);
 }
 
+/* A series' name (a copy of |src|) and its |n| zeroed cells: both, or
+ * neither (false, out of memory). */
+static bool series_alloc(char **name, uint64_t **cells, const char *src,
+                         size_t n) {
+  *name = grit_strdup(src);
+  *cells = grit_calloc(n, sizeof(uint64_t));
+  if (*name && *cells)
+    return true;
+  grit_free(*name);
+  grit_free(*cells);
+  return false;
+}
+
 static grit_obs_target *target_make_locked(const char *name) {
   grit_obs_target *t = grit_calloc(1, sizeof(*t));
-  if (!t)
-    return NULL;
-  t->name = grit_strdup(name);
-  t->cells = grit_calloc(block_cells(GRIT_OBS_S_TARGET), sizeof(uint64_t));
-  if (!t->name || !t->cells) {
-    grit_free(t->name);
-    grit_free(t->cells);
+  if (!t || !series_alloc(&t->name, &t->cells, name,
+                          block_cells(GRIT_OBS_S_TARGET))) {
     grit_free(t);
     return NULL;
   }
@@ -220,13 +228,8 @@ grit_obs_method *grit_obs_method_find(grit_obs_target *t, const char *method) {
 __attribute__((noinline)) static grit_obs_method *
 method_new(grit_obs_target *t, const char *method) {
   grit_obs_method *m = grit_calloc(1, sizeof(*m));
-  if (!m)
-    return NULL;
-  m->name = grit_strdup(method);
-  m->plain = grit_calloc(block_cells(GRIT_OBS_S_METHOD), sizeof(uint64_t));
-  if (!m->name || !m->plain) {
-    grit_free(m->name);
-    grit_free(m->plain);
+  if (!m || !series_alloc(&m->name, &m->plain, method,
+                          block_cells(GRIT_OBS_S_METHOD))) {
     grit_free(m);
     return NULL;
   }

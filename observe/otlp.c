@@ -155,6 +155,14 @@ static size_t name_len(const grit_otlp_span *s) {
   return (s->attempt ? KLEN("Attempt.") : KLEN("Sent.")) + s->method_len;
 }
 
+/* The attributes of a span whose counts and code are below 128: each is
+ * its constant header (H_* above) and one byte. */
+static inline size_t attrs_small_len(const grit_otlp_span *s) {
+  return (s->attempt ? KLEN(H_PREV) + KLEN(H_TRANSPARENT) + 2
+                     : KLEN(H_ATTEMPTS) + 1) +
+         KLEN(H_STATUS) + 1;
+}
+
 /* Any span's length. */
 static size_t span_len_any(const grit_otlp_span *s) {
   size_t nl = name_len(s);
@@ -164,11 +172,7 @@ static size_t span_len_any(const grit_otlp_span *s) {
   if (s->has_parent)
     n += len_field(8);
   if ((s->previous_rpc_attempts | s->attempts | (uint32_t)s->code) < 0x80) {
-    /* The usual case: each attribute is its constant header (H_* below)
-     * and one byte. */
-    n += (s->attempt ? KLEN(H_PREV) + KLEN(H_TRANSPARENT) + 2
-                     : KLEN(H_ATTEMPTS) + 1) +
-         KLEN(H_STATUS) + 1;
+    n += attrs_small_len(s);
   } else {
     if (s->attempt)
       n += len_field(kv_int_len(KLEN(K_PREV), s->previous_rpc_attempts)) +
@@ -185,20 +189,18 @@ static size_t span_len_any(const grit_otlp_span *s) {
 }
 
 /* The same for the usual span (status OK, counts below 128) in a few
- * adds: each attribute is its constant header (H_*) and one byte, the
- * name's length one or two bytes. The encoder's size pass runs this per
- * span; test_observe's otlp_shapes covers both. */
+ * adds: small attributes, the name's length one or two bytes. The
+ * encoder's size pass runs this per span; test_observe's otlp_shapes
+ * covers both. */
 #define SPAN_FIXED                                                             \
   (len_field(16) + len_field(8) + 1 + 1 /* name tag, length's 1st byte */ +    \
-   2 /* kind */ + 2 * (1 + 8) + (2 + 4) + KLEN(H_STATUS) + 1)
+   2 /* kind */ + 2 * (1 + 8) + (2 + 4))
 static inline size_t span_len(const grit_otlp_span *s) {
   if ((s->previous_rpc_attempts | s->attempts) >= 0x80 || s->code != 0)
     return span_len_any(s);
   size_t nl = name_len(s);
   return SPAN_FIXED + nl + (nl >= 0x80) + (s->has_parent ? len_field(8) : 0) +
-         (s->attempt ? KLEN(H_PREV) + KLEN(H_TRANSPARENT) + 2
-                     : KLEN(H_ATTEMPTS) + 1) +
-         (s->peer_len ? PEER_KV_LEN(s->peer_len) : 0);
+         attrs_small_len(s) + (s->peer_len ? PEER_KV_LEN(s->peer_len) : 0);
 }
 
 /* ---- writing (into space reserved by the sizes above) ---- */

@@ -261,6 +261,20 @@ static nghttp2_nv stream_nv(const char *name, const void *value, size_t len,
                       flags};
 }
 
+/* The flags of a header whose value differs on every call (a timeout, a
+ * traceparent): sent without entering the HPACK table, where each would
+ * push out entries later calls could have sent as one byte; but the first
+ * on a connection (|*named| false, set here) is indexed, so the later ones
+ * name it by that entry's index instead of Huffman-coding the name again
+ * (while the entry lasts). */
+static uint8_t stream_vary_flags(bool *named) {
+  uint8_t f = NGHTTP2_NV_FLAG_NO_COPY_NAME;
+  if (*named)
+    f |= NGHTTP2_NV_FLAG_NO_INDEX;
+  *named = true;
+  return f;
+}
+
 static grit_err stream_submit(grit_stream *s, const grit_stream_head *h) {
   grit_transport *t = s->t;
   size_t nmd = grit_metadata_count(h->metadata);
@@ -299,18 +313,11 @@ static grit_err stream_submit(grit_stream *s, const grit_stream_head *h) {
   nva[n++] = STREAM_NV_LIT("content-type", "application/grpc");
   nva[n++] = stream_nv("user-agent", t->user_agent, t->user_agent_len,
                        nc | NGHTTP2_NV_FLAG_NO_COPY_VALUE);
-  /* Values that differ on every call (a timeout, a traceparent) are sent
-   * without entering the HPACK table: indexed, each would push out entries
-   * that later calls could have sent as one byte. The first on a
-   * connection is indexed, so the later ones name it by its index instead
-   * of Huffman-coding the name again (while the entry lasts). */
-  const uint8_t once = nc | NGHTTP2_NV_FLAG_NO_INDEX;
   char timeout[10];
   if (h->timeout_ns >= 0) {
     grit_timeout_encode(h->timeout_ns, timeout);
     nva[n++] = stream_nv("grpc-timeout", timeout, strlen(timeout),
-                         t->timeout_named ? once : nc);
-    t->timeout_named = true;
+                         stream_vary_flags(&t->timeout_named));
   }
   char attempts[16];
   if (h->previous_attempts > 0) {
@@ -322,11 +329,9 @@ static grit_err stream_submit(grit_stream *s, const grit_stream_head *h) {
   nva[n++] = STREAM_NV_LIT("grpc-accept-encoding", GRIT_ACCEPT_ENCODING);
   if (h->encoding)
     nva[n++] = stream_nv("grpc-encoding", h->encoding, strlen(h->encoding), nc);
-  if (h->traceparent) { /* SPEC OB-02: this attempt's span */
+  if (h->traceparent) /* SPEC OB-02: this attempt's span */
     nva[n++] = stream_nv("traceparent", h->traceparent, strlen(h->traceparent),
-                         t->traceparent_named ? once : nc);
-    t->traceparent_named = true;
-  }
+                         stream_vary_flags(&t->traceparent_named));
   for (size_t i = 0; i < nmd; i++) {
     const char *key;
     const uint8_t *val;
