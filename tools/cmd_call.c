@@ -148,7 +148,8 @@ static const opt_row OPTS[] = {
      "--trace-context); counts on stderr at the end"},
     {"rate", OPT_RATE, "N",
      "with --count: start N calls per second (in\n"
-     "flight: --concurrency if given, else any)"},
+     "flight: --concurrency if given, else any;\n"
+     "above 1000, in bursts once a millisecond)"},
     {"help", 'h', NULL, "this text (also -h)"},
 };
 #define N_OPTS (sizeof(OPTS) / sizeof(OPTS[0]))

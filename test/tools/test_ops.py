@@ -5,7 +5,7 @@ through the grit command against real components:
   test_ops.py --grit PATH --h2server PATH --peers DIR GROUP
 
 admin: `grit call --rate --admin` serves GET /metrics and /channelz while
-       it runs; an idle connection does not block another scraper;
+       it runs; --rate never runs ahead of its rate; an idle connection does not block another scraper;
        promtool checks the exposition; Prometheus 2.42 scrapes the
        endpoint and a PromQL query over its HTTP API returns grit's series
        with the canonical target and the method without its slash; the
@@ -273,6 +273,24 @@ def admin_usage():
         check_in("--rate wants a positive integer", tg.err(r), "--rate 0", r)
 
 
+def rate_paces():
+    """--rate N never runs ahead of N calls a second: at 3 000 a second,
+    where calls leave in bursts once a millisecond, and at 40, where each
+    waits for its own time (a lower bound only: the client controls it)."""
+    with H2Server() as s:
+        for count, rate in ((3001, 3000), (21, 40)):
+            t0 = time.monotonic()
+            r = tg.grit("call", "--count", str(count), "--rate", str(rate),
+                        s.target, "/pkg.Svc/Echo")
+            took = time.monotonic() - t0
+            tg.check_rc(r, 0)
+            check_in("calls=%d ok=%d failed={}" % (count, count), tg.out(r),
+                     "summary", r)
+            check(took >= (count - 1) / rate,
+                  "%d calls at %d a second took %.3f s" % (count, rate, took),
+                  r)
+
+
 def metrics_http_example():
     """examples/metrics_http serves a second scraper while a first holds
     an idle connection (issue 28: it used to answer one at a time)."""
@@ -450,7 +468,7 @@ def otlp_collector_slow():
 
 GROUPS = {
     "admin": [admin_concurrent_and_channelz, admin_prometheus_scrape,
-              admin_usage, metrics_http_example],
+              admin_usage, rate_paces, metrics_http_example],
     "otlp": [otlp_retried_call, otlp_collector_down, otlp_collector_slow],
 }
 
