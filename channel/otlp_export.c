@@ -19,7 +19,7 @@
 #include <time.h>
 
 #define OTLP_QUEUE 4096      /* spans waiting per collector */
-#define OTLP_BATCH 1024      /* spans per Export call at most */
+#define OTLP_BATCH 2048      /* spans per Export call at most */
 #define OTLP_INTERVAL_MS 200 /* a partial batch waits at most this */
 #define OTLP_TIMEOUT_MS 2000 /* per Export call */
 #define OTLP_METHOD                                                            \

@@ -355,7 +355,7 @@ static uint8_t *w_span(uint8_t *p, const grit_otlp_span *s, size_t len) {
 
 /* The request's parts: the sizes of the nested messages (every span's
  * kept for the write, up to OTLP_LENS of them). */
-#define OTLP_LENS 1024
+#define OTLP_LENS 2048
 typedef struct otlp_req {
   const char *svc;
   size_t svc_len, svc_kv, res, scope, ss, rs, total;
