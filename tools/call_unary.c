@@ -104,9 +104,9 @@ static void sleep_until(uint64_t at) {
  * flight (a full window waits for an end, and the schedule catches up).
  * The thread sleeps at least PACE_TICK_US at a time and then starts every
  * call due by then: above 1 000 calls a second they leave in bursts of
- * rate/1000 a millisecond. A wake-up per call cost the client about 24 us
- * of CPU a call at 20 000 a second, three times what the calls cost
- * (docs/operations.md, "Span export cost, sixth round"). */
+ * rate/1000 a millisecond. A wake-up per call cost the client 26 to 28 us
+ * of CPU a call at 20 000 a second, 8 us in ticks (docs/operations.md,
+ * "Span export cost, sixth round"). */
 #define PACE_TICK_US 1000
 static void run_paced(unary_run *r, uint64_t t0, uint64_t concurrency,
                       uint64_t rate) {
